@@ -1,0 +1,206 @@
+"""JSON-RPC 2.0 as AHP uses it: codes, methods, decoding and encoding one message.
+
+Owns: the error codes (standard and AHP's -32001..-32004), the four AHP method
+names, decoding one UTF-8 JSON object from bytes (no batches, no NaN, bounded
+size) into a plain ``dict``, classifying it (request, notification, success or
+error response), and encoding a message as exactly one compact line.
+
+Never does I/O and never imports anything beyond the standard library: this is
+the hot path of every backend and every client, and of per-event processes
+whose start-up cost matters.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from enum import IntEnum
+from typing import Any, Final, Literal
+
+PROTOCOL_VERSION: Final = "draft"
+SUPPORTED_VERSIONS: Final = (PROTOCOL_VERSION,)
+
+INTERCEPT: Final = "hooks/intercept"
+OBSERVE: Final = "hooks/observe"
+CAPABILITIES: Final = "hooks/capabilities"
+CONFIGURATION: Final = "hooks/configuration"
+METHODS: Final = frozenset({INTERCEPT, OBSERVE, CAPABILITIES, CONFIGURATION})
+
+MAX_FRAME_BYTES: Final = 4 * 1024 * 1024
+"""Default frame limit on every transport (one message, framing newline excluded)."""
+
+
+class ErrorCode(IntEnum):
+    """JSON-RPC error codes, standard and AHP-reserved."""
+
+    PARSE_ERROR = -32700
+    INVALID_REQUEST = -32600
+    METHOD_NOT_FOUND = -32601
+    INVALID_PARAMS = -32602
+    INTERNAL_ERROR = -32603
+    UNSUPPORTED_PROTOCOL_VERSION = -32001
+    UNSUPPORTED_EVENT = -32002
+    BACKEND_UNAVAILABLE = -32003
+    BACKEND_INTERNAL_ERROR = -32004
+
+
+ERROR_MESSAGES: Final[Mapping[int, str]] = {
+    ErrorCode.PARSE_ERROR: "Parse error",
+    ErrorCode.INVALID_REQUEST: "Invalid request",
+    ErrorCode.METHOD_NOT_FOUND: "Method not found",
+    ErrorCode.INVALID_PARAMS: "Invalid params",
+    ErrorCode.INTERNAL_ERROR: "Internal error",
+    ErrorCode.UNSUPPORTED_PROTOCOL_VERSION: "unsupported_protocol_version",
+    ErrorCode.UNSUPPORTED_EVENT: "unsupported_event",
+    ErrorCode.BACKEND_UNAVAILABLE: "backend_unavailable",
+    ErrorCode.BACKEND_INTERNAL_ERROR: "backend_internal_error",
+}
+"""Fixed, credential-free messages. Never put exception text in an error."""
+
+Kind = Literal["request", "notification", "success", "error"]
+RequestId = str | int
+
+
+class DecodeError(ValueError):
+    """A message that is not a usable JSON-RPC 2.0 object.
+
+    ``code`` is -32700 (bytes, UTF-8 or JSON) or -32600 (not a valid envelope).
+    ``id`` is the request id when one could be recovered (so a server can still
+    correlate its error response), else ``None``. ``reason`` is a short, fixed
+    description that never contains message content.
+    """
+
+    def __init__(self, code: ErrorCode, reason: str, id: RequestId | None = None) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+        self.id = id
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def decode(data: bytes | str, *, max_bytes: int = MAX_FRAME_BYTES) -> dict[str, Any]:
+    """Decode exactly one JSON-RPC message and check its envelope.
+
+    Raises :class:`DecodeError` with -32700 for oversized input, invalid UTF-8
+    or invalid JSON (NaN and Infinity included), and -32600 for a batch, a
+    non-object, or an envelope that is not a valid request, notification or
+    response. Unknown envelope members are kept.
+    """
+    if isinstance(data, str):
+        raw = data.encode("utf-8", "surrogatepass")
+    else:
+        raw = bytes(data)
+    if len(raw) > max_bytes:
+        raise DecodeError(ErrorCode.PARSE_ERROR, "message exceeds the frame size limit")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise DecodeError(ErrorCode.PARSE_ERROR, "message is not valid UTF-8") from None
+    try:
+        value = json.loads(text, parse_constant=_reject_constant)
+    except (ValueError, RecursionError):
+        raise DecodeError(ErrorCode.PARSE_ERROR, "message is not valid JSON") from None
+    if isinstance(value, list):
+        raise DecodeError(ErrorCode.INVALID_REQUEST, "batch messages are not allowed")
+    if not isinstance(value, dict):
+        raise DecodeError(ErrorCode.INVALID_REQUEST, "a message must be a JSON object")
+    classify(value)
+    return value
+
+
+def _valid_id(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return True
+    return isinstance(value, str) and value != ""
+
+
+def recoverable_id(message: Mapping[str, Any]) -> RequestId | None:
+    """The message's id if it is a valid request id, else ``None``."""
+    value = message.get("id")
+    return value if _valid_id(value) else None
+
+
+def classify(message: Mapping[str, Any]) -> Kind:
+    """Say what a decoded object is, or raise :class:`DecodeError` (-32600).
+
+    Request ids are non-empty strings or integers; response ids may also be null.
+    """
+    rid = recoverable_id(message)
+    if message.get("jsonrpc") != "2.0":
+        raise DecodeError(ErrorCode.INVALID_REQUEST, 'jsonrpc must be "2.0"', rid)
+    if "method" in message:
+        method = message["method"]
+        if not isinstance(method, str) or not method:
+            raise DecodeError(ErrorCode.INVALID_REQUEST, "method must be a non-empty string", rid)
+        if "result" in message or "error" in message:
+            raise DecodeError(ErrorCode.INVALID_REQUEST, "a request has no result or error", rid)
+        if "params" in message and not isinstance(message["params"], dict | list):
+            raise DecodeError(ErrorCode.INVALID_REQUEST, "params must be an object or an array", rid)
+        if "id" not in message:
+            return "notification"
+        if rid is None:
+            raise DecodeError(
+                ErrorCode.INVALID_REQUEST, "id must be a non-empty string or an integer"
+            )
+        return "request"
+    if "id" not in message:
+        raise DecodeError(ErrorCode.INVALID_REQUEST, "a message needs a method or an id")
+    if message["id"] is not None and rid is None:
+        raise DecodeError(ErrorCode.INVALID_REQUEST, "id must be a non-empty string or an integer")
+    has_result, has_error = "result" in message, "error" in message
+    if has_result == has_error:
+        raise DecodeError(ErrorCode.INVALID_REQUEST, "a response has exactly one of result, error")
+    if has_result:
+        return "success"
+    error = message["error"]
+    if (
+        not isinstance(error, dict)
+        or not isinstance(error.get("code"), int)
+        or isinstance(error.get("code"), bool)
+        or not isinstance(error.get("message"), str)
+    ):
+        raise DecodeError(ErrorCode.INVALID_REQUEST, "error needs an integer code and a message")
+    return "error"
+
+
+def encode(message: Mapping[str, Any]) -> bytes:
+    """One compact UTF-8 line, ``\\n``-terminated; no raw newline can appear inside."""
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode(
+        "utf-8"
+    ) + b"\n"
+
+
+def request(method: str, params: Mapping[str, Any], id: RequestId) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": id, "method": method, "params": dict(params)}
+
+
+def notification(method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "method": method, "params": dict(params)}
+
+
+def success(id: RequestId | None, result: Mapping[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": id, "result": dict(result)}
+
+
+def error(
+    id: RequestId | None, code: int, message: str | None = None, data: Any = None
+) -> dict[str, Any]:
+    """An error response. ``message`` defaults to the code's fixed text."""
+    body: dict[str, Any] = {"code": int(code), "message": message or ERROR_MESSAGES.get(code, "")}
+    if data is not None:
+        body["data"] = data
+    return {"jsonrpc": "2.0", "id": id, "error": body}
+
+
+def unsupported_version(id: RequestId | None) -> dict[str, Any]:
+    """-32001 with ``data.supported``, as the draft requires."""
+    return error(
+        id,
+        ErrorCode.UNSUPPORTED_PROTOCOL_VERSION,
+        data={"supported": list(SUPPORTED_VERSIONS)},
+    )
