@@ -1,0 +1,322 @@
+"""Whole-message validation: is this JSON-RPC message a valid AHP message?
+
+Owns the rules that span one message: which AHP method or result it is, the
+``params`` of each method (version, event, capabilities legal at that event,
+state, id correlation), the ``result`` of each response kind, stdio framing
+(one object per line), and edits judged against a host-side current value
+(``EditContext``: the draft's contextual validity).
+
+Never does I/O. Every problem is reported as a :class:`WireError` whose path
+starts at the message root (``params.event.tool.input``, ``result.effects[0]``).
+The pieces (events, effects, capabilities, state) live in their own modules;
+this module only composes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ahp_protocol.wire import catalogue, jsonrpc
+from ahp_protocol.wire.errors import WireError, WireErrors
+
+MessageKind = Literal[
+    "intercept-request",
+    "observe-notification",
+    "capabilities-request",
+    "configuration-request",
+    "intercept-response",
+    "capabilities-response",
+    "configuration-response",
+    "error-response",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class EditContext:
+    """The host-side situation an edit is judged in (the draft's contextual validity).
+
+    ``event`` is the event type the response answers; ``current`` maps a modify
+    target to its current value; ``mode``/``action`` describe an elicitation
+    result (``form``/``url``, ``accept``/``decline``/``cancel``) where relevant.
+    """
+
+    event: str
+    current: Mapping[str, Any]
+    mode: str = ""
+    action: str = ""
+
+    @classmethod
+    def from_wire(cls, obj: Mapping[str, Any]) -> EditContext:
+        return cls(
+            event=str(obj.get("event", "")),
+            current=dict(obj.get("current") or {}),
+            mode=str(obj.get("mode") or ""),
+            action=str(obj.get("action") or ""),
+        )
+
+
+def _first(exc: WireError | WireErrors) -> WireError:
+    return exc.first if isinstance(exc, WireErrors) else exc
+
+
+def _prefixed(exc: WireError | WireErrors, *prefix: str | int) -> WireError:
+    return _first(exc).at(*prefix)
+
+
+def _version(container: Mapping[str, Any], where: str) -> None:
+    if "protocolVersion" not in container:
+        raise WireError(where, "protocolVersion is required")
+    if container["protocolVersion"] != jsonrpc.PROTOCOL_VERSION:
+        raise WireError(
+            f"{where}.protocolVersion", f'unsupported protocol version (expected "{jsonrpc.PROTOCOL_VERSION}")'
+        )
+
+
+def _params(message: Mapping[str, Any]) -> dict[str, Any]:
+    params = message.get("params")
+    if not isinstance(params, dict):
+        raise WireError("params", "params must be an object")
+    _version(params, "params")
+    return params
+
+
+def _only(container: Mapping[str, Any], allowed: set[str], where: str) -> None:
+    extra = sorted(set(container) - allowed)
+    if extra:
+        raise WireError(where, f"{extra[0]} is not allowed here (only {', '.join(sorted(allowed))})")
+
+
+def check_capabilities_at(event_type: str, capabilities: Any) -> None:
+    """Per-request capabilities: well formed, and only what the draft allows at this event."""
+    from ahp_protocol.wire import capabilities as caps
+    from ahp_protocol.wire import effects
+
+    parsed = caps.parse_capabilities(capabilities)
+    legal = effects.EVENT_EFFECTS.get(event_type, frozenset())
+    for i, name in enumerate(parsed.effects):
+        if name in effects.EFFECT_TYPES and name not in legal:
+            raise WireError(
+                f"effects[{i}]", f'effect "{name}" cannot be granted at {event_type}'
+            )
+    if parsed.modify:
+        targets = effects.MODIFY_TARGETS.get(event_type, frozenset())
+        for target in parsed.modify:
+            if target not in targets:
+                raise WireError(f"modify.{target}", f"modify target cannot be granted at {event_type}")
+    if parsed.flow:
+        operations = effects.FLOW_OPERATIONS.get(event_type, frozenset())
+        for i, op in enumerate(parsed.flow.operations):
+            if op not in operations:
+                raise WireError(
+                    f"flow.operations[{i}]", f'flow "{op}" cannot be granted at {event_type}'
+                )
+
+
+def _intercept_request(message: Mapping[str, Any]) -> None:
+    from ahp_protocol.wire import events, state
+
+    params = _params(message)
+    if "event" not in params:
+        raise WireError("params", "event is required")
+    try:
+        event = events.parse_event(params["event"])
+    except (WireError, WireErrors) as exc:
+        raise _prefixed(exc, "params", "event") from None
+    if not catalogue.is_interceptable(event.type):
+        raise WireError("params.event.type", f'"{event.type}" cannot be intercepted')
+    if message.get("id") != event.id:
+        raise WireError("id", "the request id must equal params.event.id")
+    if "capabilities" not in params:
+        raise WireError("params", "capabilities is required")
+    try:
+        check_capabilities_at(event.type, params["capabilities"])
+    except (WireError, WireErrors) as exc:
+        raise _prefixed(exc, "params", "capabilities") from None
+    if "state" in params:
+        try:
+            state.parse_state(params["state"])
+        except (WireError, WireErrors) as exc:
+            raise _prefixed(exc, "params", "state") from None
+
+
+def _observe_notification(message: Mapping[str, Any]) -> None:
+    from ahp_protocol.wire import events
+
+    params = _params(message)
+    if "event" not in params:
+        raise WireError("params", "event is required")
+    try:
+        events.parse_event(params["event"])
+    except (WireError, WireErrors) as exc:
+        raise _prefixed(exc, "params", "event") from None
+
+
+def _discovery_request(message: Mapping[str, Any]) -> None:
+    params = _params(message)
+    _only(params, {"protocolVersion"}, "params")
+
+
+def _result(message: Mapping[str, Any]) -> dict[str, Any]:
+    result = message["result"]
+    if not isinstance(result, dict):
+        raise WireError("result", "result must be an object")
+    _version(result, "result")
+    return result
+
+
+def _intercept_response(result: Mapping[str, Any], context: EditContext | None) -> None:
+    from ahp_protocol.wire import effects
+
+    raw = result.get("effects", [])
+    if not isinstance(raw, list):
+        raise WireError("result.effects", "effects must be an array")
+    try:
+        if context is None:
+            for i, item in enumerate(raw):
+                effects.parse_effect(item, path=f"effects[{i}]")
+        else:
+            grant = full_grant(context.event)
+            checked = effects.check_effects(context.event, grant, raw)
+            for i, effect in enumerate(checked):
+                check_edit_in_context(effect, context, path=f"effects[{i}]")
+    except (WireError, WireErrors) as exc:
+        raise _prefixed(exc, "result") from None
+
+
+def full_grant(event_type: str) -> dict[str, Any]:
+    """Every capability the draft allows at ``event_type`` (for judging edits in context)."""
+    from ahp_protocol.wire import effects
+
+    names = sorted(effects.EVENT_EFFECTS.get(event_type, frozenset()))
+    grant: dict[str, Any] = {"effects": names}
+    if "modify" in names:
+        grant["modify"] = {
+            t: {"replace": True, "merge": True} for t in effects.MODIFY_TARGETS[event_type]
+        }
+    if "flow" in names:
+        ops = sorted(effects.FLOW_OPERATIONS[event_type])
+        grant["flow"] = {"operations": ops}
+        if "continue" in ops:
+            grant["flow"].update(remainingContinuations=1, continuationCount=0)
+    if "inject" in names:
+        grant["inject"] = {"context": {"append": True, "deliverAt": ["now", "next_turn"]}}
+    return grant
+
+
+_FORM_ANSWER_SCALARS = (str, int, float, bool)
+
+
+def check_edit_in_context(effect: Any, context: EditContext, *, path: str) -> None:
+    """Rules that depend on the host's current value, beyond the value's type.
+
+    At ``user.elicitation.result`` a ``content`` edit needs an accepted form
+    result, and the edited answer object (after a shallow merge) holds only the
+    MCP form answer values: strings, numbers, booleans or arrays of strings.
+    """
+    if getattr(effect, "type", None) != "modify":
+        return
+    if context.event == "user.elicitation.result" and effect.target == "content":
+        if context.mode != "form":
+            raise WireError(path, "content can only be edited in a form elicitation result")
+        if context.action != "accept":
+            raise WireError(path, "content can only be edited in an accepted elicitation result")
+        current = context.current.get("content")
+        value = effect.value
+        merged = {**current, **value} if effect.operation == "merge" and isinstance(current, dict) else value
+        for key, answer in merged.items():
+            scalar = isinstance(answer, _FORM_ANSWER_SCALARS)
+            strings = isinstance(answer, list) and all(isinstance(a, str) for a in answer)
+            if not (scalar or strings):
+                raise WireError(
+                    f"{path}.value.{key}",
+                    "form answers are strings, numbers, booleans or arrays of strings",
+                )
+
+
+def _capabilities_response(result: Mapping[str, Any]) -> None:
+    from ahp_protocol.wire import capabilities
+
+    _only(result, {"protocolVersion", "manifest"}, "result")
+    try:
+        capabilities.parse_manifest(result["manifest"])
+    except (WireError, WireErrors) as exc:
+        raise _prefixed(exc, "result", "manifest") from None
+
+
+def _configuration_response(result: Mapping[str, Any]) -> None:
+    from ahp_protocol.wire import registration
+
+    _only(result, {"protocolVersion", "configuration"}, "result")
+    try:
+        registration.parse_configuration(result["configuration"])
+    except (WireError, WireErrors) as exc:
+        raise _prefixed(exc, "result", "configuration") from None
+
+
+def validate_message(message: object, *, context: EditContext | None = None) -> MessageKind:
+    """Validate one decoded AHP message; return what it is or raise :class:`WireError`.
+
+    A response is judged as the kind its result shows (``manifest`` →
+    capabilities, ``configuration`` → configuration, otherwise intercept).
+    With ``context``, an intercept response's effects are also judged against
+    the event and current value it answers.
+    """
+    if not isinstance(message, dict):
+        raise WireError("$", "a message must be a JSON object")
+    try:
+        kind = jsonrpc.classify(message)
+    except jsonrpc.DecodeError as exc:
+        raise WireError("$", exc.reason) from None
+    if kind in ("request", "notification"):
+        method = message["method"]
+        expected = "notification" if method == jsonrpc.OBSERVE else "request"
+        if method not in jsonrpc.METHODS:
+            raise WireError("method", f'unknown method "{method}"')
+        if kind != expected:
+            raise WireError("$", f"{method} must be a {expected}")
+        if method == jsonrpc.INTERCEPT:
+            _intercept_request(message)
+            return "intercept-request"
+        if method == jsonrpc.OBSERVE:
+            _observe_notification(message)
+            return "observe-notification"
+        _discovery_request(message)
+        return "capabilities-request" if method == jsonrpc.CAPABILITIES else "configuration-request"
+    if kind == "error":
+        return "error-response"
+    result = _result(message)
+    if "manifest" in result:
+        _capabilities_response(result)
+        return "capabilities-response"
+    if "configuration" in result:
+        _configuration_response(result)
+        return "configuration-response"
+    _intercept_response(result, context)
+    return "intercept-response"
+
+
+def validate_stdio(data: bytes, *, context: EditContext | None = None) -> list[MessageKind]:
+    """Validate stdio framing: one complete JSON-RPC object per ``\\n``-terminated line.
+
+    A record split over several lines (pretty-printed JSON), a blank line, a
+    missing final newline or anything that is not a message is an error whose
+    path names the line (``line 2``).
+    """
+    if not data:
+        raise WireError("line 1", "no message")
+    if not data.endswith(b"\n"):
+        raise WireError("$", "the last record is not terminated by a newline")
+    kinds: list[MessageKind] = []
+    for number, line in enumerate(data[:-1].split(b"\n"), start=1):
+        where = f"line {number}"
+        try:
+            message = jsonrpc.decode(line.rstrip(b"\r"))
+        except jsonrpc.DecodeError as exc:
+            raise WireError(where, f"{exc.reason} (one complete JSON object per line)") from None
+        try:
+            kinds.append(validate_message(message, context=context))
+        except WireError as exc:
+            raise WireError(f"{where}: {exc.path}", exc.reason) from None
+    return kinds
