@@ -13,4 +13,5 @@ what they use.
 
 from ahp_protocol.wire.jsonrpc import PROTOCOL_VERSION
 
-__all__ = ["PROTOCOL_VERSION"]
+__version__ = "0.1.0"
+__all__ = ["PROTOCOL_VERSION", "__version__"]

@@ -1,9 +1,15 @@
-"""The ``ahp-protocol`` command: check AHP documents and messages from the shell.
+"""The ``ahp-protocol`` command: check AHP documents and try backends from the shell.
 
 ``ahp-protocol validate [--kind auto|registration|message|stdio] [--json] FILE...``
 prints ``FILE: valid`` or ``FILE: invalid: <JSON path>: <reason>`` per file
 and exits 0 only when every file is valid (1 when one is not, 2 on a usage
-error). Reads files only; never starts a backend.
+error). It reads files only; it never starts a backend.
+
+``ahp-protocol send --registration FILE --event FILE [--effects LIST] [--repeat N] [--json]``
+is a one-shot harness: it completes a partial event, runs it through the
+registration's chain (starting the backends it names) and prints the settled
+result with every diagnostic. Exit 0 when the chain settled without a denial,
+1 on a denial, 2 on a usage or registration error.
 """
 
 from __future__ import annotations
@@ -11,12 +17,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+import time
+import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ahp_protocol.wire.errors import WireError, WireErrors
+
+if TYPE_CHECKING:
+    from ahp_protocol.client.result import HookResult
 
 Kind = Literal["auto", "registration", "message", "stdio"]
 
@@ -102,10 +113,148 @@ def _validate(args: argparse.Namespace) -> int:
     return 0 if all(v.valid for v in verdicts) else 1
 
 
+def complete_event(partial: Mapping[str, Any], *, source: str) -> dict[str, Any]:
+    """Fill ``id``, ``time``, ``source`` and ``harness`` where a partial event lacks them."""
+    from ahp_protocol import __version__
+    from ahp_protocol.client.dispatcher import now_rfc3339
+
+    event = dict(partial)
+    event.setdefault("id", f"evt_{uuid.uuid4().hex}")
+    event.setdefault("time", now_rfc3339())
+    event.setdefault("source", source)
+    event.setdefault("harness", {"name": "ahp-protocol-send", "version": __version__})
+    return event
+
+
+def _usage_error(message: str) -> int:
+    print(f"ahp-protocol send: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _read_json(name: str, what: str) -> Any:
+    try:
+        return json.loads(Path(name).read_text("utf-8"))
+    except OSError as exc:
+        raise WireError("$", f"cannot read {what} {name}: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise WireError(f"{name}", str(_json_error(exc))) from None
+
+
+def _grant(event_type: str, effects: str | None) -> dict[str, Any]:
+    from ahp_protocol.wire.messages import full_grant
+
+    grant = full_grant(event_type)
+    if effects is None:
+        return grant
+    wanted = [e.strip() for e in effects.split(",") if e.strip()]
+    unknown = [e for e in wanted if e not in grant["effects"]]
+    if unknown:
+        allowed = ", ".join(grant["effects"]) or "none"
+        raise WireError(
+            "--effects", f"{unknown[0]!r} cannot be granted at {event_type} ({allowed})"
+        )
+    grant["effects"] = wanted
+    for block in ("modify", "flow", "inject"):
+        if block not in wanted:
+            grant.pop(block, None)
+    return grant
+
+
+def _print_result(result: HookResult) -> None:
+    print(f"{result.event_type} {result.event.get('id')}")
+    for d in result.diagnostics:
+        line = f"  {d.backend}[{d.subscription}] {d.mode:<13} {d.outcome:<9} {d.latency_ms:8.2f} ms"
+        if d.failure is not None:
+            policy = f" -> {d.policy}" if d.policy else ""
+            line += f"  {d.failure.value}{policy}"
+        print(line)
+    if result.denial is not None:
+        who = "synthetic denial after" if result.denial.synthetic else "denied by"
+        code = f" [{result.denial.code}]" if result.denial.code else ""
+        print(f"settled: deny ({who} {result.denial.backend}): {result.denial.reason}{code}")
+    else:
+        print(f"settled: permission {result.permission}, flow {result.flow}")
+    for text in result.messages:
+        print(f"message: {text}")
+    if result.candidate is not None:
+        print(f"candidate: {json.dumps(result.candidate.value)}")
+
+
+async def _send(args: argparse.Namespace) -> int:
+    import statistics
+
+    from ahp_protocol.client import ChainState, Dispatcher, HookResult, RegistrationError
+    from ahp_protocol.wire import catalogue, events
+    from ahp_protocol.wire.registration import load_registration
+
+    if args.repeat < 1:
+        return _usage_error("--repeat must be at least 1")
+    try:
+        registration = load_registration(args.registration)
+        partial = _read_json(args.event, "event file")
+        if not isinstance(partial, dict) or not catalogue.is_event_type(partial.get("type")):
+            raise WireError("type", "the event needs a standard event type")
+        event_type = str(partial["type"])
+        source = f"urn:uuid:{uuid.uuid4()}"
+        capabilities: dict[str, dict[str, Any]] = {}
+        if catalogue.is_interceptable(event_type):
+            capabilities[event_type] = _grant(event_type, args.effects)
+        events.parse_event(complete_event(partial, source=source))
+        dispatcher = Dispatcher(registration, capabilities=capabilities, source=source)
+    except (WireError, WireErrors) as exc:
+        return _usage_error(str(exc))
+    except RegistrationError as exc:
+        return _usage_error(str(exc))
+    results: list[HookResult] = []
+    latencies: list[float] = []
+    async with dispatcher:
+        for diagnostic in dispatcher.configuration_diagnostics:
+            print(f"warning: {diagnostic.backend}: {diagnostic.detail}", file=sys.stderr)
+        for _ in range(args.repeat):
+            # With --repeat every event is distinct: a fixed id is only kept for a single send.
+            fresh = {k: v for k, v in partial.items() if k != "id"}
+            event = complete_event(fresh if args.repeat > 1 else partial, source=source)
+            started = time.perf_counter()
+            if event_type in capabilities:
+                result = await dispatcher.intercept(event)
+            else:
+                diagnostics = await dispatcher.observe(event)
+                result = HookResult.settle(event_type, ChainState(event=event), diagnostics)
+            latencies.append((time.perf_counter() - started) * 1000)
+            results.append(result)
+    denied = sum(1 for r in results if r.denied)
+    summary = None
+    if args.repeat > 1:
+        ordered = sorted(latencies)
+        summary = {
+            "events": len(results),
+            "denied": denied,
+            "medianMs": round(statistics.median(ordered), 3),
+            "p90Ms": round(ordered[max(0, int(len(ordered) * 0.9) - 1)], 3),
+        }
+    if args.json:
+        print(json.dumps({"result": results[-1].to_json(), "latency": summary}, indent=2))
+    else:
+        _print_result(results[-1])
+        if summary:
+            print(
+                f"{summary['events']} events, {denied} denied; latency median "
+                f"{summary['medianMs']} ms, p90 {summary['p90Ms']} ms"
+            )
+    return 1 if denied else 0
+
+
+def _run_send(args: argparse.Namespace) -> int:
+    import anyio
+
+    code: int = anyio.run(_send, args)
+    return code
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ahp-protocol",
-        description="Tools for the Agent Hooks Protocol (wire version \"draft\").",
+        description='Tools for the Agent Hooks Protocol (wire version "draft").',
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     validate = commands.add_parser(
@@ -129,6 +278,34 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--json", action="store_true", help="print the verdicts as JSON")
     validate.add_argument("files", nargs="+", metavar="FILE")
     validate.set_defaults(func=_validate)
+
+    send = commands.add_parser(
+        "send",
+        help="run one event through a registration's backends and print the result",
+        description=(
+            "A one-shot harness for trying and debugging backends. Completes a partial event "
+            "(id, time, source and harness are filled where missing), runs it through the chain "
+            "and prints the settled result with every diagnostic. Exit 0 without a denial, "
+            "1 on a denial, 2 on a usage or registration error."
+        ),
+    )
+    send.add_argument("--registration", required=True, metavar="FILE", help="registration document")
+    send.add_argument("--event", required=True, metavar="FILE", help="a (partial) event, as JSON")
+    send.add_argument(
+        "--effects",
+        metavar="LIST",
+        help="comma-separated effects to advertise, e.g. deny,allow,ask (default: all the "
+        "draft allows at the event)",
+    )
+    send.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="N",
+        help="send N distinct events and print latency median/p90",
+    )
+    send.add_argument("--json", action="store_true", help="print the result as JSON")
+    send.set_defaults(func=_run_send)
     return parser
 
 

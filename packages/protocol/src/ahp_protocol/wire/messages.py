@@ -70,7 +70,8 @@ def _version(container: Mapping[str, Any], where: str) -> None:
         raise WireError(where, "protocolVersion is required")
     if container["protocolVersion"] != jsonrpc.PROTOCOL_VERSION:
         raise WireError(
-            f"{where}.protocolVersion", f'unsupported protocol version (expected "{jsonrpc.PROTOCOL_VERSION}")'
+            f"{where}.protocolVersion",
+            f'unsupported protocol version (expected "{jsonrpc.PROTOCOL_VERSION}")',
         )
 
 
@@ -85,7 +86,9 @@ def _params(message: Mapping[str, Any]) -> dict[str, Any]:
 def _only(container: Mapping[str, Any], allowed: set[str], where: str) -> None:
     extra = sorted(set(container) - allowed)
     if extra:
-        raise WireError(where, f"{extra[0]} is not allowed here (only {', '.join(sorted(allowed))})")
+        raise WireError(
+            where, f"{extra[0]} is not allowed here (only {', '.join(sorted(allowed))})"
+        )
 
 
 def check_capabilities_at(event_type: str, capabilities: Any) -> None:
@@ -97,14 +100,14 @@ def check_capabilities_at(event_type: str, capabilities: Any) -> None:
     legal = effects.EVENT_EFFECTS.get(event_type, frozenset())
     for i, name in enumerate(parsed.effects):
         if name in effects.EFFECT_TYPES and name not in legal:
-            raise WireError(
-                f"effects[{i}]", f'effect "{name}" cannot be granted at {event_type}'
-            )
+            raise WireError(f"effects[{i}]", f'effect "{name}" cannot be granted at {event_type}')
     if parsed.modify:
         targets = effects.MODIFY_TARGETS.get(event_type, frozenset())
         for target in parsed.modify:
             if target not in targets:
-                raise WireError(f"modify.{target}", f"modify target cannot be granted at {event_type}")
+                raise WireError(
+                    f"modify.{target}", f"modify target cannot be granted at {event_type}"
+                )
     if parsed.flow:
         operations = effects.FLOW_OPERATIONS.get(event_type, frozenset())
         for i, op in enumerate(parsed.flow.operations):
@@ -224,7 +227,11 @@ def check_edit_in_context(effect: Any, context: EditContext, *, path: str) -> No
             raise WireError(path, "content can only be edited in an accepted elicitation result")
         current = context.current.get("content")
         value = effect.value
-        merged = {**current, **value} if effect.operation == "merge" and isinstance(current, dict) else value
+        merged = (
+            {**current, **value}
+            if effect.operation == "merge" and isinstance(current, dict)
+            else value
+        )
         for key, answer in merged.items():
             scalar = isinstance(answer, _FORM_ANSWER_SCALARS)
             strings = isinstance(answer, list) and all(isinstance(a, str) for a in answer)

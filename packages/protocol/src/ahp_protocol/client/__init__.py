@@ -1,0 +1,29 @@
+"""The harness side of AHP: run one event through a registration's subscriptions.
+
+- :class:`Dispatcher` (async) and :class:`SyncDispatcher` (blocking facade);
+- :class:`HookResult` and :class:`Diagnostic`, what a run produced;
+- :mod:`~ahp_protocol.client.chain`, the pure folding rules;
+- :mod:`~ahp_protocol.client.transports`, stdio (persistent, per_event) and HTTP.
+
+A result never grants anything by itself: ``none`` and ``allow`` still go
+through the host's own permissions, managed policy and sandbox.
+"""
+
+from ahp_protocol.client.chain import Candidate, ChainState, Denial
+from ahp_protocol.client.dispatcher import Dispatcher, RegistrationError
+from ahp_protocol.client.failures import FailureClass, OperationalFailure
+from ahp_protocol.client.result import Diagnostic, HookResult
+from ahp_protocol.client.sync import SyncDispatcher
+
+__all__ = [
+    "Candidate",
+    "ChainState",
+    "Denial",
+    "Diagnostic",
+    "Dispatcher",
+    "FailureClass",
+    "HookResult",
+    "OperationalFailure",
+    "RegistrationError",
+    "SyncDispatcher",
+]

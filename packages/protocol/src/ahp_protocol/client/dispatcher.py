@@ -1,0 +1,506 @@
+"""The dispatcher: run one event through a registration's subscriptions, as the draft says.
+
+Owns the order of a chain (``hooks`` array order, then subscription order),
+the per-request capabilities each interceptor is granted, deadlines
+(``timeoutMs`` covers spawn or connect, sending, backend time, parsing and
+acceptance), acceptance of a response (atomic, via
+:func:`~ahp_protocol.wire.effects.check_effects`), failure policy,
+short-circuit observation, ``hook.failure`` events, observer delivery
+(bounded, after settlement) and ``hooks/configuration`` discovery.
+
+The rules of folding live in :mod:`ahp_protocol.client.chain` and the I/O in
+:mod:`ahp_protocol.client.transports`; this module only sequences them. It
+never decides for the host: a result with permission ``none`` or ``allow``
+still goes through the host's own permissions and sandbox.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from ahp_protocol.client.chain import ChainState, Permission, fold_response
+from ahp_protocol.client.failures import FailureClass, OperationalFailure
+from ahp_protocol.client.result import Diagnostic, HookResult
+from ahp_protocol.wire import catalogue, jsonrpc
+
+if TYPE_CHECKING:
+    from ahp_protocol.client.transports import Transport
+    from ahp_protocol.wire.registration import Hook, Registration, Subscription
+
+log = logging.getLogger("ahp_protocol.client")
+
+DISCOVERY_TIMEOUT_S = 5.0
+OBSERVE_TIMEOUT_S = 2.0
+RETRYABLE = frozenset({FailureClass.ABNORMAL_EXIT, FailureClass.CONNECT_FAILED})
+"""Failures after which one retry (same ids, same content) may fit in the original deadline."""
+
+_EFFECT_FAILURES = {
+    "unknown": FailureClass.UNKNOWN_EFFECT,
+    "malformed": FailureClass.MALFORMED_EFFECT,
+    "unadvertised": FailureClass.UNADVERTISED_EFFECT,
+    "illegal": FailureClass.UNADVERTISED_EFFECT,
+}
+
+
+class RegistrationError(ValueError):
+    """A registration this harness cannot run (the message names the JSON path and the rule)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """One subscription as the dispatcher uses it."""
+
+    hook: Hook
+    index: int
+    subscription: Subscription
+
+    @property
+    def fail_closed(self) -> bool:
+        sub = self.subscription
+        # Mandatory policy is fail-closed whatever it declares (draft §6.3).
+        return (
+            getattr(sub, "failure_policy", None) == "fail-closed"
+            or getattr(sub, "scope", None) == "managed"
+            or getattr(sub, "disableable", None) is False
+        )
+
+    @property
+    def policy(self) -> str:
+        return "fail-closed" if self.fail_closed else "fail-open"
+
+
+def now_rfc3339() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _selection(sub: Subscription) -> dict[str, str]:
+    content = sub.content
+    if hasattr(content, "to_wire"):
+        selection: dict[str, str] = content.to_wire()
+        return selection
+    return dict(content)  # pragma: no cover - models always have to_wire
+
+
+class Dispatcher:
+    """Runs events through the subscriptions of one validated registration.
+
+    ``capabilities`` maps each event type the host can intercept to the
+    per-request capabilities it can enforce there (wire form). Events the host
+    does not declare are never intercepted (only observed).
+
+    Use as ``async with Dispatcher(...) as hooks: result = await hooks.intercept(event)``.
+    """
+
+    def __init__(
+        self,
+        registration: Registration,
+        *,
+        capabilities: Mapping[str, Mapping[str, Any]],
+        environ: Mapping[str, str] | None = None,
+        observe_timeout: float = OBSERVE_TIMEOUT_S,
+        discovery_timeout: float = DISCOVERY_TIMEOUT_S,
+        source: str | None = None,
+        harness: Mapping[str, str] | None = None,
+    ) -> None:
+        self.registration = registration
+        self.capabilities = {k: dict(v) for k, v in capabilities.items()}
+        self.environ = dict(os.environ if environ is None else environ)
+        self.observe_timeout = observe_timeout
+        self.discovery_timeout = discovery_timeout
+        self.source = source or f"urn:uuid:{uuid.uuid4()}"
+        self.harness = dict(harness or {"name": "ahp-protocol", "version": "0"})
+        self.configuration_diagnostics: list[Diagnostic] = []
+        self._transports: dict[str, Transport] = {}
+        self._subscriptions: dict[str, Sequence[Subscription]] = {}
+        self._started = False
+        self._closed = False
+        self._check_registration()
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    def _check_registration(self) -> None:
+        """The harness-side registration rules (draft §9): credentials resolvable, events served."""
+        for i, hook in enumerate(self.registration.hooks):
+            auth = hook.authentication
+            token_env = getattr(auth, "token_env", None)
+            if token_env and not self.environ.get(token_env):
+                raise RegistrationError(
+                    f"hooks[{i}].authentication.tokenEnv: environment variable {token_env} "
+                    "is not set (or empty); set it or remove the binding"
+                )
+            if getattr(auth, "token_ref", None) or getattr(auth, "type", None) == "oauth":
+                raise RegistrationError(
+                    f"hooks[{i}].authentication: only bearer tokenEnv credentials are supported "
+                    "by this harness"
+                )
+            headers = getattr(hook.transport, "headers", None) or {}
+            for name, value in headers.items():
+                env = getattr(value, "value_env", None)
+                if env and not self.environ.get(env):
+                    raise RegistrationError(
+                        f"hooks[{i}].transport.headers.{name}.valueEnv: environment variable "
+                        f"{env} is not set (or empty)"
+                    )
+                if getattr(value, "value_ref", None):
+                    raise RegistrationError(
+                        f"hooks[{i}].transport.headers.{name}.valueRef: secret references are "
+                        "not supported by this harness; use valueEnv"
+                    )
+            for j, sub in enumerate(hook.subscriptions or ()):
+                self._check_subscription(sub, f"hooks[{i}].subscriptions[{j}]")
+
+    def _check_subscription(self, sub: Subscription, where: str) -> None:
+        if sub.mode != "intercept":
+            return
+        for k, selector in enumerate(sub.events):
+            covered = [e for e in catalogue.expand(selector, "intercept") if e in self.capabilities]
+            if not covered:
+                raise RegistrationError(
+                    f"{where}.events[{k}]: this harness does not intercept {selector!r} "
+                    f"(it intercepts: {', '.join(sorted(self.capabilities)) or 'nothing'})"
+                )
+
+    async def __aenter__(self) -> Dispatcher:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.aclose()
+
+    async def start(self) -> None:
+        """Open nothing eagerly; discover subscriptions for backends registered without them."""
+        if self._started:
+            return
+        self._started = True
+        for hook in self.registration.hooks:
+            if hook.subscriptions:
+                self._subscriptions[hook.id] = list(hook.subscriptions)
+            else:
+                self._subscriptions[hook.id] = await self._discover(hook)
+
+    async def aclose(self) -> None:
+        """Close every transport; no child process outlives this call."""
+        self._closed = True
+        transports, self._transports = list(self._transports.values()), {}
+        for transport in transports:
+            with anyio.CancelScope(shield=True):
+                await transport.aclose()
+
+    def _transport(self, hook: Hook) -> Transport:
+        transport = self._transports.get(hook.id)
+        if transport is None:
+            from ahp_protocol.client.transports import open_transport
+
+            transport = open_transport(hook, environ=self.environ)
+            self._transports[hook.id] = transport
+        return transport
+
+    async def _discover(self, hook: Hook) -> list[Subscription]:
+        from ahp_protocol.wire.errors import WireError, WireErrors
+        from ahp_protocol.wire.registration import parse_configuration
+
+        started = time.perf_counter()
+        message = jsonrpc.request(
+            jsonrpc.CONFIGURATION,
+            {"protocolVersion": jsonrpc.PROTOCOL_VERSION},
+            f"configuration-{uuid.uuid4()}",
+        )
+        failure: FailureClass | None = None
+        detail = ""
+        subscriptions: list[Subscription] = []
+        try:
+            with anyio.fail_after(self.discovery_timeout):
+                response = await self._transport(hook).request(message)
+            result = self._result(response, message["id"])
+            configuration = parse_configuration(result.get("configuration"))
+            for j, sub in enumerate(configuration.subscriptions):
+                try:
+                    self._check_subscription(sub, f"configuration.subscriptions[{j}]")
+                    subscriptions.append(sub)
+                except RegistrationError:
+                    continue
+            if not subscriptions:
+                failure, detail = FailureClass.CONFIGURATION_FAILED, "no applicable subscriptions"
+        except TimeoutError:
+            failure, detail = FailureClass.DEADLINE_EXCEEDED, "configuration discovery timed out"
+        except OperationalFailure as exc:
+            failure, detail = exc.failure, exc.detail
+        except (WireError, WireErrors):
+            failure, detail = FailureClass.CONFIGURATION_FAILED, "invalid configuration"
+        if failure is not None:
+            self.configuration_diagnostics.append(
+                Diagnostic(
+                    hook.id,
+                    -1,
+                    "intercept",
+                    "failed",
+                    (time.perf_counter() - started) * 1000,
+                    failure,
+                    None,
+                    f"hooks/configuration: {detail}; backend skipped",
+                )
+            )
+            log.warning("backend %s skipped: hooks/configuration %s (%s)", hook.id, failure, detail)
+        return subscriptions
+
+    # -- matching ------------------------------------------------------------------
+
+    def routes(self, event_type: str, mode: str) -> list[Route]:
+        """Matching subscriptions in order: ``hooks`` order, then subscription order."""
+        out = []
+        for hook in self.registration.hooks:
+            for j, sub in enumerate(self._subscriptions.get(hook.id, ())):
+                if sub.mode == mode and any(
+                    catalogue.selector_matches(s, event_type) for s in sub.events
+                ):
+                    out.append(Route(hook, j, sub))
+        if mode == "intercept":
+            out = [r for r in out if event_type in self.capabilities]
+        return out
+
+    def intercepts(self, event_type: str) -> bool:
+        return bool(self.routes(event_type, "intercept"))
+
+    def observes(self, event_type: str) -> bool:
+        return bool(self.routes(event_type, "observe"))
+
+    # -- one exchange --------------------------------------------------------------
+
+    def grant(self, event_type: str, route: Route) -> dict[str, Any]:
+        """Per-request capabilities: the host's declaration narrowed to this event and route."""
+        from ahp_protocol.wire.capabilities import capabilities_for, parse_capabilities
+
+        declared = parse_capabilities(self.capabilities[event_type])
+        granted: dict[str, Any] = capabilities_for(event_type, declared).to_wire()
+        selection = _selection(route.subscription)
+        withholds = any(v != "body" for v in selection.values())
+        modify = granted.get("modify")
+        if withholds and isinstance(modify, dict):
+            # Whole-list replace is never granted over content this subscriber could not see.
+            for target, ops in list(modify.items()):
+                if target != "input" and target != "workspace" and ops.get("replace"):
+                    ops = {**ops, "replace": False}
+                    if not ops.get("merge"):
+                        del modify[target]
+                        continue
+                    modify[target] = ops
+            if not modify:
+                granted.pop("modify")
+                granted["effects"] = [e for e in granted["effects"] if e != "modify"]
+        return granted
+
+    @staticmethod
+    def _result(response: Mapping[str, Any], request_id: object) -> dict[str, Any]:
+        if response.get("id") != request_id:
+            raise OperationalFailure(FailureClass.ID_MISMATCH, "response id is not the request id")
+        if "error" in response:
+            raise OperationalFailure(FailureClass.RPC_ERROR, "backend answered with an error")
+        result = response.get("result")
+        if not isinstance(result, dict):
+            raise OperationalFailure(FailureClass.INVALID_RESULT, "result is not an object")
+        if result.get("protocolVersion") != jsonrpc.PROTOCOL_VERSION:
+            raise OperationalFailure(
+                FailureClass.UNSUPPORTED_VERSION, "unsupported protocolVersion"
+            )
+        return result
+
+    def _accept(
+        self, event_type: str, grant: Mapping[str, Any], response: Mapping[str, Any], rid: object
+    ) -> list[Any]:
+        from ahp_protocol.wire.effects import EffectError, check_effects
+        from ahp_protocol.wire.errors import WireErrors
+
+        result = self._result(response, rid)
+        if "manifest" in result or "configuration" in result:
+            raise OperationalFailure(FailureClass.INVALID_RESULT, "discovery payload in a decision")
+        try:
+            return check_effects(event_type, grant, result.get("effects", []))
+        except EffectError as exc:
+            raise OperationalFailure(
+                _EFFECT_FAILURES[exc.kind], f"effect rejected ({exc.kind})"
+            ) from None
+        except WireErrors:
+            raise OperationalFailure(FailureClass.MALFORMED_EFFECT, "effects rejected") from None
+
+    async def _exchange(
+        self, route: Route, event_type: str, state: ChainState, grant: dict[str, Any]
+    ) -> tuple[ChainState, int]:
+        from ahp_protocol.wire.content import project_event
+
+        event = state.event
+        params: dict[str, Any] = {
+            "protocolVersion": jsonrpc.PROTOCOL_VERSION,
+            "event": project_event(event, _selection(route.subscription)),
+            "capabilities": grant,
+            "state": state.wire_state(),
+        }
+        message = jsonrpc.request(jsonrpc.INTERCEPT, params, event["id"])
+        transport = self._transport(route.hook)
+        try:
+            response = await transport.request(message)
+        except OperationalFailure as exc:
+            if exc.failure not in RETRYABLE:
+                raise
+            response = await transport.request(message)  # same ids, same content, same deadline
+        effects = self._accept(event_type, grant, response, message["id"])
+        folded = fold_response(state, effects, backend=route.hook.id, subscription=route.index)
+        return folded, len(effects)
+
+    # -- the chain -----------------------------------------------------------------
+
+    async def intercept(
+        self, event: Mapping[str, Any], *, initial_permission: Permission = "none"
+    ) -> HookResult:
+        """Run one interceptable event through the chain, then deliver observations.
+
+        The returned result is settled: an accepted deny, a flow stop or a
+        fail-closed failure has ended the chain; later interceptors received
+        the event through ``hooks/observe`` instead.
+        """
+        if self._closed:
+            raise RuntimeError("dispatcher is closed")
+        await self.start()
+        event_type = str(event.get("type"))
+        state = ChainState(event=dict(event), permission=initial_permission)
+        diagnostics: list[Diagnostic] = []
+        failures: list[tuple[Route, FailureClass]] = []
+        uncalled: list[Route] = []
+        for route in self.routes(event_type, "intercept"):
+            if state.stopped:
+                uncalled.append(route)
+                continue
+            grant = self.grant(event_type, route)
+            started = time.perf_counter()
+            try:
+                with anyio.fail_after(route.subscription.timeout_ms / 1000):
+                    folded, count = await self._exchange(route, event_type, state, grant)
+            except TimeoutError:
+                failure = OperationalFailure(FailureClass.DEADLINE_EXCEEDED, "no answer in time")
+            except OperationalFailure as exc:
+                failure = exc
+            else:
+                outcome = "no_effect" if count == 0 else "accepted"
+                if folded.denial is not None:
+                    outcome = "denied"
+                diagnostics.append(
+                    Diagnostic(
+                        route.hook.id,
+                        route.index,
+                        "intercept",
+                        outcome,
+                        (time.perf_counter() - started) * 1000,
+                    )
+                )
+                state = folded
+                continue
+            diagnostics.append(
+                Diagnostic(
+                    route.hook.id,
+                    route.index,
+                    "intercept",
+                    "failed",
+                    (time.perf_counter() - started) * 1000,
+                    failure.failure,
+                    "fail-closed" if route.fail_closed else "fail-open",
+                    failure.detail,
+                )
+            )
+            failures.append((route, failure.failure))
+            log.info("backend %s failed: %s (%s)", route.hook.id, failure.failure, route.policy)
+            if route.fail_closed:
+                state = state.deny_synthetic(route.hook.id, route.index)
+        result = HookResult.settle(event_type, state, diagnostics)
+        observed = await self._deliver(result.event, uncalled, failures)
+        return HookResult.settle(event_type, state, diagnostics + observed)
+
+    async def observe(self, event: Mapping[str, Any]) -> list[Diagnostic]:
+        """Deliver one event to its observe subscriptions (bounded; never a decision)."""
+        await self.start()
+        return await self._deliver(dict(event), [], [])
+
+    def failure_event(
+        self, parent: Mapping[str, Any], route: Route, failure: FailureClass
+    ) -> dict[str, Any]:
+        """The ``hook.failure`` event about one failed backend (no backend detail in it)."""
+        event: dict[str, Any] = {
+            "id": f"evt_{uuid.uuid4().hex}",
+            "source": parent.get("source", self.source),
+            "type": "hook.failure",
+            "time": now_rfc3339(),
+            "harness": parent.get("harness", self.harness),
+            "parentEventId": parent["id"],
+            "failure": {
+                "backendId": route.hook.id,
+                "reason": failure.value,
+                "policy": route.policy,
+            },
+        }
+        if isinstance(parent.get("session"), Mapping):
+            event["session"] = parent["session"]
+        return event
+
+    async def _deliver(
+        self,
+        event: Mapping[str, Any],
+        uncalled: list[Route],
+        failures: list[tuple[Route, FailureClass]],
+    ) -> list[Diagnostic]:
+        """Observations after settlement, concurrently, each bounded by ``observe_timeout``."""
+        deliveries: list[tuple[Route, Mapping[str, Any], str]] = [
+            (r, event, "observe") for r in self.routes(str(event.get("type")), "observe")
+        ]
+        deliveries += [(r, event, "short-circuit") for r in uncalled]
+        for route, failure in failures:
+            failure_event = self.failure_event(event, route, failure)
+            deliveries += [
+                (r, failure_event, "observe") for r in self.routes("hook.failure", "observe")
+            ]
+        diagnostics: list[Diagnostic] = []
+        if not deliveries:
+            return diagnostics
+
+        async def deliver(route: Route, payload: Mapping[str, Any], mode: str) -> None:
+            from ahp_protocol.wire.content import project_event
+
+            started = time.perf_counter()
+            message = jsonrpc.notification(
+                jsonrpc.OBSERVE,
+                {
+                    "protocolVersion": jsonrpc.PROTOCOL_VERSION,
+                    "event": project_event(payload, _selection(route.subscription)),
+                },
+            )
+            failure: FailureClass | None = None
+            with anyio.move_on_after(self.observe_timeout) as scope:
+                try:
+                    await self._transport(route.hook).notify(message)
+                except OperationalFailure as exc:
+                    failure = exc.failure
+            if scope.cancelled_caught:
+                failure = FailureClass.DEADLINE_EXCEEDED
+            diagnostics.append(
+                Diagnostic(
+                    route.hook.id,
+                    route.index,
+                    "short-circuit" if mode == "short-circuit" else "observe",
+                    "failed" if failure else "delivered",
+                    (time.perf_counter() - started) * 1000,
+                    failure,
+                    None,
+                    "observation not delivered" if failure else None,
+                )
+            )
+
+        async with anyio.create_task_group() as tg:
+            for route, payload, mode in deliveries:
+                tg.start_soon(deliver, route, payload, mode)
+        return diagnostics

@@ -1,0 +1,140 @@
+"""What running one event through the chain produced: the settled result and diagnostics.
+
+Owns :class:`HookResult` (final permission, who denied and whether the denial
+was synthetic, the effective event, candidate, messages, injections, flow) and
+:class:`Diagnostic` (one record per subscription reached). Plain frozen
+dataclasses; nothing here holds a secret, backend output or exception text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ahp_protocol.client.chain import Candidate, ChainState, Denial, Flow, Permission
+from ahp_protocol.client.failures import FailureClass
+
+Mode = Literal["intercept", "observe", "short-circuit"]
+Outcome = Literal["no_effect", "accepted", "denied", "failed", "delivered"]
+Policy = Literal["fail-open", "fail-closed"]
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostic:
+    """One subscription reached by one event.
+
+    ``outcome``: ``no_effect`` (empty effects), ``accepted`` (effects folded),
+    ``denied`` (an accepted deny), ``failed`` (see ``failure`` and ``policy``)
+    or ``delivered`` (an observation sent). ``latency_ms`` is wall time for the
+    exchange, acceptance included.
+    """
+
+    backend: str
+    subscription: int
+    mode: Mode
+    outcome: Outcome
+    latency_ms: float
+    failure: FailureClass | None = None
+    policy: Policy | None = None
+    detail: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "backend": self.backend,
+            "subscription": self.subscription,
+            "mode": self.mode,
+            "outcome": self.outcome,
+            "latencyMs": round(self.latency_ms, 3),
+        }
+        if self.failure is not None:
+            out.update(failure=self.failure.value, policy=self.policy, detail=self.detail)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class HookResult:
+    """The settled outcome of one event. ``permission`` is ``none|allow|ask|deny``.
+
+    ``none`` is not permission: the host's own permission flow still decides.
+    ``allow`` only suppresses the host's ordinary prompt.
+    """
+
+    event_type: str
+    permission: Permission
+    event: Mapping[str, Any]
+    denial: Denial | None
+    candidate: Candidate | None
+    messages: tuple[str, ...]
+    injections: tuple[Mapping[str, Any], ...]
+    flow: Flow
+    flow_reason: str | None
+    instructions: tuple[str, ...]
+    diagnostics: tuple[Diagnostic, ...]
+
+    @classmethod
+    def settle(
+        cls, event_type: str, state: ChainState, diagnostics: list[Diagnostic]
+    ) -> HookResult:
+        return cls(
+            event_type=event_type,
+            permission=state.permission,
+            event=state.event,
+            denial=state.denial,
+            candidate=state.candidate,
+            messages=state.messages,
+            injections=state.injections,
+            flow=state.flow,
+            flow_reason=state.flow_reason,
+            instructions=state.instructions,
+            diagnostics=tuple(diagnostics),
+        )
+
+    @property
+    def denied(self) -> bool:
+        return self.denial is not None
+
+    @property
+    def synthetic_denial(self) -> bool:
+        return self.denial is not None and self.denial.synthetic
+
+    @property
+    def denied_by(self) -> str | None:
+        """The backend id that denied (or whose failure denied), else ``None``."""
+        return self.denial.backend if self.denial else None
+
+    @property
+    def stopped(self) -> bool:
+        """True when the operation must not proceed: a denial or a flow stop."""
+        return self.denied or self.flow == "stop"
+
+    @property
+    def tool_input(self) -> Any:
+        """The effective tool input (after accepted modifications), if the event has one."""
+        tool = self.event.get("tool")
+        return tool.get("input") if isinstance(tool, Mapping) else None
+
+    def to_json(self) -> dict[str, Any]:
+        denial = None
+        if self.denial is not None:
+            denial = {
+                "reason": self.denial.reason,
+                "code": self.denial.code,
+                "backend": self.denial.backend,
+                "subscription": self.denial.subscription,
+                "synthetic": self.denial.synthetic,
+            }
+        return {
+            "eventType": self.event_type,
+            "eventId": self.event.get("id"),
+            "permission": self.permission,
+            "denial": denial,
+            "flow": self.flow,
+            "flowReason": self.flow_reason,
+            "candidate": self.candidate.to_wire() if self.candidate else None,
+            "messages": list(self.messages),
+            "injections": [dict(i) for i in self.injections],
+            "instructions": list(self.instructions),
+            "toolInput": self.tool_input,
+            "diagnostics": [d.to_json() for d in self.diagnostics],
+        }

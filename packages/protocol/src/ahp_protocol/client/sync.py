@@ -1,0 +1,64 @@
+"""A thin synchronous facade over :class:`~ahp_protocol.client.dispatcher.Dispatcher`.
+
+For harnesses that are not async: the dispatcher runs on an event loop in one
+background thread (an anyio blocking portal) owned by this object; each call
+blocks until the event is settled and observed. ``close()`` (or leaving the
+``with`` block) closes every transport and stops the thread.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
+from typing import Any
+
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+
+from ahp_protocol.client.chain import Permission
+from ahp_protocol.client.dispatcher import Dispatcher
+from ahp_protocol.client.result import Diagnostic, HookResult
+
+
+class SyncDispatcher:
+    """``Dispatcher`` with blocking methods. Arguments are those of ``Dispatcher``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._dispatcher = Dispatcher(*args, **kwargs)
+        self._portal_cm: AbstractContextManager[BlockingPortal] = start_blocking_portal()
+        self._portal = self._portal_cm.__enter__()
+        try:
+            self._portal.call(self._dispatcher.start)
+        except BaseException:
+            self._portal_cm.__exit__(None, None, None)
+            raise
+
+    @property
+    def dispatcher(self) -> Dispatcher:
+        return self._dispatcher
+
+    def intercept(
+        self, event: Mapping[str, Any], *, initial_permission: Permission = "none"
+    ) -> HookResult:
+        call = functools.partial(
+            self._dispatcher.intercept, event, initial_permission=initial_permission
+        )
+        return self._portal.call(call)
+
+    def observe(self, event: Mapping[str, Any]) -> list[Diagnostic]:
+        return self._portal.call(self._dispatcher.observe, event)
+
+    def close(self) -> None:
+        if self._portal_cm is None:
+            return
+        try:
+            self._portal.call(self._dispatcher.aclose)
+        finally:
+            cm, self._portal_cm = self._portal_cm, None  # type: ignore[assignment]
+            cm.__exit__(None, None, None)
+
+    def __enter__(self) -> SyncDispatcher:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
