@@ -91,34 +91,8 @@ def _only(container: Mapping[str, Any], allowed: set[str], where: str) -> None:
         )
 
 
-def check_capabilities_at(event_type: str, capabilities: Any) -> None:
-    """Per-request capabilities: well formed, and only what the draft allows at this event."""
-    from ahp_protocol.wire import capabilities as caps
-    from ahp_protocol.wire import effects
-
-    parsed = caps.parse_capabilities(capabilities)
-    legal = effects.EVENT_EFFECTS.get(event_type, frozenset())
-    for i, name in enumerate(parsed.effects):
-        if name in effects.EFFECT_TYPES and name not in legal:
-            raise WireError(f"effects[{i}]", f'effect "{name}" cannot be granted at {event_type}')
-    if parsed.modify:
-        targets = effects.MODIFY_TARGETS.get(event_type, frozenset())
-        for target in parsed.modify:
-            if target not in targets:
-                raise WireError(
-                    f"modify.{target}", f"modify target cannot be granted at {event_type}"
-                )
-    if parsed.flow:
-        operations = effects.FLOW_OPERATIONS.get(event_type, frozenset())
-        for i, op in enumerate(parsed.flow.operations):
-            if op not in operations:
-                raise WireError(
-                    f"flow.operations[{i}]", f'flow "{op}" cannot be granted at {event_type}'
-                )
-
-
 def _intercept_request(message: Mapping[str, Any]) -> None:
-    from ahp_protocol.wire import events, state
+    from ahp_protocol.wire import capabilities, events, state
 
     params = _params(message)
     if "event" not in params:
@@ -134,12 +108,12 @@ def _intercept_request(message: Mapping[str, Any]) -> None:
     if "capabilities" not in params:
         raise WireError("params", "capabilities is required")
     try:
-        check_capabilities_at(event.type, params["capabilities"])
+        capabilities.parse_capabilities(params["capabilities"], event_type=event.type)
     except (WireError, WireErrors) as exc:
         raise _prefixed(exc, "params", "capabilities") from None
     if "state" in params:
         try:
-            state.parse_state(params["state"])
+            state.parse_state(params["state"], event_type=event.type)
         except (WireError, WireErrors) as exc:
             raise _prefixed(exc, "params", "state") from None
 
@@ -180,10 +154,12 @@ def _intercept_response(result: Mapping[str, Any], context: EditContext | None) 
             for i, item in enumerate(raw):
                 effects.parse_effect(item, path=f"effects[{i}]")
         else:
-            grant = full_grant(context.event)
-            checked = effects.check_effects(context.event, grant, raw)
-            for i, effect in enumerate(checked):
-                check_edit_in_context(effect, context, path=f"effects[{i}]")
+            edit = {
+                "current": dict(context.current),
+                "mode": context.mode,
+                "action": context.action,
+            }
+            effects.check_effects(context.event, full_grant(context.event), raw, edit_context=edit)
     except (WireError, WireErrors) as exc:
         raise _prefixed(exc, "result") from None
 
@@ -206,40 +182,6 @@ def full_grant(event_type: str) -> dict[str, Any]:
     if "inject" in names:
         grant["inject"] = {"context": {"append": True, "deliverAt": ["now", "next_turn"]}}
     return grant
-
-
-_FORM_ANSWER_SCALARS = (str, int, float, bool)
-
-
-def check_edit_in_context(effect: Any, context: EditContext, *, path: str) -> None:
-    """Rules that depend on the host's current value, beyond the value's type.
-
-    At ``user.elicitation.result`` a ``content`` edit needs an accepted form
-    result, and the edited answer object (after a shallow merge) holds only the
-    MCP form answer values: strings, numbers, booleans or arrays of strings.
-    """
-    if getattr(effect, "type", None) != "modify":
-        return
-    if context.event == "user.elicitation.result" and effect.target == "content":
-        if context.mode != "form":
-            raise WireError(path, "content can only be edited in a form elicitation result")
-        if context.action != "accept":
-            raise WireError(path, "content can only be edited in an accepted elicitation result")
-        current = context.current.get("content")
-        value = effect.value
-        merged = (
-            {**current, **value}
-            if effect.operation == "merge" and isinstance(current, dict)
-            else value
-        )
-        for key, answer in merged.items():
-            scalar = isinstance(answer, _FORM_ANSWER_SCALARS)
-            strings = isinstance(answer, list) and all(isinstance(a, str) for a in answer)
-            if not (scalar or strings):
-                raise WireError(
-                    f"{path}.value.{key}",
-                    "form answers are strings, numbers, booleans or arrays of strings",
-                )
 
 
 def _capabilities_response(result: Mapping[str, Any]) -> None:

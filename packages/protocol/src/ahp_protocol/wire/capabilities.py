@@ -1,0 +1,404 @@
+"""Capabilities: the per-request grant and the harness manifest.
+
+Owns :class:`Capabilities` (``params.capabilities`` of ``hooks/intercept``: which
+effects, modify targets/operations, flow operations and inject delivery points a
+backend may use *for this one interception*), its coupling rules (``modify``,
+``flow`` and ``inject`` blocks present iff named in ``effects``; each modify target
+grants at least one operation; ``continue`` carries its counters), the per-event
+bounds of the draft (:func:`check_capabilities_at`, :func:`capabilities_for`), and
+the :class:`Manifest` answered by ``hooks/capabilities``.
+
+Unknown capability and manifest fields are kept and round-tripped but grant nothing;
+unknown modify targets are dropped. Pure models and functions: no I/O, no
+negotiation. Errors are :class:`~ahp_protocol.wire.errors.WireErrors` with JSON paths.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any, Final, Literal, TypeVar
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+from ahp_protocol.wire.catalogue import is_event_type, is_interceptable
+from ahp_protocol.wire.effects import (
+    EFFECT_TYPES,
+    EVENT_EFFECTS,
+    FLOW_OPERATIONS,
+    MODIFY_TARGET_NAMES,
+    MODIFY_TARGETS,
+    REVERSE_DNS,
+    DeliverAt,
+    FlowOperation,
+    ModifyTarget,
+)
+from ahp_protocol.wire.errors import WireError, WireErrors, from_validation_error
+
+__all__ = [
+    "Capabilities",
+    "ElicitationGrant",
+    "FlowGrant",
+    "Gap",
+    "InjectContextGrant",
+    "InjectGrant",
+    "Limits",
+    "ManagedPolicy",
+    "Manifest",
+    "ManifestEvent",
+    "ModifyGrant",
+    "capabilities_for",
+    "check_capabilities_at",
+    "parse_capabilities",
+    "parse_manifest",
+]
+
+T = TypeVar("T")
+
+NonNegativeInt = Annotated[int, Field(ge=0, strict=True)]
+NonEmptyStr = Annotated[str, Field(min_length=1, strict=True)]
+StrictBool = Annotated[bool, Field(strict=True)]
+
+
+def _unique(values: list[T]) -> list[T]:
+    seen: list[T] = []
+    for value in values:
+        if value in seen:
+            raise ValueError("must not contain duplicates")
+        seen.append(value)
+    return values
+
+
+def _effect_name(name: str) -> str:
+    if name in EFFECT_TYPES or REVERSE_DNS.match(name):
+        return name
+    raise ValueError("must be a standard effect or a reverse-DNS extension name")
+
+
+EffectName = Annotated[str, Field(strict=True), AfterValidator(_effect_name)]
+
+
+class _Open(BaseModel):
+    """Open wire object: unknown fields kept (and ignored); ``None`` fields are absent."""
+
+    model_config = ConfigDict(
+        extra="allow",
+        frozen=True,
+        defer_build=True,
+        alias_generator=to_camel,
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+    )
+
+    @model_serializer(mode="wrap")
+    def _drop_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out: dict[str, Any] = handler(self)
+        for name, field in type(self).model_fields.items():
+            if getattr(self, name) is None:
+                out.pop(field.alias or name, None)
+        return out
+
+    def to_wire(self) -> dict[str, Any]:
+        """The wire object (wire names; absent optional fields omitted; extras kept)."""
+        return self.model_dump(mode="json", by_alias=True)
+
+
+# --------------------------------------------------------------------------- capabilities
+
+
+class ModifyGrant(_Open):
+    """Which edit operations one ``modify`` target allows; at least one is true."""
+
+    replace: StrictBool
+    merge: StrictBool
+
+    @model_validator(mode="after")
+    def _one_true(self) -> ModifyGrant:
+        if not (self.replace or self.merge):
+            raise ValueError("must grant replace or merge")
+        return self
+
+
+class FlowGrant(_Open):
+    """Flow operations; ``continue`` needs ``remainingContinuations`` and ``continuationCount``."""
+
+    operations: Annotated[list[FlowOperation], Field(min_length=1), AfterValidator(_unique)]
+    remaining_continuations: NonNegativeInt | None = None
+    continuation_count: NonNegativeInt | None = None
+    max_continuations: NonNegativeInt | None = None
+
+    @model_validator(mode="after")
+    def _counters(self) -> FlowGrant:
+        if "continue" in self.operations and (
+            self.remaining_continuations is None or self.continuation_count is None
+        ):
+            raise ValueError(
+                "remainingContinuations and continuationCount are required with 'continue'"
+            )
+        return self
+
+
+class InjectContextGrant(_Open):
+    """``inject(context)``: append only, at the listed delivery points."""
+
+    append: Literal[True]
+    deliver_at: Annotated[list[DeliverAt], Field(min_length=1), AfterValidator(_unique)]
+
+
+class InjectGrant(_Open):
+    context: InjectContextGrant
+
+
+class ElicitationGrant(_Open):
+    """Independent opt-in elicitation modes (``form``, ``url``)."""
+
+    form: dict[str, Any] | None = None
+    url: dict[str, Any] | None = None
+
+
+_BLOCKS: Final = ("modify", "flow", "inject")
+
+
+def _coupled(value: object, info: ValidationInfo) -> object:
+    """A ``modify``/``flow``/``inject`` block is present iff its name is in ``effects``."""
+    effects = info.data.get("effects")
+    if effects is None:  # effects itself was invalid; reported there
+        return value
+    name = info.field_name
+    if value is None and name in effects:
+        raise ValueError(f"is required when effects contains '{name}'")
+    if value is not None and name not in effects:
+        raise ValueError(f"is allowed only when effects contains '{name}'")
+    return value
+
+
+class Capabilities(_Open):
+    """The per-request grant (``params.capabilities``); unknown fields grant nothing."""
+
+    effects: Annotated[list[EffectName], AfterValidator(_unique)]
+    modify: dict[ModifyTarget, ModifyGrant] | None = Field(default=None, validate_default=True)
+    flow: FlowGrant | None = Field(default=None, validate_default=True)
+    inject: InjectGrant | None = Field(default=None, validate_default=True)
+    elicitation: ElicitationGrant | None = None
+
+    @field_validator("modify", mode="before")
+    @classmethod
+    def _known_targets(cls, value: object) -> object:
+        if not isinstance(value, Mapping):
+            return value
+        if not value:
+            raise ValueError("must name at least one target")
+        # Unknown targets grant nothing: they are dropped (a block naming only unknown
+        # targets stays, empty, so that ``modify`` in ``effects`` keeps its block).
+        return {k: v for k, v in value.items() if k in MODIFY_TARGET_NAMES}
+
+    @field_validator(*_BLOCKS, mode="after")
+    @classmethod
+    def _coupling(cls, value: object, info: ValidationInfo) -> object:
+        return _coupled(value, info)
+
+    def grants(self, effect: str) -> bool:
+        return effect in self.effects
+
+
+def _parse(model: type[_Open], obj: object, *, what: str) -> Any:
+    if not isinstance(obj, Mapping):
+        raise WireErrors([WireError("$", f"{what} must be an object")])
+    try:
+        return model.model_validate(obj, by_alias=True, by_name=False)
+    except ValidationError as exc:
+        raise from_validation_error(exc) from None
+
+
+def _bounds_errors(event_type: str, caps: Capabilities) -> list[WireError]:
+    at = f"at {event_type}" if is_interceptable(event_type) else "at this event"
+    errors: list[WireError] = []
+    allowed = EVENT_EFFECTS.get(event_type, frozenset())
+    for i, name in enumerate(caps.effects):
+        if name not in allowed:
+            errors.append(WireError(("effects", i), f"is not an effect allowed {at}"))
+    targets = MODIFY_TARGETS.get(event_type, frozenset())
+    for target in caps.modify or {}:
+        if target not in targets:
+            errors.append(WireError(("modify", target), f"is not a modify target {at}"))
+    operations = FLOW_OPERATIONS.get(event_type, frozenset())
+    for i, op in enumerate(caps.flow.operations if caps.flow else ()):
+        if op not in operations:
+            errors.append(WireError(("flow", "operations", i), f"is not a flow operation {at}"))
+    return errors
+
+
+def check_capabilities_at(event_type: str, capabilities: Capabilities) -> None:
+    """Raise :class:`WireErrors` unless ``capabilities`` stays within ``event_type``'s bounds.
+
+    The bounds are the draft's per-event effects, modify targets and flow operations
+    (``capabilities.schema.json#/$defs/<event>``); an extension effect name is never
+    within them.
+    """
+    errors = _bounds_errors(event_type, capabilities)
+    if errors:
+        raise WireErrors(errors)
+
+
+def parse_capabilities(obj: object, *, event_type: str | None = None) -> Capabilities:
+    """Parse a wire capabilities object; with ``event_type``, also check per-event bounds."""
+    caps: Capabilities = _parse(Capabilities, obj, what="capabilities")
+    if event_type is not None:
+        check_capabilities_at(event_type, caps)
+    return caps
+
+
+def capabilities_for(event_type: str, declared: Capabilities) -> Capabilities:
+    """Narrow a declaration to what the draft allows at ``event_type`` (harness side).
+
+    Drops effects, modify targets and flow operations the event does not allow, and any
+    block whose effect is dropped (an effect whose block empties is dropped too).
+    Continuation counters stay only while ``continue`` does. Unknown fields are kept.
+    """
+    wire = declared.to_wire()
+    allowed = EVENT_EFFECTS.get(event_type, frozenset())
+    effects = [name for name in declared.effects if name in allowed]
+
+    if "modify" in effects and declared.modify is not None:
+        targets = MODIFY_TARGETS.get(event_type, frozenset())
+        kept = {t: g for t, g in wire.get("modify", {}).items() if t in targets}
+        if kept:
+            wire["modify"] = kept
+        else:
+            effects.remove("modify")
+    if "flow" in effects and declared.flow is not None:
+        operations = FLOW_OPERATIONS.get(event_type, frozenset())
+        flow = dict(wire["flow"])
+        flow["operations"] = [op for op in declared.flow.operations if op in operations]
+        if not flow["operations"]:
+            effects.remove("flow")
+        else:
+            if "continue" not in flow["operations"]:
+                for key in ("remainingContinuations", "continuationCount", "maxContinuations"):
+                    flow.pop(key, None)
+            wire["flow"] = flow
+    for block in _BLOCKS:
+        if block not in effects:
+            wire.pop(block, None)
+    wire["effects"] = effects
+    return parse_capabilities(wire)
+
+
+# --------------------------------------------------------------------------- manifest
+
+Mode = Literal["observe", "intercept"]
+Transport = Literal["http", "stdio", "in_process"]
+AuthMechanism = Literal["bearer", "oauth"]
+Scope = Literal["user", "project", "managed"]
+
+
+def _event_name(name: str) -> str:
+    if not is_event_type(name):
+        raise ValueError("is not a standard event type")
+    return name
+
+
+UniqueStrs = Annotated[list[NonEmptyStr], AfterValidator(_unique)]
+
+
+class ManifestEvent(_Open):
+    """One declared event: its modes and, for interception, the capabilities ceiling."""
+
+    event: Annotated[str, Field(strict=True), AfterValidator(_event_name)]
+    modes: Annotated[list[Mode], Field(min_length=1), AfterValidator(_unique)]
+    capabilities: Capabilities | None = None
+
+    @model_validator(mode="after")
+    def _rules(self) -> ManifestEvent:
+        intercept = "intercept" in self.modes
+        if intercept and not is_interceptable(self.event):
+            raise ValueError("an observe-only event cannot list 'intercept'")
+        if intercept and self.capabilities is None:
+            raise ValueError("capabilities is required when modes contains 'intercept'")
+        if not intercept and self.capabilities is not None and self.capabilities.effects:
+            raise ValueError("an observe-only entry must have empty capabilities.effects")
+        if intercept and self.capabilities is not None:
+            errors = _bounds_errors(self.event, self.capabilities)
+            if errors:
+                first = errors[0]
+                raise ValueError(f"capabilities.{first.path} {first.reason}")
+        return self
+
+
+class Gap(_Open):
+    """An honest marker for an uncovered path or unknown limit."""
+
+    path: NonEmptyStr
+    reason: NonEmptyStr
+
+
+class Limits(_Open):
+    """Known limits; absence never means unlimited (list unknown ones in ``gaps``)."""
+
+    max_upload_bytes: NonNegativeInt | None = None
+    max_continuations: NonNegativeInt | None = None
+    min_timeout_ms: NonNegativeInt | None = None
+    max_timeout_ms: NonNegativeInt | None = None
+
+
+class ManagedPolicy(_Open):
+    """Honoured registration scopes; ``managed`` forces ``disableable: false``."""
+
+    scopes: Annotated[list[Scope], AfterValidator(_unique)]
+    disableable: StrictBool
+
+    @model_validator(mode="after")
+    def _managed(self) -> ManagedPolicy:
+        if "managed" in self.scopes and self.disableable:
+            raise ValueError("disableable must be false when scopes contains 'managed'")
+        return self
+
+
+class Manifest(_Open):
+    """The harness manifest (``hooks/capabilities`` result, ``session.start.manifest``)."""
+
+    events: list[ManifestEvent]
+    gaps: list[Gap]
+    transports: Annotated[list[Transport], AfterValidator(_unique)]
+    authentication: Annotated[list[AuthMechanism], AfterValidator(_unique)]
+    tool_paths: UniqueStrs
+    content_categories: UniqueStrs
+    limits: Limits
+    managed_policy: ManagedPolicy
+    correlation_identity_fields: UniqueStrs
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_identity(cls, data: object) -> object:
+        if isinstance(data, Mapping) and "identity" in data:
+            raise ValueError("identity is not allowed in a manifest")
+        return data
+
+    def declared(self, event_type: str) -> ManifestEvent | None:
+        """The first entry for ``event_type``, if any."""
+        for entry in self.events:
+            if entry.event == event_type:
+                return entry
+        return None
+
+    def modes_for(self, event_type: str) -> frozenset[str]:
+        """Every mode declared for ``event_type`` across entries."""
+        return frozenset(m for e in self.events if e.event == event_type for m in e.modes)
+
+
+def parse_manifest(obj: object) -> Manifest:
+    """Parse a wire manifest; raises :class:`WireErrors` with JSON paths."""
+    manifest: Manifest = _parse(Manifest, obj, what="manifest")
+    return manifest
