@@ -1,0 +1,276 @@
+"""Folding rules of the chain (draft §5.4), one table row per rule, plus properties."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ahp_protocol.client.chain import (
+    SYNTHETIC_DENIAL_REASON,
+    Candidate,
+    ChainState,
+    apply_modify,
+    edited,
+    fold_response,
+)
+from ahp_protocol.client.failures import FailureClass, OperationalFailure
+from ahp_protocol.wire.effects import (
+    AllowEffect,
+    AskEffect,
+    DenyEffect,
+    FlowContinueEffect,
+    FlowStopEffect,
+    InjectEffect,
+    MessageEffect,
+    ModifyEffect,
+    ReturnEffect,
+)
+
+TOOL_BEFORE: dict[str, Any] = {
+    "id": "evt_1",
+    "source": "urn:uuid:5b7de29e-a9e0-41a8-bf26-d94b05f0656d",
+    "type": "tool.before",
+    "time": "2026-08-24T08:51:14Z",
+    "harness": {"name": "test", "version": "1"},
+    "session": {"id": "sess_1"},
+    "tool": {
+        "name": "shell",
+        "kind": "shell",
+        "input": {"command": "ls", "cwd": "/w"},
+        "origin": "native",
+    },
+    "call": {"id": "call_1"},
+    "path": "native",
+}
+
+MESSAGE = {
+    "id": "m2",
+    "role": "user",
+    "parts": [
+        {"id": "p2", "kind": "text", "mediaType": "text/plain", "selection": "body", "text": "more"}
+    ],
+}
+
+
+def fold(state: ChainState, *effects: Any) -> ChainState:
+    return fold_response(state, list(effects), backend="com.example.a", subscription=0)
+
+
+def start(**kw: Any) -> ChainState:
+    return ChainState(event=copy.deepcopy(TOOL_BEFORE), **kw)
+
+
+@pytest.mark.parametrize(
+    ("initial", "effects", "permission"),
+    [
+        ("none", [], "none"),
+        ("none", [AllowEffect()], "allow"),
+        ("none", [AskEffect()], "ask"),
+        ("none", [AskEffect(), AllowEffect()], "ask"),  # ask survives a later allow
+        ("ask", [AllowEffect()], "ask"),  # ... also across interceptors
+        ("allow", [AskEffect()], "ask"),
+        ("none", [AllowEffect(), DenyEffect(reason="no")], "deny"),  # deny beats allow
+        ("ask", [DenyEffect(reason="no")], "deny"),  # deny beats ask
+        ("allow", [], "allow"),  # an empty response changes nothing
+    ],
+)
+def test_permission_precedence(initial: Any, effects: list[Any], permission: str) -> None:
+    assert fold(start(permission=initial), *effects).permission == permission
+
+
+def test_deny_records_who_and_is_not_synthetic() -> None:
+    state = fold(start(), DenyEffect(reason="Force pushes are prohibited", code="com.example.fp"))
+    assert state.stopped
+    assert state.denial is not None
+    assert (state.denial.reason, state.denial.code) == (
+        "Force pushes are prohibited",
+        "com.example.fp",
+    )
+    assert (state.denial.backend, state.denial.subscription, state.denial.synthetic) == (
+        "com.example.a",
+        0,
+        False,
+    )
+
+
+def test_first_deny_of_a_response_is_kept() -> None:
+    state = fold(start(), DenyEffect(reason="first"), DenyEffect(reason="second"))
+    assert state.denial is not None and state.denial.reason == "first"
+
+
+def test_synthetic_denial_is_generic_and_marked() -> None:
+    state = start().deny_synthetic("com.example.b", 2)
+    assert state.permission == "deny" and state.stopped
+    assert state.denial is not None
+    assert state.denial.synthetic and state.denial.reason == SYNTHETIC_DENIAL_REASON
+    assert (state.denial.backend, state.denial.subscription) == ("com.example.b", 2)
+
+
+def test_modify_input_replace_and_merge() -> None:
+    replaced = fold(
+        start(), ModifyEffect(target="input", operation="replace", value={"command": "pwd"})
+    )
+    assert replaced.event["tool"]["input"] == {"command": "pwd"}
+    merged = fold(
+        start(), ModifyEffect(target="input", operation="merge", value={"command": "pwd"})
+    )
+    assert merged.event["tool"]["input"] == {"command": "pwd", "cwd": "/w"}
+    assert TOOL_BEFORE["tool"]["input"] == {"command": "ls", "cwd": "/w"}, (
+        "the input event is untouched"
+    )
+
+
+def test_modifications_apply_in_order() -> None:
+    state = fold(
+        start(),
+        ModifyEffect(target="input", operation="replace", value={"command": "a"}),
+        ModifyEffect(target="input", operation="merge", value={"extra": None}),
+    )
+    assert state.event["tool"]["input"] == {"command": "a", "extra": None}  # null is a value
+
+
+def test_change_drops_inherited_candidate_and_allow() -> None:
+    inherited = start(permission="allow", candidate=Candidate({"stdout": "cached"}))
+    state = fold(inherited, ModifyEffect(target="input", operation="merge", value={"command": "x"}))
+    assert state.candidate is None
+    assert state.permission == "none"
+    assert state.event_changed
+
+
+def test_allow_in_the_same_response_as_a_change_survives() -> None:
+    state = fold(
+        start(permission="allow"),
+        ModifyEffect(target="input", operation="merge", value={"command": "x"}),
+        AllowEffect(),
+    )
+    assert state.permission == "allow"
+
+
+def test_return_after_change_rebinds_candidate_last_wins() -> None:
+    state = fold(
+        start(candidate=Candidate(1)),
+        ModifyEffect(target="input", operation="merge", value={"command": "x"}),
+        ReturnEffect(value=2),
+        ReturnEffect(value=None),
+    )
+    assert state.candidate == Candidate(None)  # a supplied null is still a candidate
+
+
+def test_unchanged_event_keeps_inherited_allow_and_candidate() -> None:
+    state = fold(start(permission="allow", candidate=Candidate(1)), MessageEffect(text="hi"))
+    assert (state.permission, state.candidate) == ("allow", Candidate(1))
+    assert state.messages == ("hi",)
+
+
+def test_messages_and_injections_accumulate_across_interceptors() -> None:
+    inject = InjectEffect(deliver_at="now", value=[MESSAGE])
+    state = fold(start(), MessageEffect(text="one"), inject)
+    state = fold(state, MessageEffect(text="two"), inject)
+    assert state.messages == ("one", "two")
+    assert len(state.injections) == 2
+    assert state.injections[0]["deliverAt"] == "now"
+    assert state.wire_state()["injections"] == [dict(i) for i in state.injections]
+
+
+def test_flow_stop_beats_continue_and_instructions_collect() -> None:
+    event = {**copy.deepcopy(TOOL_BEFORE), "type": "tool.after"}
+    state = ChainState(event=event)
+    state = fold(
+        state, FlowContinueEffect(instruction="run tests"), FlowContinueEffect(instruction="lint")
+    )
+    assert state.flow == "continue" and state.instructions == ("run tests", "lint")
+    assert not state.stopped
+    state = fold(state, FlowStopEffect(reason="budget"))
+    assert state.flow == "stop" and state.flow_reason == "budget" and state.stopped
+    state = fold(state, FlowContinueEffect(instruction="again"))
+    assert state.flow == "stop"
+
+
+def test_wire_state_shape() -> None:
+    state = fold(start(), AskEffect(), ReturnEffect(value={"ok": True}))
+    assert state.wire_state() == {
+        "permission": "ask",
+        "candidate": {"value": {"ok": True}},
+        "flow": "none",
+    }
+
+
+def test_modification_that_breaks_the_event_is_rejected_whole() -> None:
+    before = start()
+    with pytest.raises(OperationalFailure) as info:
+        fold(before, ModifyEffect(target="input", operation="replace", value="rm -rf /"))
+    assert info.value.failure is FailureClass.MALFORMED_EFFECT
+    assert before.event["tool"]["input"] == {"command": "ls", "cwd": "/w"}
+
+
+def test_target_not_at_this_event_rejects_the_whole_response() -> None:
+    before = start(permission="allow")
+    with pytest.raises(OperationalFailure) as info:
+        fold(
+            before,
+            ModifyEffect(target="input", operation="replace", value={"command": "x"}),
+            ModifyEffect(target="workspace", operation="replace", value={"cwd": "/"}),
+        )
+    assert info.value.failure is FailureClass.UNADVERTISED_EFFECT
+    assert before.permission == "allow"  # the state given is never mutated
+
+
+def test_message_list_targets() -> None:
+    turn = {
+        "id": "evt_t",
+        "source": "urn:x:y",
+        "type": "turn.start",
+        "time": "2026-08-24T08:51:14Z",
+        "harness": {"name": "t", "version": "1"},
+        "turn": {"id": "t1"},
+        "trigger": "user",
+        "items": [
+            {
+                "id": "m1",
+                "role": "user",
+                "parts": [
+                    {
+                        "id": "p1",
+                        "kind": "text",
+                        "mediaType": "text/plain",
+                        "selection": "body",
+                        "text": "hi",
+                    }
+                ],
+            }
+        ],
+    }
+    appended = apply_modify(turn, "prompt", "merge", [MESSAGE])
+    assert [m["id"] for m in appended["items"]] == ["m1", "m2"]
+    replaced = apply_modify(turn, "prompt", "replace", [MESSAGE])
+    assert [m["id"] for m in replaced["items"]] == ["m2"]
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@given(
+    current=st.dictionaries(st.text(max_size=3), json_values, max_size=4),
+    value=st.dictionaries(st.text(max_size=3), json_values, max_size=4),
+)
+def test_object_merge_is_shallow(current: dict[str, Any], value: dict[str, Any]) -> None:
+    merged = edited(current, "merge", value)
+    assert set(merged) == set(current) | set(value)
+    for key in merged:
+        assert merged[key] == (value[key] if key in value else current[key])
+
+
+@given(current=st.lists(json_values, max_size=4), value=st.lists(json_values, max_size=4))
+def test_list_merge_appends_and_replace_substitutes(current: list[Any], value: list[Any]) -> None:
+    assert edited(current, "merge", value) == current + value
+    assert edited(current, "replace", value) == value
