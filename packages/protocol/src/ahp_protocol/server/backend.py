@@ -1,0 +1,755 @@
+"""The backend authoring API and its sans-I/O core: one framed message in, one line out.
+
+A backend is a :class:`Backend` with a handler per event: ``@backend.intercept(selector)``
+handlers receive an :class:`InterceptRequest` and return ``None``, one effect, or an
+iterable of effects (effect models or plain dicts); ``@backend.observe(selector)``
+handlers receive the raw event dict. Handlers may be sync or ``async def``.
+
+Owns, for every transport (``Backend.handle`` / ``handle_sync``):
+
+- decoding one message (bounded by ``max_frame_bytes``, default 4 MiB): invalid
+  UTF-8/JSON or oversize -> -32700; batch, non-object or bad envelope -> -32600
+  (id recovered when valid, else ``null``);
+- methods: ``hooks/intercept`` and ``hooks/observe``; ``hooks/configuration`` only
+  when ``configuration`` was given (else -32601); ``hooks/capabilities`` is always
+  -32601 (a backend is not a harness); ``hooks/observe`` sent with an id -> -32600;
+- params: not an object, missing ``protocolVersion``, an invalid event
+  (``wire.events``), capabilities that are malformed or exceed the event's bounds
+  (``wire.capabilities``) or an invalid ``state`` (``wire.state``) -> -32602;
+  ``protocolVersion`` other than ``"draft"`` -> -32001 with ``data.supported``;
+  request ``id`` different from ``params.event.id`` -> -32602;
+- event types: unknown, removed or observe-only types at ``hooks/intercept`` ->
+  -32002. A standard interceptable event that no intercept handler covers is also
+  -32002, as the official SDK backend does: the backend does not support that event,
+  and an error (an operational failure at the harness, governed by its failure
+  policy) is more honest than an empty answer that claims "evaluated, no effect";
+- handler failures: a raising intercept handler -> -32004 with a fixed message (the
+  exception text is never sent; its *type* is logged to stderr); effects that are
+  malformed, illegal at the event, or not in ``capabilities.effects`` -> -32603 with
+  a fixed message and never the effect (checked by ``wire.effects.check_effects``
+  and again here against the advertised types); a response above the frame limit
+  -> -32603;
+- notifications (an object without ``id`` whose ``method`` is a string) are never
+  answered, whatever is wrong with them; an invalid or wrong-version notification is
+  not processed; observe handler exceptions are swallowed (type logged).
+
+Intercept handler selection: the most specific selector wins (exact name, then
+``family.*``, then ``*``); one handler per selector. Every observe handler whose
+selector matches runs, in registration order.
+
+Never does I/O besides stderr diagnostics; never echoes input in error ``data``
+(only ``data.supported`` on -32001 and fixed reasons). Heavy modules (the wire
+models, logging, anyio) are imported on first use only: decoding and envelope errors
+need none of them; an answer without effects from a sync handler validates no effect
+and needs no event loop.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import sys
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeAlias, TypeVar
+
+from ahp_protocol.wire import catalogue
+from ahp_protocol.wire.jsonrpc import (
+    CONFIGURATION,
+    INTERCEPT,
+    MAX_FRAME_BYTES,
+    OBSERVE,
+    PROTOCOL_VERSION,
+    DecodeError,
+    ErrorCode,
+    classify,
+    recoverable_id,
+    unsupported_version,
+)
+from ahp_protocol.wire.jsonrpc import error as _rpc_error
+
+if TYPE_CHECKING:
+    from ahp_protocol.wire.jsonrpc import RequestId
+
+__all__ = [
+    "Backend",
+    "InterceptHandler",
+    "InterceptRequest",
+    "InterceptResult",
+    "ObserveHandler",
+]
+
+InterceptResult: TypeAlias = Any
+"""``None``, one effect (an effect model or a dict), or an iterable of effects."""
+InterceptHandler: TypeAlias = Callable[["InterceptRequest"], Any]
+"""``(request) -> InterceptResult`` or an ``async def`` returning one."""
+ObserveHandler: TypeAlias = Callable[[dict[str, Any]], Any]
+"""``(event) -> None`` or an ``async def``; its return value is ignored."""
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+_EFFECT_NAMES: Final = frozenset(
+    {"deny", "allow", "ask", "modify", "message", "return", "flow", "inject"}
+)
+_LOGGER_NAME: Final = "ahp_protocol.server"
+
+
+@dataclass(frozen=True, slots=True)
+class InterceptRequest:
+    """One ``hooks/intercept`` request as a handler sees it.
+
+    ``event`` is the raw event dict (lossless, as received); ``capabilities`` and
+    ``state`` are the raw request objects; ``advertised`` is the set of effect types
+    the harness accepts for this interception (``capabilities.effects``).
+    """
+
+    id: str | int
+    event: dict[str, Any]
+    event_type: str
+    capabilities: dict[str, Any]
+    state: dict[str, Any] | None
+    advertised: frozenset[str]
+    params: dict[str, Any]
+
+    @property
+    def tool(self) -> dict[str, Any]:
+        """``event.tool`` or ``{}``."""
+        tool = self.event.get("tool")
+        return tool if isinstance(tool, dict) else {}
+
+    @property
+    def tool_name(self) -> str | None:
+        name = self.tool.get("name")
+        return name if isinstance(name, str) else None
+
+    @property
+    def tool_input(self) -> dict[str, Any]:
+        """``event.tool.input`` when it is an object, else ``{}``."""
+        value = self.tool.get("input")
+        return value if isinstance(value, dict) else {}
+
+    @property
+    def session_id(self) -> str | None:
+        session = self.event.get("session")
+        if isinstance(session, dict):
+            sid = session.get("id")
+            if isinstance(sid, str):
+                return sid
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """What the core decided: the encoded line (``None``: stay silent).
+
+    ``parse_error`` is true when the bytes were not one decodable JSON value
+    within the frame limit (-32700); HTTP maps that to status 400.
+    """
+
+    body: bytes | None
+    parse_error: bool = False
+
+
+_SILENT: Final = Reply(None)
+
+
+@dataclass(frozen=True, slots=True)
+class _InterceptCall:
+    handler: InterceptHandler
+    is_async: bool
+    request: InterceptRequest
+    capabilities: dict[str, Any]  # a private copy, immune to handler mutation
+    limit: int
+
+
+@dataclass(frozen=True, slots=True)
+class _ObserveCall:
+    handlers: tuple[tuple[ObserveHandler, bool], ...]
+    event: dict[str, Any]
+
+
+class _MalformedResult(Exception):
+    """A handler returned something that is not None, an effect or effects."""
+
+
+def _log(message: str, *args: object) -> None:
+    """One-line diagnostic to stderr (logging's last-resort handler when unconfigured)."""
+    import logging
+
+    logging.getLogger(_LOGGER_NAME).warning(message, *args)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError("not JSON")
+
+
+def _is_async_callable(fn: Callable[..., Any]) -> bool:
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004 - async callable objects
+    )
+
+
+def _json_copy(value: Any) -> Any:
+    """A deep copy of decoded JSON (dicts, lists and scalars), faster than deepcopy."""
+    if isinstance(value, dict):
+        return {k: _json_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_copy(v) for v in value]
+    return value
+
+
+def _encode(message: Mapping[str, Any]) -> bytes:
+    """One compact UTF-8 line; lone surrogates are escaped instead of failing."""
+    try:
+        text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        return text.encode("utf-8") + b"\n"
+    except UnicodeEncodeError:
+        text = json.dumps(message, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+        return text.encode("ascii") + b"\n"
+
+
+def _error_reply(
+    id: RequestId | None, code: ErrorCode, reason: str | None = None, *, parse: bool = False
+) -> Reply:
+    data = {"reason": reason} if reason is not None else None
+    return Reply(_encode(_rpc_error(id, code, data=data)), parse_error=parse)
+
+
+def _as_effect_list(result: Any) -> list[Any]:
+    """Normalize a handler's return value. Iterating a generator runs handler code."""
+    if result is None:
+        return []
+    if isinstance(result, Mapping) or hasattr(type(result), "model_dump"):
+        return [result]
+    if isinstance(result, str | bytes | bytearray | memoryview) or not isinstance(result, Iterable):
+        raise _MalformedResult
+    return list(result)
+
+
+def _validate_capabilities(capabilities: Any) -> str | None:
+    """A fixed reason when ``capabilities`` is unusable, else ``None``."""
+    if not isinstance(capabilities, dict):
+        return "params.capabilities must be an object"
+    effects = capabilities.get("effects")
+    if not isinstance(effects, list) or not all(isinstance(e, str) for e in effects):
+        return "params.capabilities.effects must be an array of strings"
+    if len(set(effects)) != len(effects):
+        return "params.capabilities.effects must not repeat an effect"
+    for name in effects:
+        if name not in _EFFECT_NAMES and not _is_reverse_dns(name):
+            return "params.capabilities.effects holds an unknown effect type"
+    return None
+
+
+def _is_reverse_dns(name: str) -> bool:
+    parts = name.split(".")
+    if len(parts) < 2:
+        return False
+    for part in parts:
+        if not part or not part[0].isascii() or not part[0].isalpha():
+            return False
+        if not all(c.isascii() and (c.isalnum() or c in "_-") for c in part):
+            return False
+    return True
+
+
+def _check_configuration(configuration: Any) -> list[dict[str, Any]]:
+    """A JSON-clean copy of the default subscriptions; ValueError names what is wrong."""
+    if not isinstance(configuration, list | tuple) or not configuration:
+        raise ValueError("configuration must be a non-empty list of subscriptions")
+    try:
+        clean = json.loads(json.dumps(list(configuration), allow_nan=False))
+    except (TypeError, ValueError):
+        raise ValueError("configuration must be plain JSON data") from None
+    for i, sub in enumerate(clean):
+        where = f"configuration[{i}]"
+        if not isinstance(sub, dict):
+            raise ValueError(f"{where} must be an object")
+        mode = sub.get("mode")
+        if mode not in ("intercept", "observe"):
+            raise ValueError(f'{where}.mode must be "intercept" or "observe"')
+        events = sub.get("events")
+        if not isinstance(events, list) or not events:
+            raise ValueError(f"{where}.events must be a non-empty list")
+        for selector in events:
+            if not catalogue.is_valid_selector(selector) or not catalogue.expand(selector, mode):
+                raise ValueError(f"{where}.events holds a selector that covers no {mode} event")
+        content = sub.get("content")
+        if not isinstance(content, dict) or "default" not in content:
+            raise ValueError(f"{where}.content with a default is required")
+        if mode == "intercept":
+            if not isinstance(sub.get("timeoutMs"), int) or sub["timeoutMs"] < 1:
+                raise ValueError(f"{where}.timeoutMs must be a positive integer")
+            if sub.get("failurePolicy") not in ("fail-open", "fail-closed"):
+                raise ValueError(f'{where}.failurePolicy must be "fail-open" or "fail-closed"')
+    return list(clean)
+
+
+def _specificity(selector: str) -> int:
+    if selector == "*":
+        return 0
+    return 1 if selector.endswith(".*") else 2
+
+
+async def _await(awaitable: Awaitable[Any]) -> Any:
+    return await awaitable
+
+
+def _run_awaitable(awaitable: Awaitable[Any]) -> Any:
+    """Run an awaitable to completion from sync code (not from inside an event loop)."""
+    import anyio
+
+    return anyio.run(_await, awaitable)
+
+
+class Backend:
+    """An AHP backend: handlers per event, plus optional default subscriptions.
+
+    ``name`` is the backend's reverse-DNS id (``com.example.guard``), used in
+    diagnostics. ``configuration`` is the list of subscriptions this backend
+    answers to ``hooks/configuration`` with; ``None`` means that method is not
+    offered (-32601). ``max_frame_bytes`` bounds every message in and out.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        configuration: Iterable[Mapping[str, Any]] | None = None,
+        *,
+        max_frame_bytes: int = MAX_FRAME_BYTES,
+    ) -> None:
+        if not isinstance(name, str) or not _is_reverse_dns(name):
+            raise ValueError("backend name must be a reverse-DNS id such as com.example.guard")
+        if max_frame_bytes < 1:
+            raise ValueError("max_frame_bytes must be positive")
+        self.name = name
+        self.max_frame_bytes = max_frame_bytes
+        self.configuration: list[dict[str, Any]] | None = (
+            None if configuration is None else _check_configuration(list(configuration))
+        )
+        self._intercepts: list[tuple[str, InterceptHandler, bool]] = []
+        self._observers: list[tuple[str, ObserveHandler, bool]] = []
+        self._intercept_cache: dict[str, tuple[InterceptHandler, bool] | None] = {}
+        self._observe_cache: dict[str, tuple[tuple[ObserveHandler, bool], ...]] = {}
+
+    # -- registration -----------------------------------------------------------------
+
+    def intercept(self, selector: str) -> Callable[[_F], _F]:
+        """Register the decorated function for ``hooks/intercept`` on ``selector``.
+
+        ``selector`` is an interceptable event name, ``family.*`` or ``*``; it must
+        cover at least one interceptable event, and each selector takes one handler.
+        """
+        if not catalogue.is_valid_selector(selector):
+            raise ValueError("selector must be a standard event name, family.* or *")
+        if not catalogue.expand(selector, "intercept"):
+            raise ValueError("selector covers no interceptable event")
+        if any(existing == selector for existing, _, _ in self._intercepts):
+            raise ValueError("an intercept handler is already registered for this selector")
+
+        def register(fn: _F) -> _F:
+            self._intercepts.append((selector, fn, _is_async_callable(fn)))
+            self._intercept_cache.clear()
+            return fn
+
+        return register
+
+    def observe(self, selector: str) -> Callable[[_F], _F]:
+        """Register the decorated function for ``hooks/observe`` on ``selector``."""
+        if not catalogue.is_valid_selector(selector):
+            raise ValueError("selector must be a standard event name, family.* or *")
+
+        def register(fn: _F) -> _F:
+            self._observers.append((selector, fn, _is_async_callable(fn)))
+            self._observe_cache.clear()
+            return fn
+
+        return register
+
+    @property
+    def needs_event_loop(self) -> bool:
+        """Whether any registered handler is ``async def``."""
+        return any(a for _, _, a in self._intercepts) or any(a for _, _, a in self._observers)
+
+    def _intercept_handler(self, event_type: str) -> tuple[InterceptHandler, bool] | None:
+        try:
+            return self._intercept_cache[event_type]
+        except KeyError:
+            pass
+        best: tuple[InterceptHandler, bool] | None = None
+        rank = -1
+        for selector, fn, is_async in self._intercepts:
+            if catalogue.selector_matches(selector, event_type) and _specificity(selector) > rank:
+                best, rank = (fn, is_async), _specificity(selector)
+        self._intercept_cache[event_type] = best
+        return best
+
+    def _observe_handlers(self, event_type: str) -> tuple[tuple[ObserveHandler, bool], ...]:
+        try:
+            return self._observe_cache[event_type]
+        except KeyError:
+            pass
+        found = tuple(
+            (fn, is_async)
+            for selector, fn, is_async in self._observers
+            if catalogue.selector_matches(selector, event_type)
+        )
+        self._observe_cache[event_type] = found
+        return found
+
+    # -- the sans-I/O core -------------------------------------------------------------
+
+    async def handle(self, message: bytes) -> bytes | None:
+        """Answer one framed message: the encoded response line, or ``None``."""
+        return (await self._respond(message, self.max_frame_bytes)).body
+
+    def handle_sync(self, message: bytes) -> bytes | None:
+        """The same as :meth:`handle` without an event loop (for sync handlers).
+
+        An ``async def`` handler is run with ``anyio.run``; do not call this from
+        inside a running event loop then.
+        """
+        return self._respond_sync(message, self.max_frame_bytes).body
+
+    def _respond_sync(self, message: bytes, limit: int) -> Reply:
+        step = self._prepare(message, limit)
+        if isinstance(step, Reply):
+            return step
+        if isinstance(step, _ObserveCall):
+            for fn, _ in step.handlers:
+                try:
+                    result = fn(step.event)
+                    if inspect.isawaitable(result):
+                        _run_awaitable(result)
+                except Exception as exc:
+                    self._handler_failed("observe", exc)
+            return _SILENT
+        try:
+            result = step.handler(step.request)
+            if inspect.isawaitable(result):
+                result = _run_awaitable(result)
+            effects = _as_effect_list(result)
+        except _MalformedResult:
+            return self._bad_effects(step, None)
+        except Exception as exc:
+            return self._handler_raised(step, exc)
+        return self._finish(step, effects)
+
+    async def _respond(self, message: bytes, limit: int, *, offload_sync: bool = False) -> Reply:
+        """Async core. ``offload_sync`` runs sync handlers in a worker thread (HTTP)."""
+        step = self._prepare(message, limit)
+        if isinstance(step, Reply):
+            return step
+        if isinstance(step, _ObserveCall):
+            for fn, is_async in step.handlers:
+                try:
+                    await self._call(fn, step.event, is_async, offload_sync)
+                except Exception as exc:
+                    self._handler_failed("observe", exc)
+            return _SILENT
+        try:
+            result = await self._call(step.handler, step.request, step.is_async, offload_sync)
+            effects = _as_effect_list(result)
+        except _MalformedResult:
+            return self._bad_effects(step, None)
+        except Exception as exc:
+            return self._handler_raised(step, exc)
+        return self._finish(step, effects)
+
+    @staticmethod
+    async def _call(fn: Callable[[Any], Any], arg: Any, is_async: bool, offload: bool) -> Any:
+        if offload and not is_async:
+            import anyio.to_thread
+
+            result = await anyio.to_thread.run_sync(fn, arg)
+        else:
+            result = fn(arg)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    def _handler_failed(self, kind: str, exc: BaseException) -> None:
+        _log("%s: %s handler raised %s", self.name, kind, type(exc).__name__)
+
+    def _handler_raised(self, step: _InterceptCall, exc: BaseException) -> Reply:
+        self._handler_failed("intercept", exc)
+        return _error_reply(step.request.id, ErrorCode.BACKEND_INTERNAL_ERROR)
+
+    def _bad_effects(self, step: _InterceptCall, exc: BaseException | None) -> Reply:
+        from ahp_protocol.wire.errors import WireError, WireErrors
+
+        if isinstance(exc, WireError | WireErrors):
+            # Wire errors carry a path and a fixed rule, never a value: safe for stderr.
+            _log("%s: refused the handler's effects: %s", self.name, str(exc))
+        elif exc is not None:
+            _log("%s: refused the handler's effects (%s)", self.name, type(exc).__name__)
+        else:
+            _log("%s: intercept handler returned neither effects nor None", self.name)
+        return _error_reply(
+            step.request.id,
+            ErrorCode.INTERNAL_ERROR,
+            "effects refused: malformed, illegal at this event or not advertised",
+        )
+
+    def _finish(self, step: _InterceptCall, effects: list[Any]) -> Reply:
+        request = step.request
+        wire: list[Any] = []
+        if effects:
+            try:
+                from ahp_protocol.wire.effects import check_effects, effects_to_wire
+
+                checked = check_effects(request.event_type, step.capabilities, effects)
+                wire = list(effects_to_wire(checked))
+            except Exception as exc:
+                return self._bad_effects(step, exc)
+            for effect in wire:
+                # Belt and braces: never send a type the request did not advertise.
+                if not isinstance(effect, dict) or effect.get("type") not in request.advertised:
+                    return self._bad_effects(step, None)
+        result = {"protocolVersion": PROTOCOL_VERSION, "effects": wire}
+        try:
+            line = _encode({"jsonrpc": "2.0", "id": request.id, "result": result})
+        except (TypeError, ValueError) as exc:
+            return self._bad_effects(step, exc)
+        if len(line) - 1 > step.limit:
+            _log("%s: response exceeds the frame size limit", self.name)
+            return _error_reply(request.id, ErrorCode.INTERNAL_ERROR, "response too large")
+        return Reply(line)
+
+    def _prepare(self, message: bytes, limit: int) -> Reply | _InterceptCall | _ObserveCall:
+        decoded = self._decode(message, limit)
+        if isinstance(decoded, Reply):
+            return decoded
+        notification = "id" not in decoded and isinstance(decoded.get("method"), str)
+        try:
+            if notification:
+                return self._notification(decoded)
+            return self._request(decoded, limit)
+        except Exception as exc:  # a bug of ours must not take the server down
+            _log("%s: internal error (%s)", self.name, type(exc).__name__)
+            if notification:
+                return _SILENT
+            return _error_reply(recoverable_id(decoded), ErrorCode.INTERNAL_ERROR)
+
+    @staticmethod
+    def _decode(message: bytes, limit: int) -> Reply | dict[str, Any]:
+        raw = bytes(message)
+        if raw.endswith(b"\n"):
+            raw = raw[:-1]
+        if len(raw) > limit:
+            return _error_reply(None, ErrorCode.PARSE_ERROR, "frame too large", parse=True)
+        try:
+            msg = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+        except UnicodeDecodeError:
+            return _error_reply(None, ErrorCode.PARSE_ERROR, "not UTF-8", parse=True)
+        except (ValueError, RecursionError):
+            return _error_reply(None, ErrorCode.PARSE_ERROR, "not JSON", parse=True)
+        if isinstance(msg, list):
+            return _error_reply(None, ErrorCode.INVALID_REQUEST, "batches are not allowed")
+        if not isinstance(msg, dict):
+            return _error_reply(None, ErrorCode.INVALID_REQUEST, "a message must be an object")
+        return msg
+
+    def _request(self, msg: dict[str, Any], limit: int) -> Reply | _InterceptCall:
+        rid = recoverable_id(msg)
+        try:
+            kind = classify(msg)
+        except DecodeError as exc:
+            return _error_reply(rid, ErrorCode.INVALID_REQUEST, exc.reason)
+        if kind != "request" or rid is None:
+            return _SILENT  # a response sent to a backend: nothing to answer
+        method = msg["method"]
+        params = msg.get("params")
+        if method == INTERCEPT:
+            return self._intercept(rid, params, limit)
+        if method == CONFIGURATION and self.configuration is not None:
+            return self._configuration(rid, params)
+        if method == OBSERVE:
+            return _error_reply(rid, ErrorCode.INVALID_REQUEST, "hooks/observe is a notification")
+        return _error_reply(rid, ErrorCode.METHOD_NOT_FOUND)
+
+    def _intercept(self, rid: RequestId, params: Any, limit: int) -> Reply | _InterceptCall:
+        bad = ErrorCode.INVALID_PARAMS
+        if not isinstance(params, dict):
+            return _error_reply(rid, bad, "params must be an object")
+        version = params.get("protocolVersion")
+        if not isinstance(version, str):
+            return _error_reply(rid, bad, "params.protocolVersion is required")
+        if version != PROTOCOL_VERSION:
+            return Reply(_encode(unsupported_version(rid)))
+        event = params.get("event")
+        if not isinstance(event, dict):
+            return _error_reply(rid, bad, "params.event must be an object")
+        event_type = event.get("type")
+        if not isinstance(event_type, str):
+            return _error_reply(rid, bad, "params.event.type must be a string")
+        if event_type not in catalogue.INTERCEPTABLE_SET:
+            return _error_reply(rid, ErrorCode.UNSUPPORTED_EVENT, "event type not interceptable")
+        event_id = event.get("id")
+        if not (isinstance(event_id, str) and event_id == rid):
+            return _error_reply(rid, bad, "the request id must equal params.event.id")
+        capabilities = params.get("capabilities")
+        reason = _validate_capabilities(capabilities)
+        if reason is not None:
+            return _error_reply(rid, bad, reason)
+        state = params.get("state")
+        if "state" in params and not isinstance(state, dict):
+            return _error_reply(rid, bad, "params.state must be an object")
+        found = self._intercept_handler(event_type)
+        if found is None:
+            return _error_reply(rid, ErrorCode.UNSUPPORTED_EVENT, "no handler for this event")
+        problem = self._event_problem(event)
+        if problem is not None:
+            return _error_reply(rid, problem[0], problem[1])
+        assert isinstance(capabilities, dict)
+        reason = self._grant_problem(event_type, capabilities, params)
+        if reason is not None:
+            return _error_reply(rid, bad, reason)
+        request = InterceptRequest(
+            id=rid,
+            event=event,
+            event_type=event_type,
+            capabilities=capabilities,
+            state=state,
+            advertised=frozenset(capabilities["effects"]),
+            params=params,
+        )
+        return _InterceptCall(found[0], found[1], request, _json_copy(capabilities), limit)
+
+    def _event_problem(self, event: dict[str, Any]) -> tuple[ErrorCode, str] | None:
+        """Validate the event with the wire models; a code and fixed reason if invalid."""
+        from ahp_protocol.wire.errors import WireError, WireErrors
+        from ahp_protocol.wire.events import UnsupportedEvent, parse_event
+
+        try:
+            parse_event(event)
+        except UnsupportedEvent:
+            return ErrorCode.UNSUPPORTED_EVENT, "event type not supported"
+        except (WireError, WireErrors):
+            return ErrorCode.INVALID_PARAMS, "params.event is not a valid event"
+        except Exception as exc:
+            _log("%s: event validation failed (%s)", self.name, type(exc).__name__)
+            return ErrorCode.INVALID_PARAMS, "params.event is not a valid event"
+        return None
+
+    def _grant_problem(
+        self, event_type: str, capabilities: dict[str, Any], params: dict[str, Any]
+    ) -> str | None:
+        """Check capabilities (coupling, per-event bounds) and state; a fixed reason if bad."""
+        from ahp_protocol.wire.capabilities import parse_capabilities
+
+        try:
+            parse_capabilities(capabilities, event_type=event_type)
+        except Exception:
+            return "params.capabilities is not a valid grant at this event"
+        if "state" in params:
+            from ahp_protocol.wire.state import parse_state
+
+            try:
+                parse_state(params["state"], event_type=event_type)
+            except Exception:
+                return "params.state is not a valid chain state"
+        return None
+
+    def _notification(self, msg: dict[str, Any]) -> Reply | _ObserveCall:
+        """Never answered. Only a valid current-version hooks/observe is processed."""
+        if msg.get("jsonrpc") != "2.0" or msg["method"] != OBSERVE:
+            return _SILENT
+        params = msg.get("params")
+        if not isinstance(params, dict) or params.get("protocolVersion") != PROTOCOL_VERSION:
+            return _SILENT
+        event = params.get("event")
+        if not isinstance(event, dict) or not catalogue.is_event_type(event.get("type")):
+            return _SILENT
+        handlers = self._observe_handlers(event["type"])
+        if not handlers or self._event_problem(event) is not None:
+            return _SILENT
+        return _ObserveCall(handlers, event)
+
+    def _configuration(self, rid: RequestId, params: Any) -> Reply:
+        bad = ErrorCode.INVALID_PARAMS
+        if not isinstance(params, dict):
+            return _error_reply(rid, bad, "params must be an object")
+        version = params.get("protocolVersion")
+        if not isinstance(version, str):
+            return _error_reply(rid, bad, "params.protocolVersion is required")
+        if version != PROTOCOL_VERSION:
+            return Reply(_encode(unsupported_version(rid)))
+        if len(params) != 1:
+            return _error_reply(rid, bad, "params must hold protocolVersion only")
+        result = {
+            "protocolVersion": PROTOCOL_VERSION,
+            "configuration": {"subscriptions": self.configuration},
+        }
+        return Reply(_encode({"jsonrpc": "2.0", "id": rid, "result": result}))
+
+    # -- running -------------------------------------------------------------------------
+
+    def run(self, argv: list[str] | None = None) -> NoReturn:
+        """Serve from the command line and exit (``SystemExit``).
+
+        No arguments: stdio ``persistent`` (until EOF). ``--once``: stdio
+        ``per_event`` (one message, then exit). ``--http HOST:PORT``: HTTP via
+        uvicorn. ``--max-frame-bytes N`` changes the frame limit.
+        """
+        args = sys.argv[1:] if argv is None else list(argv)
+        # Fast paths keep per-event start-up free of argparse.
+        if not args:
+            from ahp_protocol.server.stdio import serve_persistent
+
+            serve_persistent(self)
+            raise SystemExit(0)
+        if args == ["--once"]:
+            from ahp_protocol.server.stdio import serve_once
+
+            raise SystemExit(0 if serve_once(self) else 1)
+        raise SystemExit(self._run_parsed(args))
+
+    def _run_parsed(self, args: list[str]) -> int:
+        import argparse
+
+        parser = argparse.ArgumentParser(
+            description=(
+                f"AHP backend {self.name}. Speaks the Agent Hooks Protocol (draft) on "
+                "stdin/stdout by default (persistent: until EOF; stdout carries protocol "
+                "only, diagnostics go to stderr)."
+            ),
+        )
+        mode = parser.add_mutually_exclusive_group()
+        mode.add_argument(
+            "--once",
+            action="store_true",
+            help="per_event stdio: answer exactly one message, then exit",
+        )
+        mode.add_argument(
+            "--http",
+            metavar="HOST:PORT",
+            help="serve HTTP POST on HOST:PORT (port 0 picks a free port; the address "
+            "is printed on stderr)",
+        )
+        parser.add_argument(
+            "--max-frame-bytes",
+            type=int,
+            default=self.max_frame_bytes,
+            metavar="N",
+            help=f"largest message accepted or sent, in bytes (default {self.max_frame_bytes})",
+        )
+        ns = parser.parse_args(args)
+        limit: int = ns.max_frame_bytes
+        if limit < 1:
+            parser.error("--max-frame-bytes must be positive")
+        if ns.http is not None:
+            host, sep, port_text = str(ns.http).rpartition(":")
+            host = host.strip("[]")
+            if not sep or not host or not port_text.isdigit() or int(port_text) > 65535:
+                parser.error("--http needs HOST:PORT, e.g. 127.0.0.1:8765")
+            from ahp_protocol.server.asgi import serve_http
+
+            serve_http(self, host, int(port_text), max_frame_bytes=limit)
+            return 0
+        from ahp_protocol.server.stdio import serve_once, serve_persistent
+
+        if ns.once:
+            return 0 if serve_once(self, max_frame_bytes=limit) else 1
+        serve_persistent(self, max_frame_bytes=limit)
+        return 0
