@@ -29,7 +29,7 @@ import anyio
 
 from ahp_protocol.client.chain import ChainState, Permission, fold_response
 from ahp_protocol.client.failures import FailureClass, OperationalFailure
-from ahp_protocol.client.result import Diagnostic, HookResult
+from ahp_protocol.client.result import Diagnostic, HookResult, Outcome
 from ahp_protocol.wire import catalogue, jsonrpc
 
 if TYPE_CHECKING:
@@ -72,6 +72,11 @@ class Route:
             or getattr(sub, "scope", None) == "managed"
             or getattr(sub, "disableable", None) is False
         )
+
+    @property
+    def timeout_s(self) -> float:
+        timeout_ms: int = getattr(self.subscription, "timeout_ms", 0)
+        return timeout_ms / 1000
 
     @property
     def policy(self) -> str:
@@ -381,14 +386,14 @@ class Dispatcher:
             grant = self.grant(event_type, route)
             started = time.perf_counter()
             try:
-                with anyio.fail_after(route.subscription.timeout_ms / 1000):
+                with anyio.fail_after(route.timeout_s):
                     folded, count = await self._exchange(route, event_type, state, grant)
             except TimeoutError:
                 failure = OperationalFailure(FailureClass.DEADLINE_EXCEEDED, "no answer in time")
             except OperationalFailure as exc:
                 failure = exc
             else:
-                outcome = "no_effect" if count == 0 else "accepted"
+                outcome: Outcome = "no_effect" if count == 0 else "accepted"
                 if folded.denial is not None:
                     outcome = "denied"
                 diagnostics.append(

@@ -1,0 +1,108 @@
+"""Client transports: how one JSON-RPC message reaches a backend and its answer comes back.
+
+Owns the :class:`Transport` contract the dispatcher uses and
+:func:`open_transport`, which maps a registration ``Hook`` onto a stdio
+(:class:`StdioTransport`, ``persistent`` or ``per_event``) or HTTP
+(:class:`HttpTransport`) transport. A transport moves bytes and checks framing,
+the JSON-RPC envelope and id correlation; every problem is an
+:class:`~ahp_protocol.client.failures.OperationalFailure` with a fixed detail.
+
+Never: decides what a response means (JSON-RPC errors, versions and effects are
+the caller's), implements the deadline (the caller wraps each call in
+``anyio.fail_after``; a cancelled call leaves the transport usable), or leaves
+a child process or connection behind after ``aclose()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ahp_protocol.client.transports.http import (
+    AuthUnsupported,
+    HeaderSource,
+    HeaderValue,
+    HttpTransport,
+)
+from ahp_protocol.client.transports.stdio import StdioTransport, child_environment
+from ahp_protocol.wire.jsonrpc import MAX_FRAME_BYTES
+
+if TYPE_CHECKING:
+    from ahp_protocol.wire.registration import Hook
+
+__all__ = [
+    "HeaderSource",
+    "HeaderValue",
+    "HttpTransport",
+    "StdioTransport",
+    "Transport",
+    "child_environment",
+    "open_transport",
+]
+
+
+class Transport(Protocol):
+    """One backend connection, as the dispatcher uses it."""
+
+    async def request(self, message: dict[str, Any]) -> dict[str, Any]:
+        """Send one request; return the decoded response (envelope and id checked),
+        JSON-RPC errors included, or raise ``OperationalFailure``. No deadline of its own:
+        a cancellation (the caller's deadline) leaves the transport consistent."""
+        ...
+
+    async def notify(self, message: dict[str, Any]) -> None:
+        """Send one notification (no answer awaited); raise ``OperationalFailure``."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release everything (kill and reap every child, close the client). Idempotent."""
+        ...
+
+
+def open_transport(
+    hook: Hook,
+    *,
+    environ: Mapping[str, str] | None = None,
+    max_frame_bytes: int = MAX_FRAME_BYTES,
+) -> Transport:
+    """The transport for ``hook``; nothing is spawned or connected until first use.
+
+    ``environ`` (default ``os.environ``) is the host environment: the stdio
+    allowlist is taken from it, and HTTP credentials (``tokenEnv``, ``valueEnv``)
+    are read from it at each send. A bearer ``tokenRef`` or an OAuth binding is
+    not supported: such a transport fails every send with ``AUTH_FAILED`` (unless
+    a registration ``Authorization`` header replaces the binding).
+    """
+    from ahp_protocol.wire import registration as reg
+
+    spec = hook.transport
+    auth = hook.authentication
+    if isinstance(spec, reg.StdioTransport):
+        if auth is not None:
+            raise ValueError("authentication is not allowed on a stdio backend")
+        return StdioTransport(
+            spec.command,
+            spec.args,
+            lifecycle=spec.lifecycle,
+            cwd=spec.cwd,
+            env=spec.env,
+            environ=environ,
+            max_frame_bytes=max_frame_bytes,
+        )
+    bearer_env: str | None = None
+    unsupported: AuthUnsupported | None = None
+    if isinstance(auth, reg.BearerAuthentication):
+        if auth.token_env:
+            bearer_env = auth.token_env
+        else:
+            unsupported = "token_ref"
+    elif auth is not None:
+        unsupported = "oauth"
+    return HttpTransport(
+        spec.url,
+        headers=spec.headers,
+        bearer_env=bearer_env,
+        auth_unsupported=unsupported,
+        environ=environ,
+        max_frame_bytes=max_frame_bytes,
+    )

@@ -1,0 +1,341 @@
+"""The HTTP transport: one JSON-RPC message per ``POST`` (draft §8.2), over httpx.
+
+Owns one ``httpx.AsyncClient`` per backend (keep-alive; redirects never
+followed; ``trust_env=False`` so no proxy, netrc or CA variables from the
+environment apply; cookies never stored), the request headers, and the rules
+for what counts as an answer:
+
+- a request succeeds only with ``200``, ``Content-Type: application/json``, an
+  uncompressed body of at most ``max_frame_bytes`` (checked while streaming,
+  so an endless body fails as soon as the limit is passed) holding one
+  JSON-RPC response whose id is the request's. Any other status, a ``3xx``
+  included, is ``HTTP_STATUS``; a wrong type or a bad body is
+  ``MALFORMED_OUTPUT``; another id is ``ID_MISMATCH``. JSON-RPC error
+  responses are returned: the caller classifies them;
+- a notification succeeds only with ``202`` or ``204`` and an empty body (a
+  body is ``MALFORMED_OUTPUT``, any other status ``HTTP_STATUS``);
+- a refused, reset or lost connection is ``CONNECT_FAILED``.
+
+Credentials are resolved from ``environ`` at each send: the bearer
+``tokenEnv`` (sent as ``Authorization: Bearer …``), then the registration
+headers (literal, ``valueEnv``; ``valueRef`` is not supported here), merged
+last and case-insensitively, so a registration ``Authorization`` header
+replaces the bearer binding (which is then not consulted at all). A credential
+that cannot be resolved is ``AUTH_FAILED`` and nothing is sent. Token and
+header values never appear in failures, logs or ``repr``.
+
+Plain ``http`` is accepted only for loopback hosts (``localhost``,
+``127.0.0.0/8``, ``::1``); any other ``http`` URL is refused at construction
+(``ValueError``): remote endpoints need TLS. Never implements a deadline (the
+caller wraps calls in ``anyio.fail_after``); never retries; no OAuth.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from http.cookiejar import CookieJar, DefaultCookiePolicy
+from typing import Any, Final, Literal, Protocol
+from urllib.parse import urlsplit
+
+import httpx
+
+from ahp_protocol.client.failures import FailureClass, OperationalFailure
+from ahp_protocol.client.transports.stdio import decode_response, id_key, request_key
+from ahp_protocol.wire import jsonrpc
+
+__all__ = ["AuthUnsupported", "HeaderSource", "HeaderValue", "HttpTransport", "is_loopback_host"]
+
+AuthUnsupported = Literal["token_ref", "oauth"]
+
+_HEADER_NAME: Final = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+# RFC 9110 field-value: visible ASCII or obs-text, inner spaces/tabs, no leading/trailing blank.
+_VCHAR: Final = r"[\x21-\x7e\x80-\xff]"
+_HEADER_VALUE: Final = re.compile(rf"(?:{_VCHAR}(?:[\x20\x09\x21-\x7e\x80-\xff]*{_VCHAR})?)?")
+_MANAGED_HEADERS: Final = frozenset({"content-length", "transfer-encoding", "host", "connection"})
+
+_AUTH_DETAILS: Final[Mapping[str, str]] = {
+    "token_ref": "bearer token references are not supported by this transport",
+    "oauth": "oauth authentication is not supported by this transport",
+}
+
+
+class HeaderSource(Protocol):
+    """A header value resolved at send time (registration ``{valueEnv}`` / ``{valueRef}``)."""
+
+    @property
+    def value_env(self) -> str | None: ...
+
+    @property
+    def value_ref(self) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class HeaderValue:
+    """A plain :class:`HeaderSource`: exactly one of ``value_env`` and ``value_ref``."""
+
+    value_env: str | None = None
+    value_ref: str | None = None
+
+    def __repr__(self) -> str:
+        which = "value_env" if self.value_env is not None else "value_ref"
+        return f"HeaderValue({which}=...)"
+
+
+def is_loopback_host(host: str) -> bool:
+    """``localhost``, an address in ``127.0.0.0/8``, or ``::1``."""
+    host = host.strip("[]").lower()
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _check_url(url: str) -> None:
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https"):
+        raise ValueError("an AHP HTTP endpoint URL must use https (or http to a loopback host)")
+    if parts.username is not None or parts.password is not None:
+        raise ValueError("an AHP HTTP endpoint URL must not carry credentials")
+    host = parts.hostname
+    if not host:
+        raise ValueError("an AHP HTTP endpoint URL needs a host")
+    _ = parts.port  # raises ValueError for a bad port
+    if scheme == "http" and not is_loopback_host(host):
+        raise ValueError(
+            f"plain http is allowed only to a loopback host, not {host!r}: "
+            "a remote AHP endpoint must use https"
+        )
+
+
+def _header_bytes(value: str) -> bytes | None:
+    """``value`` as header bytes (surrounding blanks dropped, as HTTP does), or ``None`` if
+    it is not a valid field value (control characters, not latin-1)."""
+    value = value.strip(" \t")
+    if not _HEADER_VALUE.fullmatch(value):
+        return None
+    try:
+        return value.encode("latin-1")
+    except UnicodeEncodeError:
+        return None
+
+
+def _credential_bytes(value: str) -> bytes:
+    """A resolved credential as a header value, or ``AUTH_FAILED`` (value never echoed)."""
+    raw = _header_bytes(value)
+    if raw is None:
+        raise OperationalFailure(FailureClass.AUTH_FAILED, "credential is not a valid header value")
+    return raw
+
+
+def _no_cookies() -> CookieJar:
+    return CookieJar(policy=DefaultCookiePolicy(allowed_domains=[]))
+
+
+class HttpTransport:
+    """An HTTP backend, see the module docstring."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        headers: Mapping[str, str | HeaderSource] | None = None,
+        bearer_env: str | None = None,
+        auth_unsupported: AuthUnsupported | None = None,
+        environ: Mapping[str, str] | None = None,
+        max_frame_bytes: int = jsonrpc.MAX_FRAME_BYTES,
+    ) -> None:
+        _check_url(url)
+        if bearer_env is not None and auth_unsupported is not None:
+            raise ValueError("give at most one of bearer_env and auth_unsupported")
+        if auth_unsupported is not None and auth_unsupported not in _AUTH_DETAILS:
+            raise ValueError("auth_unsupported must be 'token_ref' or 'oauth'")
+        if max_frame_bytes < 1:
+            raise ValueError("max_frame_bytes must be positive")
+        self.url = url
+        self.bearer_env = bearer_env
+        self.auth_unsupported = auth_unsupported
+        self.max_frame_bytes = max_frame_bytes
+        self._environ: Mapping[str, str] = os.environ if environ is None else environ
+        self._headers: list[tuple[str, str | HeaderSource]] = []
+        seen: set[str] = set()
+        for name, value in (headers or {}).items():
+            if not isinstance(name, str) or not _HEADER_NAME.fullmatch(name):
+                raise ValueError(f"header name {name!r} is not a valid HTTP token")
+            lower = name.lower()
+            if lower in seen:
+                raise ValueError(f"header {name!r} is given twice (names ignore case)")
+            if lower in _MANAGED_HEADERS:
+                raise ValueError(f"header {name!r} is managed by the transport")
+            seen.add(lower)
+            if isinstance(value, str):
+                if _header_bytes(value) is None:
+                    raise ValueError(
+                        f"the literal value of header {name!r} is not a valid HTTP field value"
+                    )
+            elif (value.value_env is None) == (value.value_ref is None):
+                raise ValueError(f"header {name!r} needs exactly one of valueEnv and valueRef")
+            self._headers.append((name, value))
+        self._explicit_authorization = "authorization" in seen
+        self._client: httpx.AsyncClient | None = None
+        self._closed = False
+
+    def __repr__(self) -> str:  # header names only: literal values may be credentials
+        names = [name for name, _ in self._headers]
+        return f"HttpTransport(url={self.url!r}, headers={names!r}, bearer_env={self.bearer_env!r})"
+
+    # -- the Transport contract ---------------------------------------------------
+
+    async def request(self, message: dict[str, Any]) -> dict[str, Any]:
+        """POST one request; return its decoded response or raise ``OperationalFailure``."""
+        key = request_key(message)
+        async with self._post(message) as response:
+            return await self._response(response, key)
+
+    async def notify(self, message: dict[str, Any]) -> None:
+        """POST one notification; it must be acknowledged with 202/204 and no body."""
+        async with self._post(message) as response:
+            if response.status_code not in (202, 204):
+                raise OperationalFailure(
+                    FailureClass.HTTP_STATUS, "notification was not acknowledged with 202/204"
+                )
+            async for chunk in response.aiter_raw():
+                if chunk:
+                    raise OperationalFailure(
+                        FailureClass.MALFORMED_OUTPUT, "notification acknowledgment has a body"
+                    )
+
+    async def aclose(self) -> None:
+        """Close the client and its pooled connections. Idempotent."""
+        self._closed = True
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+    # -- internals -----------------------------------------------------------------
+
+    def _resolve_headers(self) -> list[tuple[bytes, bytes]]:
+        """The headers of the next POST, resolved now; ``AUTH_FAILED`` if one cannot be."""
+        merged: dict[str, tuple[str, bytes]] = {}
+
+        def put(name: str, value: bytes) -> None:
+            merged[name.lower()] = (name, value)
+
+        put("Content-Type", b"application/json")
+        put("Accept", b"application/json")
+        put("Accept-Encoding", b"identity")
+        if not self._explicit_authorization:
+            if self.auth_unsupported is not None:
+                raise OperationalFailure(
+                    FailureClass.AUTH_FAILED, _AUTH_DETAILS[self.auth_unsupported]
+                )
+            if self.bearer_env is not None:
+                token = self._environ.get(self.bearer_env)
+                if not token:
+                    raise OperationalFailure(
+                        FailureClass.AUTH_FAILED, "bearer token environment variable is unset"
+                    )
+                put("Authorization", b"Bearer " + _credential_bytes(token))
+        for name, value in self._headers:
+            if isinstance(value, str):
+                put(name, _header_bytes(value) or b"")
+            elif value.value_env is not None:
+                resolved = self._environ.get(value.value_env)
+                if not resolved:
+                    raise OperationalFailure(
+                        FailureClass.AUTH_FAILED, "header environment variable is unset"
+                    )
+                put(name, _credential_bytes(resolved))
+            else:
+                raise OperationalFailure(
+                    FailureClass.AUTH_FAILED,
+                    "header secret references are not supported by this transport",
+                )
+        return [(name.encode("ascii"), value) for name, value in merged.values()]
+
+    def _ready(self) -> httpx.AsyncClient:
+        if self._closed:
+            raise OperationalFailure(FailureClass.CONNECT_FAILED, "transport is closed")
+        if self._client is None:
+            self._client = httpx.AsyncClient(
+                follow_redirects=False,
+                trust_env=False,
+                timeout=httpx.Timeout(None),
+                cookies=_no_cookies(),
+            )
+        return self._client
+
+    def _post(self, message: dict[str, Any]) -> _Exchange:
+        headers = self._resolve_headers()  # before anything is sent
+        body = jsonrpc.encode(message)[:-1]
+        return _Exchange(self._ready(), self.url, headers, body)
+
+    async def _response(self, response: httpx.Response, key: tuple[str, object]) -> dict[str, Any]:
+        if response.status_code != 200:
+            detail = (
+                "redirect not followed"
+                if 300 <= response.status_code < 400
+                else "backend answered with a non-success HTTP status"
+            )
+            raise OperationalFailure(FailureClass.HTTP_STATUS, detail)
+        media = response.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        if media != "application/json":
+            raise OperationalFailure(
+                FailureClass.MALFORMED_OUTPUT, "response content type is not application/json"
+            )
+        encoding = response.headers.get("content-encoding", "identity").strip().lower()
+        if encoding not in ("", "identity"):
+            raise OperationalFailure(FailureClass.MALFORMED_OUTPUT, "response body is encoded")
+        length = response.headers.get("content-length")
+        if length is not None and length.strip().isdigit() and int(length) > self.max_frame_bytes:
+            raise OperationalFailure(
+                FailureClass.MALFORMED_OUTPUT, "response exceeds the frame size limit"
+            )
+        body = bytearray()
+        async for chunk in response.aiter_raw():
+            body += chunk
+            if len(body) > self.max_frame_bytes:
+                raise OperationalFailure(
+                    FailureClass.MALFORMED_OUTPUT, "response exceeds the frame size limit"
+                )
+        decoded = decode_response(bytes(body), self.max_frame_bytes)
+        if id_key(decoded.get("id")) != key:
+            raise OperationalFailure(FailureClass.ID_MISMATCH, "response id is not the request id")
+        return decoded
+
+
+class _Exchange:
+    """``async with``: one streamed POST; httpx errors become ``CONNECT_FAILED``."""
+
+    def __init__(
+        self, client: httpx.AsyncClient, url: str, headers: list[tuple[bytes, bytes]], body: bytes
+    ) -> None:
+        self._client = client
+        self._request = client.build_request("POST", url, headers=headers, content=body)
+        self._response: httpx.Response | None = None
+
+    async def __aenter__(self) -> httpx.Response:
+        try:
+            self._response = await self._client.send(self._request, stream=True)
+        except httpx.ConnectError:
+            raise OperationalFailure(
+                FailureClass.CONNECT_FAILED, "connection refused or not established"
+            ) from None
+        except (httpx.HTTPError, OSError):
+            raise OperationalFailure(FailureClass.CONNECT_FAILED, "connection lost") from None
+        return self._response
+
+    async def __aexit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        response, self._response = self._response, None
+        if response is not None:
+            with contextlib.suppress(httpx.HTTPError, OSError):
+                await response.aclose()
+        if isinstance(exc, httpx.HTTPError | OSError):
+            raise OperationalFailure(FailureClass.CONNECT_FAILED, "connection lost") from None

@@ -1,0 +1,586 @@
+"""The stdio transport: NDJSON JSON-RPC over a backend process's stdin and stdout.
+
+Owns the backend child processes of one registered stdio backend: spawning them
+(``command`` + ``args`` exec'd directly, never through a shell, in a new session
+so the whole process group can be killed), their environment (a minimal
+allowlist of the host environment plus the registration's literal ``env``),
+framing (one UTF-8 JSON-RPC object per ``\\n``-terminated line, at most
+``max_frame_bytes`` per frame, an over-long frame detected as soon as the limit
+is passed), response correlation by id, and killing and reaping every child.
+
+Two lifecycles (draft §8.1):
+
+- ``persistent``: one long-lived child, spawned on first use and replaced on
+  the next use after it exits or misbehaves. At most one request is
+  outstanding; a notification is written without waiting for anything. A
+  request abandoned by the caller's cancellation (its deadline) leaves the
+  child in place and its id remembered: a late frame with that id is discarded
+  (its size logged, never its content). Any other uncorrelated frame is
+  ``ID_MISMATCH``. Malformed output (bytes that are not UTF-8, not JSON, not a
+  response envelope, a pretty-printed multi-line object, an over-long or
+  unterminated frame) is ``MALFORMED_OUTPUT`` at once; EOF is
+  ``ABNORMAL_EXIT``. After any failure the child is killed and replaced on next
+  use. Lines holding only whitespace are skipped.
+- ``per_event``: one child per message. It gets one line, then EOF; at most one
+  response line is read, then the child must exit 0 (a nonzero exit or no
+  response is ``ABNORMAL_EXIT``, even after a valid answer). A child that
+  answers but does not exit within ``exit_grace`` seconds is killed and the
+  answer counts. A notification child is not awaited: it is reaped when it
+  exits, killed once older than ``notify_grace`` seconds (checked on each later
+  call) or when more than ``MAX_LINGERING`` are alive, and always by
+  :meth:`StdioTransport.aclose`.
+
+``aclose()`` closes every child's stdin, waits at most ``close_grace`` seconds
+for them to exit (so notifications already written are still delivered), then
+kills each whole process group and reaps everything before returning.
+
+Never: implements a deadline (the caller wraps calls in ``anyio.fail_after``);
+puts backend output, stderr or exception text in a failure (details are fixed
+phrases); logs frame content or environment values. Child stderr is drained
+continuously (a thread per child, so a chatty child never blocks on a full
+pipe) and only a bounded tail is kept for local debugging
+(:meth:`StdioTransport.stderr_tail`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import threading
+from collections import deque
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, Literal
+
+import anyio
+from anyio.abc import Process
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from ahp_protocol.client.failures import FailureClass, OperationalFailure
+from ahp_protocol.wire import jsonrpc
+
+__all__ = [
+    "CLOSE_GRACE_S",
+    "ENV_ALLOWLIST",
+    "EXIT_GRACE_S",
+    "MAX_ABANDONED",
+    "MAX_LINGERING",
+    "NOTIFY_GRACE_S",
+    "STDERR_TAIL_BYTES",
+    "StdioTransport",
+    "child_environment",
+    "decode_response",
+    "id_key",
+    "request_key",
+]
+
+_log = logging.getLogger(__name__)
+
+Lifecycle = Literal["persistent", "per_event"]
+
+ENV_ALLOWLIST: Final = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LC_ALL",
+    "TZ",
+    "TMPDIR",
+    "TEMP",
+    "TMP",
+)
+"""Host variables a stdio child inherits (plus every ``LC_*``), draft §8.1."""
+
+WINDOWS_ENV_ALLOWLIST: Final = (
+    "SYSTEMROOT",
+    "WINDIR",
+    "COMSPEC",
+    "PATHEXT",
+    "USERPROFILE",
+    "APPDATA",
+    "LOCALAPPDATA",
+    "PROGRAMDATA",
+)
+"""The Windows system variables a child needs to start at all (Windows only)."""
+
+STDERR_TAIL_BYTES: Final = 8192
+"""How much of the children's stderr one transport keeps (the most recent bytes)."""
+EXIT_GRACE_S: Final = 1.0
+"""per_event: how long a child that has answered may take to exit before it is killed."""
+NOTIFY_GRACE_S: Final = 5.0
+"""per_event: how long a notification child may live before a later call kills it."""
+MAX_LINGERING: Final = 16
+"""per_event: notification children alive at once; the oldest is killed beyond this."""
+MAX_ABANDONED: Final = 16
+"""persistent: unanswered abandoned requests after which the child is replaced."""
+CLOSE_GRACE_S: Final = 0.5
+"""aclose(): how long children get to exit after their stdin is closed before SIGKILL."""
+
+_READ_CHUNK: Final = 65536
+
+
+# -- helpers shared with the HTTP transport ------------------------------------------
+
+
+def id_key(value: object) -> tuple[str, object]:
+    """A correlation key that keeps ``1`` and ``"1"`` distinct (and never matches ``null``)."""
+    return (type(value).__name__, value)
+
+
+def request_key(message: Mapping[str, Any]) -> tuple[str, object]:
+    """The key of a request's id; ``ValueError`` if the message is not a request."""
+    rid = jsonrpc.recoverable_id(message)
+    if rid is None or "method" not in message:
+        raise ValueError("request() needs a JSON-RPC request with a string or integer id")
+    return id_key(rid)
+
+
+def decode_response(data: bytes, max_bytes: int) -> dict[str, Any]:
+    """Decode one frame that must be a JSON-RPC response, or raise ``MALFORMED_OUTPUT``."""
+    try:
+        message = jsonrpc.decode(data, max_bytes=max_bytes)
+    except jsonrpc.DecodeError:
+        raise OperationalFailure(
+            FailureClass.MALFORMED_OUTPUT, "backend output is not a JSON-RPC message"
+        ) from None
+    if jsonrpc.classify(message) not in ("success", "error"):
+        raise OperationalFailure(
+            FailureClass.MALFORMED_OUTPUT, "backend sent a request where a response was due"
+        )
+    return message
+
+
+def child_environment(
+    environ: Mapping[str, str],
+    env: Mapping[str, str] | None = None,
+    *,
+    windows: bool | None = None,
+) -> dict[str, str]:
+    """The environment of a stdio child: the allowlisted part of ``environ``, then ``env``.
+
+    ``env`` entries are literal and override inherited values (never interpolated).
+    On Windows variable names compare case-insensitively.
+    """
+    windows = os.name == "nt" if windows is None else windows
+    allowed = set(ENV_ALLOWLIST) | (set(WINDOWS_ENV_ALLOWLIST) if windows else set())
+    result: dict[str, str] = {}
+    for name, value in environ.items():
+        key = name.upper() if windows else name
+        if key in allowed or key.startswith("LC_"):
+            result[name] = value
+    for name, value in (env or {}).items():
+        if not isinstance(name, str) or not isinstance(value, str):
+            raise TypeError("stdio env names and values must be strings")
+        if windows:
+            for existing in [k for k in result if k.upper() == name.upper()]:
+                del result[existing]
+        result[name] = value
+    return result
+
+
+# -- one child process ---------------------------------------------------------------
+
+
+class _StderrTail:
+    """The most recent stderr bytes of a transport's children (bounded)."""
+
+    def __init__(self, limit: int = STDERR_TAIL_BYTES) -> None:
+        self._limit = limit
+        self._chunks: deque[bytes] = deque()
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def add(self, chunk: bytes) -> None:
+        with self._lock:
+            chunk = chunk[-self._limit :]
+            self._chunks.append(chunk)
+            self._size += len(chunk)
+            while self._size > self._limit:
+                first = self._chunks.popleft()
+                excess = self._size - self._limit
+                if len(first) > excess:
+                    self._chunks.appendleft(first[excess:])
+                    self._size -= excess
+                else:
+                    self._size -= len(first)
+
+    def value(self) -> bytes:
+        with self._lock:
+            return b"".join(self._chunks)
+
+
+def _drain(fd: int, tail: _StderrTail) -> None:
+    """Read a child's stderr until EOF (every writer gone), keeping only the tail."""
+    try:
+        while True:
+            try:
+                chunk = os.read(fd, _READ_CHUNK)
+            except InterruptedError:
+                continue
+            except OSError:
+                return
+            if not chunk:
+                return
+            tail.add(chunk)
+    finally:
+        os.close(fd)
+
+
+class _Child:
+    """One spawned backend process, its framed stdout and its stderr drain."""
+
+    def __init__(self, process: Process, stderr_fd: int, tail: _StderrTail) -> None:
+        self.process = process
+        self.stdout = (
+            BufferedByteReceiveStream(process.stdout) if process.stdout is not None else None
+        )
+        self.abandoned: dict[tuple[str, object], None] = {}
+        self.broken = False
+        self._closing = False
+        self._closed = anyio.Event()
+        self._drain = threading.Thread(
+            target=_drain, args=(stderr_fd, tail), name="ahp-stdio-stderr", daemon=True
+        )
+        self._drain.start()
+
+    @property
+    def alive(self) -> bool:
+        return not self._closing and self.process.returncode is None
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group (the child runs in its own session)."""
+        pid = self.process.pid
+        try:
+            os.killpg(pid, signal.SIGKILL)
+            return
+        except (OSError, AttributeError):  # gone, not ours to signal, or no killpg
+            pass
+        with contextlib.suppress(OSError):
+            self.process.kill()
+
+    async def close(self) -> None:
+        """Kill the group, reap the child, close its pipes, join the drain. Idempotent."""
+        with anyio.CancelScope(shield=True):
+            if self._closing:
+                await self._closed.wait()
+                return
+            self._closing = True
+            try:
+                self.kill()
+                await self.process.wait()
+                await self.process.aclose()
+                if self._drain.is_alive():
+                    await anyio.to_thread.run_sync(self._drain.join, EXIT_GRACE_S)
+            finally:
+                self._closed.set()
+
+    async def shutdown(self, grace: float) -> None:
+        """Close stdin (EOF), give the child ``grace`` seconds to exit, then :meth:`close`."""
+        with anyio.CancelScope(shield=True):
+            if not self._closing and self.process.returncode is None:
+                stdin = self.process.stdin
+                if stdin is not None:
+                    with contextlib.suppress(Exception):
+                        await stdin.aclose()
+                with anyio.move_on_after(grace):
+                    await self.process.wait()
+            await self.close()
+
+    async def send(self, data: bytes, *, close_input: bool = False) -> None:
+        """Write ``data`` to stdin; a closed pipe is ``ABNORMAL_EXIT``."""
+        stdin = self.process.stdin
+        assert stdin is not None
+        try:
+            await stdin.send(data)
+            if close_input:
+                await stdin.aclose()
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            raise OperationalFailure(
+                FailureClass.ABNORMAL_EXIT, "backend process closed its input"
+            ) from None
+
+    async def read_frame(self, max_bytes: int) -> bytes | None:
+        """The next non-blank line (without ``\\n``), or ``None`` on a clean EOF."""
+        stream = self.stdout
+        assert stream is not None
+        while True:
+            try:
+                frame = await stream.receive_until(b"\n", max_bytes + 1)
+            except anyio.DelimiterNotFound:
+                raise OperationalFailure(
+                    FailureClass.MALFORMED_OUTPUT, "backend frame exceeds the size limit"
+                ) from None
+            except anyio.IncompleteRead:
+                if stream.buffer.strip():
+                    raise OperationalFailure(
+                        FailureClass.MALFORMED_OUTPUT, "backend output ended inside a frame"
+                    ) from None
+                return None
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+                return None
+            if len(frame) > max_bytes:
+                raise OperationalFailure(
+                    FailureClass.MALFORMED_OUTPUT, "backend frame exceeds the size limit"
+                )
+            if frame.strip():
+                return frame
+
+    async def finish(self, grace: float) -> int | None:
+        """per_event, after the answer: the exit status, or ``None`` if still running after
+        ``grace`` seconds. More output after the answer is ``MALFORMED_OUTPUT``."""
+        stream = self.stdout
+        assert stream is not None
+        with anyio.move_on_after(grace):
+            while True:
+                try:
+                    extra = await stream.receive()
+                except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    break
+                if extra.strip():
+                    raise OperationalFailure(
+                        FailureClass.MALFORMED_OUTPUT, "backend wrote more than one response"
+                    )
+            return await self.process.wait()
+        return None
+
+
+# -- the transport -------------------------------------------------------------------
+
+
+class StdioTransport:
+    """A stdio backend (``persistent`` or ``per_event``), see the module docstring."""
+
+    def __init__(
+        self,
+        command: str,
+        args: Sequence[str] = (),
+        *,
+        lifecycle: Lifecycle = "persistent",
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        environ: Mapping[str, str] | None = None,
+        max_frame_bytes: int = jsonrpc.MAX_FRAME_BYTES,
+        exit_grace: float = EXIT_GRACE_S,
+        notify_grace: float = NOTIFY_GRACE_S,
+        close_grace: float = CLOSE_GRACE_S,
+    ) -> None:
+        if lifecycle not in ("persistent", "per_event"):
+            raise ValueError("stdio lifecycle must be 'persistent' or 'per_event'")
+        if not isinstance(command, str) or not command:
+            raise ValueError("stdio command must be a non-empty string")
+        if max_frame_bytes < 1:
+            raise ValueError("max_frame_bytes must be positive")
+        self.command = command
+        self.args = tuple(args)
+        self.lifecycle: Lifecycle = lifecycle
+        self.cwd = cwd
+        self._env = dict(env or {})
+        child_environment({}, self._env)  # type-check the entries now
+        self._environ: Mapping[str, str] = os.environ if environ is None else environ
+        self.max_frame_bytes = max_frame_bytes
+        self.exit_grace = exit_grace
+        self.notify_grace = notify_grace
+        self.close_grace = close_grace
+        self._tail = _StderrTail()
+        self._children: set[_Child] = set()
+        self._child: _Child | None = None  # persistent only
+        self._lingering: list[tuple[float, _Child]] = []  # per_event notifications
+        self._request_lock = anyio.Lock()
+        self._write_lock = anyio.Lock()
+        self._closed = False
+
+    def __repr__(self) -> str:  # never the env values or args (they may be sensitive)
+        return f"StdioTransport(command={self.command!r}, lifecycle={self.lifecycle!r})"
+
+    def stderr_tail(self) -> bytes:
+        """The last :data:`STDERR_TAIL_BYTES` the children wrote to stderr (debugging only)."""
+        return self._tail.value()
+
+    @property
+    def pids(self) -> list[int]:
+        """The process ids of the children currently owned (diagnostics and tests)."""
+        return sorted(child.process.pid for child in self._children)
+
+    # -- the Transport contract ---------------------------------------------------
+
+    async def request(self, message: dict[str, Any]) -> dict[str, Any]:
+        """Send one request and return its decoded response, or raise ``OperationalFailure``."""
+        key = request_key(message)
+        data = jsonrpc.encode(message)
+        if self.lifecycle == "persistent":
+            return await self._persistent_request(key, data)
+        return await self._per_event_request(key, data)
+
+    async def notify(self, message: dict[str, Any]) -> None:
+        """Write one notification; no response is awaited."""
+        data = jsonrpc.encode(message)
+        if self.lifecycle == "persistent":
+            async with self._write_lock:
+                child = await self._ready()
+                await self._write(child, data)
+            return
+        await self._sweep()
+        child = await self._spawn(capture_stdout=False)
+        try:
+            await child.send(data, close_input=True)
+        except BaseException:
+            await self._retire(child)
+            raise
+        self._lingering.append((anyio.current_time(), child))
+
+    async def aclose(self) -> None:
+        """End every child this transport started: stdin closed (so queued notifications
+        are still read), ``close_grace`` seconds to exit, then SIGKILL to the process group;
+        all reaped before this returns. Idempotent."""
+        with anyio.CancelScope(shield=True):
+            self._closed = True
+            children = list(self._children)
+            self._children.clear()
+            self._child = None
+            self._lingering = []
+            async with anyio.create_task_group() as tg:
+                for child in children:
+                    tg.start_soon(child.shutdown, self.close_grace)
+
+    # -- children ------------------------------------------------------------------
+
+    async def _spawn(self, *, capture_stdout: bool) -> _Child:
+        if self._closed:
+            raise OperationalFailure(FailureClass.SPAWN_FAILED, "transport is closed")
+        env = child_environment(self._environ, self._env)
+        read_fd, write_fd = os.pipe()
+        try:
+            with anyio.CancelScope(shield=True):  # a spawned child is never lost to a cancel
+                process = await anyio.open_process(
+                    [self.command, *self.args],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE if capture_stdout else subprocess.DEVNULL,
+                    stderr=write_fd,
+                    cwd=self.cwd,
+                    env=env,
+                    start_new_session=True,
+                )
+        except (OSError, ValueError, subprocess.SubprocessError):
+            os.close(read_fd)
+            raise OperationalFailure(
+                FailureClass.SPAWN_FAILED, "backend process could not be started"
+            ) from None
+        finally:
+            os.close(write_fd)
+        child = _Child(process, read_fd, self._tail)
+        self._children.add(child)
+        if self._closed:  # aclose() ran while we were spawning
+            await self._retire(child)
+            raise OperationalFailure(FailureClass.SPAWN_FAILED, "transport is closed")
+        return child
+
+    async def _retire(self, child: _Child) -> None:
+        if self._child is child:
+            self._child = None
+        self._children.discard(child)
+        await child.close()
+
+    # -- persistent ----------------------------------------------------------------
+
+    async def _ready(self) -> _Child:
+        """The persistent child, (re)spawned if absent, dead or broken. Under the write lock."""
+        child = self._child
+        if child is not None and (child.broken or not child.alive):
+            await self._retire(child)
+            child = None
+        if child is None:
+            child = await self._spawn(capture_stdout=True)
+            self._child = child
+        return child
+
+    async def _write(self, child: _Child, data: bytes) -> None:
+        try:
+            await child.send(data)
+        except BaseException:
+            # A closed pipe, or a cancel mid-write (the frame may be cut): never reuse it.
+            await self._retire(child)
+            raise
+
+    async def _persistent_request(self, key: tuple[str, object], data: bytes) -> dict[str, Any]:
+        async with self._request_lock:
+            async with self._write_lock:
+                child = await self._ready()
+                child.abandoned.pop(key, None)
+                await self._write(child, data)
+            try:
+                while True:
+                    frame = await child.read_frame(self.max_frame_bytes)
+                    if frame is None:
+                        raise OperationalFailure(
+                            FailureClass.ABNORMAL_EXIT, "backend process exited or closed stdout"
+                        )
+                    response = decode_response(frame, self.max_frame_bytes)
+                    got = id_key(response.get("id"))
+                    if got == key:
+                        return response
+                    if got in child.abandoned:
+                        del child.abandoned[got]
+                        _log.info(
+                            "AHP stdio discarded a late response to an abandoned request "
+                            "(%d bytes)",
+                            len(frame),
+                        )
+                        continue
+                    raise OperationalFailure(
+                        FailureClass.ID_MISMATCH, "response id is not the request id"
+                    )
+            except anyio.get_cancelled_exc_class():
+                # The caller's deadline: keep the child, remember the id, drop its late reply.
+                child.abandoned[key] = None
+                if len(child.abandoned) > MAX_ABANDONED:
+                    child.broken = True
+                raise
+            except BaseException:
+                await self._retire(child)
+                raise
+
+    # -- per_event -----------------------------------------------------------------
+
+    async def _per_event_request(self, key: tuple[str, object], data: bytes) -> dict[str, Any]:
+        await self._sweep()
+        child = await self._spawn(capture_stdout=True)
+        try:
+            await child.send(data, close_input=True)
+            frame = await child.read_frame(self.max_frame_bytes)
+            if frame is None:
+                raise OperationalFailure(
+                    FailureClass.ABNORMAL_EXIT, "backend process exited without a response"
+                )
+            response = decode_response(frame, self.max_frame_bytes)
+            if id_key(response.get("id")) != key:
+                raise OperationalFailure(
+                    FailureClass.ID_MISMATCH, "response id is not the request id"
+                )
+            status = await child.finish(self.exit_grace)
+            if status not in (0, None):
+                raise OperationalFailure(
+                    FailureClass.ABNORMAL_EXIT, "backend process exited with a nonzero status"
+                )
+            return response
+        finally:
+            await self._retire(child)
+
+    async def _sweep(self) -> None:
+        """Reap finished notification children; kill those past their grace or the cap."""
+        if not self._lingering:
+            return
+        now = anyio.current_time()
+        keep: list[tuple[float, _Child]] = []
+        done: list[tuple[float, _Child]] = []
+        for started, child in self._lingering:
+            expired = now - started > self.notify_grace
+            (done if expired or not child.alive else keep).append((started, child))
+        while len(keep) > MAX_LINGERING:
+            done.append(keep.pop(0))
+        self._lingering = keep
+        for _, child in done:
+            await self._retire(child)
