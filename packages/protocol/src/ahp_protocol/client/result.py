@@ -71,6 +71,8 @@ class HookResult:
     flow_reason: str | None
     instructions: tuple[str, ...]
     diagnostics: tuple[Diagnostic, ...]
+    event_changed: bool = False
+    """True when an accepted modification changed the event (the output, the input, ...)."""
 
     @classmethod
     def settle(
@@ -88,6 +90,7 @@ class HookResult:
             flow_reason=state.flow_reason,
             instructions=state.instructions,
             diagnostics=tuple(diagnostics),
+            event_changed=state.event_changed,
         )
 
     @property

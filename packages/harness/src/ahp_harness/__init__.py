@@ -1,0 +1,8 @@
+"""ahp-harness: a small agent harness that implements AHP natively.
+
+The model proposes tool calls; each goes through the gate in
+:mod:`ahp_harness.hooks` (AHP ``tool.before`` folded with the host's own
+permissions and sandbox), runs or is refused, and ``tool.after`` reports it.
+"""
+
+__version__ = "0.1.0"
