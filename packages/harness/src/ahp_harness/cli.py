@@ -48,14 +48,12 @@ def _load_registration(path: str, *, interactive: bool) -> Any:
 
 
 def _load_permissions(args: argparse.Namespace) -> Any:
-    from ahp_harness.permissions import Permissions, PermissionsError, load_rules
+    from ahp_harness.permissions import Permissions, PermissionsError
 
     try:
-        rules = load_rules(args.permissions) if args.permissions else []
-        managed = load_rules(args.managed) if args.managed else []
+        return Permissions.from_files(args.permissions, args.managed, mode=args.mode)
     except PermissionsError as exc:
         raise UsageError(str(exc)) from None
-    return Permissions(rules=rules, managed=managed, mode=args.mode)
 
 
 async def _run(args: argparse.Namespace) -> int:

@@ -52,7 +52,7 @@ class TerminalUI(UI):
             if d.failure is not None:
                 line += f" ({d.failure.value}, {d.policy})"
             c.print(f"{line} [dim]{d.latency_ms:.1f} ms[/]")
-        hook = record.hook_permission
+        hook: str = record.hook_permission
         if record.synthetic_denial:
             hook = "deny (synthetic: a required backend failed)"
         elif record.denied_by:

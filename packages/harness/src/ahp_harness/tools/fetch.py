@@ -1,0 +1,139 @@
+"""``fetch`` (kind ``fetch``, input ``{"url"}``): one HTTP GET with httpx.
+
+Only ``http``/``https`` URLs without credentials (``user:pass@``) pass input
+validation; at run time :meth:`Sandbox.check_url` also requires the host to be one
+the permissions allow (host names are compared as written; DNS is not consulted).
+Redirects are never followed: a 3xx is outcome ``error`` (``redirect``) naming the
+target (scheme, host and path only), so a hop to a host that is not allowed cannot
+happen. The client ignores proxy and ``.netrc`` settings from the environment.
+
+Bounds: ``Limits.fetch_timeout_s`` for each network step and as a wall clock for the
+whole call (outcome ``timeout``); the body is streamed and cut at
+``Limits.fetch_cap_bytes`` (a ``[truncated]`` note says so); ``Accept-Encoding:
+identity`` is requested. Binary bodies (a NUL byte in the first 8 KiB) are refused;
+text is decoded with the declared charset (UTF-8 otherwise). An HTTP status of 400
+or more is outcome ``error`` (``http_status``) with the body as output.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+from urllib.parse import urljoin, urlsplit
+
+import anyio
+import httpx
+from pydantic import BaseModel, Field, field_validator
+
+from ahp_harness.tools.base import INPUT_CONFIG, Text, Tool, ToolResult, failure
+from ahp_harness.tools.files import is_binary
+
+if TYPE_CHECKING:
+    from ahp_harness.sandbox import Sandbox
+
+__all__ = ["FetchInput", "FetchTool"]
+
+
+class FetchInput(BaseModel):
+    model_config = INPUT_CONFIG
+
+    url: Text = Field(description="An http or https URL on a host the permissions allow.")
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        try:
+            parts = urlsplit(value)
+            host = parts.hostname
+            has_credentials = parts.username is not None or parts.password is not None
+        except ValueError:
+            raise ValueError("not a valid URL") from None
+        if parts.scheme not in ("http", "https"):
+            raise ValueError("scheme must be http or https")
+        if not host:
+            raise ValueError("URL has no host")
+        if has_credentials:
+            raise ValueError("credentials in the URL are not allowed")
+        return value
+
+
+def _safe_location(base: str, location: str) -> str:
+    """The redirect target without credentials, query or fragment."""
+    try:
+        parts = urlsplit(urljoin(base, location))
+        host = parts.hostname or "?"
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return "an invalid URL"
+    return f"{parts.scheme}://{host}{port}{parts.path}"
+
+
+def _decode(body: bytes, charset: str | None) -> str:
+    try:
+        return body.decode(charset or "utf-8", errors="replace")
+    except LookupError:
+        return body.decode("utf-8", errors="replace")
+
+
+class FetchTool(Tool):
+    name: ClassVar[str] = "fetch"
+    kind: ClassVar[str] = "fetch"
+    input_model: ClassVar[type[BaseModel]] = FetchInput
+    description: ClassVar[str] = (
+        "HTTP GET a URL on an allowed host; returns the response text (size-capped)."
+    )
+
+    def main_argument(self, inp: BaseModel) -> str:
+        return self._typed(inp, FetchInput).url
+
+    async def _run(self, inp: BaseModel, sandbox: Sandbox) -> ToolResult:
+        url = self._typed(inp, FetchInput).url
+        host = sandbox.check_url(url)
+        limits = sandbox.limits
+        cap = limits.fetch_cap_bytes
+        timeout_note = f"fetch from {host} timed out after {limits.fetch_timeout_s:g}s"
+        status = 0
+        charset: str | None = None
+        body = bytearray()
+        truncated = False
+        try:
+            with anyio.move_on_after(limits.fetch_timeout_s) as scope:
+                async with (
+                    httpx.AsyncClient(
+                        follow_redirects=False,
+                        trust_env=False,
+                        timeout=httpx.Timeout(limits.fetch_timeout_s),
+                    ) as client,
+                    client.stream("GET", url, headers={"Accept-Encoding": "identity"}) as response,
+                ):
+                    status = response.status_code
+                    if response.is_redirect:
+                        target = _safe_location(url, response.headers.get("location", ""))
+                        return failure(
+                            "redirect",
+                            f"HTTP {status}: redirect to {target} not followed; "
+                            "fetch that URL directly if its host is allowed",
+                        )
+                    async for chunk in response.aiter_bytes():
+                        room = cap - len(body)
+                        if len(chunk) > room:
+                            body += chunk[:room]
+                            truncated = True
+                            break
+                        body += chunk
+                    charset = response.charset_encoding
+        except httpx.TimeoutException:
+            return failure("timeout", timeout_note, outcome="timeout")
+        except httpx.HTTPError as exc:
+            return failure("network", f"could not fetch from {host} ({type(exc).__name__})")
+        if scope.cancelled_caught:
+            return failure("timeout", timeout_note, outcome="timeout")
+
+        data = bytes(body)
+        if is_binary(data):
+            return failure("not_text", f"the response from {host} is binary; fetch returns text")
+        text = _decode(data, charset)
+        if truncated:
+            text += f"\n[truncated: response is capped at {cap} bytes]"
+        if status >= 400:
+            return failure("http_status", f"HTTP {status} from {host}", text)
+        return ToolResult(outcome="ok", output=text)
