@@ -6,9 +6,6 @@ import copy
 from typing import Any
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
-
 from ahp_protocol.client.chain import (
     SYNTHETIC_DENIAL_REASON,
     Candidate,
@@ -29,6 +26,8 @@ from ahp_protocol.wire.effects import (
     ModifyEffect,
     ReturnEffect,
 )
+from hypothesis import given
+from hypothesis import strategies as st
 
 TOOL_BEFORE: dict[str, Any] = {
     "id": "evt_1",

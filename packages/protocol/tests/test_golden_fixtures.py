@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from ahp_protocol.cli import validate_file
 from ahp_protocol.wire import messages
 from ahp_protocol.wire.errors import WireError, WireErrors
+
 from conftest import fixtures_root
 
 HARNESS = {"name": "fixture-harness", "version": "0"}
@@ -102,7 +102,9 @@ def test_case(case: dict[str, Any], fixtures_dir: Path, tmp_path: Path) -> None:
         assert contextual == case["contextualExpectedValid"]
 
 
-def test_cli_validate_reports_path_and_reason(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_validate_reports_path_and_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from ahp_protocol.cli import main
 
     good = tmp_path / "deny.json"
@@ -150,7 +152,9 @@ def test_cli_missing_file_and_syntax_error(tmp_path: Path) -> None:
 
 
 def test_stdio_framing_rejects_multiline_record() -> None:
-    record = json.dumps({"jsonrpc": "2.0", "id": "x", "result": {"protocolVersion": "draft"}}, indent=1)
+    record = json.dumps(
+        {"jsonrpc": "2.0", "id": "x", "result": {"protocolVersion": "draft"}}, indent=1
+    )
     with pytest.raises(WireError) as info:
         messages.validate_stdio(record.encode() + b"\n")
     assert info.value.path == "line 1"

@@ -6,11 +6,10 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
-
 from ahp_protocol.wire import jsonrpc
 from ahp_protocol.wire.jsonrpc import DecodeError, ErrorCode
+from hypothesis import given
+from hypothesis import strategies as st
 
 json_scalars = (
     st.none()

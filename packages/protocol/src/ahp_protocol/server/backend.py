@@ -241,6 +241,29 @@ def _validate_capabilities(capabilities: Any) -> str | None:
     return None
 
 
+_NO_STATE = "\x00absent"
+_GRANT_VERDICTS = 512
+
+
+def _grant_reason(
+    event_type: str, capabilities: dict[str, Any], params: dict[str, Any]
+) -> str | None:
+    from ahp_protocol.wire.capabilities import parse_capabilities
+
+    try:
+        parse_capabilities(capabilities, event_type=event_type)
+    except Exception:
+        return "params.capabilities is not a valid grant at this event"
+    if "state" in params:
+        from ahp_protocol.wire.state import parse_state
+
+        try:
+            parse_state(params["state"], event_type=event_type)
+        except Exception:
+            return "params.state is not a valid chain state"
+    return None
+
+
 def _is_reverse_dns(name: str) -> bool:
     parts = name.split(".")
     if len(parts) < 2:
@@ -331,6 +354,7 @@ class Backend:
         self._observers: list[tuple[str, ObserveHandler, bool]] = []
         self._intercept_cache: dict[str, tuple[InterceptHandler, bool] | None] = {}
         self._observe_cache: dict[str, tuple[tuple[ObserveHandler, bool], ...]] = {}
+        self._grant_verdicts: dict[str, str | None] = {}
 
     # -- registration -----------------------------------------------------------------
 
@@ -635,21 +659,26 @@ class Backend:
     def _grant_problem(
         self, event_type: str, capabilities: dict[str, Any], params: dict[str, Any]
     ) -> str | None:
-        """Check capabilities (coupling, per-event bounds) and state; a fixed reason if bad."""
-        from ahp_protocol.wire.capabilities import parse_capabilities
+        """Check capabilities (coupling, per-event bounds) and state; a fixed reason if bad.
 
+        The verdict is a pure function of its inputs, and a harness sends the same
+        grant and the same initial state again and again: verdicts are remembered by
+        their canonical JSON (bounded), so a repeat costs one ``json.dumps``.
+        """
+        key = json.dumps(
+            [event_type, capabilities, params.get("state", _NO_STATE)],
+            sort_keys=True,
+            separators=(",", ":"),
+        )
         try:
-            parse_capabilities(capabilities, event_type=event_type)
-        except Exception:
-            return "params.capabilities is not a valid grant at this event"
-        if "state" in params:
-            from ahp_protocol.wire.state import parse_state
-
-            try:
-                parse_state(params["state"], event_type=event_type)
-            except Exception:
-                return "params.state is not a valid chain state"
-        return None
+            return self._grant_verdicts[key]
+        except KeyError:
+            pass
+        reason = _grant_reason(event_type, capabilities, params)
+        if len(self._grant_verdicts) >= _GRANT_VERDICTS:
+            self._grant_verdicts.clear()
+        self._grant_verdicts[key] = reason
+        return reason
 
     def _notification(self, msg: dict[str, Any]) -> Reply | _ObserveCall:
         """Never answered. Only a valid current-version hooks/observe is processed."""

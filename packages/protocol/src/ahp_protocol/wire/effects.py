@@ -19,15 +19,17 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import Annotated, Any, ClassVar, Final, Literal, cast
+from typing import Annotated, Any, ClassVar, Final, Literal, Self, cast
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 from pydantic.alias_generators import to_camel
 
@@ -430,6 +432,20 @@ class BaseEffect(BaseModel):
     """Fields with constant defaults that are serialized even when never set."""
     absent_when_none: ClassVar[frozenset[str]] = frozenset()
     """Optional fields for which ``None`` means "absent" (never a JSON null on the wire)."""
+
+    _validated: bool = PrivateAttr(default=False)
+
+    @model_validator(mode="after")
+    def _mark_validated(self) -> Self:
+        # Set only by validation: ``model_construct`` leaves it False, so such an
+        # instance is serialized and parsed again before it is trusted.
+        self._validated = True
+        return self
+
+    @property
+    def validated(self) -> bool:
+        """True when this instance went through validation (not ``model_construct``)."""
+        return self._validated
 
     def to_wire(self) -> dict[str, Any]:
         """The wire object: ``type`` always, other fields only when set; a ``value`` of
@@ -919,7 +935,13 @@ def check_effects(
     out: list[AnyEffect] = []
     for index, item in enumerate(effects):
         path = f"effects[{index}]"
-        effect = parse_effect(_wire_item(item, path), path, check_values=False)
+        # An effect model validated when it was built (frozen since) is used as it is;
+        # plain values and unvalidated models (``model_construct``) are parsed.
+        effect = (
+            item
+            if isinstance(item, BaseEffect) and item.validated
+            else parse_effect(_wire_item(item, path), path, check_values=False)
+        )
         _check_one(event_type, grants, effect, path, context)
         out.append(effect)
     return out

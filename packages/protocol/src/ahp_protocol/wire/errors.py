@@ -85,7 +85,9 @@ def from_validation_error(exc: ValidationError, *prefix: PathPart) -> WireErrors
     """
     out: list[WireError] = []
     for err in exc.errors(include_url=False, include_input=False):
-        loc = [p for p in err.get("loc", ()) if not (isinstance(p, str) and p.startswith("function-"))]
+        loc = [
+            p for p in err.get("loc", ()) if not (isinstance(p, str) and p.startswith("function-"))
+        ]
         field = loc[-1] if loc and err.get("type") in ("missing", "extra_forbidden") else None
         reason = _reason(dict(err))
         if field is not None:

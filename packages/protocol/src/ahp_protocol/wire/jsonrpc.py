@@ -89,10 +89,7 @@ def decode(data: bytes | str, *, max_bytes: int = MAX_FRAME_BYTES) -> dict[str, 
     non-object, or an envelope that is not a valid request, notification or
     response. Unknown envelope members are kept.
     """
-    if isinstance(data, str):
-        raw = data.encode("utf-8", "surrogatepass")
-    else:
-        raw = bytes(data)
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
     if len(raw) > max_bytes:
         raise DecodeError(ErrorCode.PARSE_ERROR, "message exceeds the frame size limit")
     try:
@@ -140,7 +137,9 @@ def classify(message: Mapping[str, Any]) -> Kind:
         if "result" in message or "error" in message:
             raise DecodeError(ErrorCode.INVALID_REQUEST, "a request has no result or error", rid)
         if "params" in message and not isinstance(message["params"], dict | list):
-            raise DecodeError(ErrorCode.INVALID_REQUEST, "params must be an object or an array", rid)
+            raise DecodeError(
+                ErrorCode.INVALID_REQUEST, "params must be an object or an array", rid
+            )
         if "id" not in message:
             return "notification"
         if rid is None:
@@ -170,9 +169,12 @@ def classify(message: Mapping[str, Any]) -> Kind:
 
 def encode(message: Mapping[str, Any]) -> bytes:
     """One compact UTF-8 line, ``\\n``-terminated; no raw newline can appear inside."""
-    return json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode(
-        "utf-8"
-    ) + b"\n"
+    return (
+        json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode(
+            "utf-8"
+        )
+        + b"\n"
+    )
 
 
 def request(method: str, params: Mapping[str, Any], id: RequestId) -> dict[str, Any]:
