@@ -62,7 +62,7 @@ def _validator(name: str) -> Any:
 
 
 def schema_errors(name: str, instance: Any) -> list[str]:
-    """Errors of ``instance`` against one official schema (e.g. ``intercept-request.schema.json``)."""
+    """Errors of ``instance`` against one official schema, such as ``tool-before.schema.json``."""
     return [
         f"{'/'.join(map(str, e.absolute_path)) or '$'}: {e.message}"
         for e in _validator(name).iter_errors(instance)
