@@ -344,7 +344,11 @@ class Dispatcher:
         event = state.event
         params: dict[str, Any] = {
             "protocolVersion": jsonrpc.PROTOCOL_VERSION,
-            "event": project_event(event, _selection(route.subscription)),
+            "event": project_event(
+                event,
+                _selection(route.subscription),
+                include_native=route.subscription.include_native,
+            ),
             "capabilities": grant,
             "state": state.wire_state(),
         }
@@ -481,7 +485,11 @@ class Dispatcher:
                 jsonrpc.OBSERVE,
                 {
                     "protocolVersion": jsonrpc.PROTOCOL_VERSION,
-                    "event": project_event(payload, _selection(route.subscription)),
+                    "event": project_event(
+                        payload,
+                        _selection(route.subscription),
+                        include_native=route.subscription.include_native,
+                    ),
                 },
             )
             failure: FailureClass | None = None
