@@ -938,7 +938,7 @@ def check_effects(
         # An effect model validated when it was built (frozen since) is used as it is;
         # plain values and unvalidated models (``model_construct``) are parsed.
         effect = (
-            item
+            cast("AnyEffect", item)
             if isinstance(item, BaseEffect) and item.validated
             else parse_effect(_wire_item(item, path), path, check_values=False)
         )
