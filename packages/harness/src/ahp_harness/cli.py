@@ -186,7 +186,23 @@ def build_parser() -> argparse.ArgumentParser:
     show = commands.add_parser("manifest", help="print the manifest served for hooks/capabilities")
     show.add_argument("--non-interactive", action="store_true", help="as for a non-interactive run")
     show.set_defaults(func=_manifest)
+    demo = commands.add_parser(
+        "demo",
+        help="play the scripted demo against the three sample backends",
+        description="Play examples/demo/session.json against the deny-list, approval and "
+        "audit backends (separate processes, stdio and HTTP), then print what happened.",
+    )
+    demo.add_argument(
+        "--dir", "--keep", dest="dir", metavar="DIR", help="where to keep the demo's files"
+    )
+    demo.set_defaults(func=_demo_command)
     return parser
+
+
+def _demo_command(args: argparse.Namespace) -> int:
+    from ahp_harness.demo import command
+
+    return command(args)
 
 
 def _run_command(args: argparse.Namespace) -> int:

@@ -1,0 +1,541 @@
+"""``ahp-backend audit``: an observer that records every event it is sent in SQLite.
+
+``ahp-backend audit [serve] --db FILE`` serves ``hooks/observe`` for ``*`` (any
+transport flag of :mod:`ahp_backends.serving`) and answers ``hooks/configuration``
+with one observe subscription for ``*``. ``ahp-backend audit show --db FILE``
+prints the recorded timeline (a table, or ``--json``).
+
+Owns the database: one ``events`` row per ``(source, event.id)`` (``INSERT OR
+IGNORE`` on a UNIQUE key, so a duplicate delivery or a retry after a crash is
+recorded once), with the columns a timeline needs (type, event time, session,
+turn, call, tool, parent event, receipt time) and the event JSON as stored.
+
+Durability and bounds:
+
+- WAL journal, ``synchronous=NORMAL``, ``busy_timeout``. Each event is its own
+  transaction, committed before the next message is read, so a ``kill -9``
+  loses at most the event being written and never corrupts the file (SQLite's
+  atomic commit). In WAL mode ``NORMAL`` survives any crash of *this process*: a
+  commit is in the WAL file before the handler returns. Only a power loss or an
+  OS crash may roll back the last commits (never corrupt); ``--synchronous full``
+  adds an fsync per event for that, at the cost of a disk flush per observation.
+- Never blocks or fails the harness: observations are notifications, the handler
+  never raises (a write it cannot make is dropped with a one-line stderr note, the
+  exception type only), a busy database is waited for at most ``--busy-timeout-ms``.
+- Content: by default the auditor asks for ``metadata`` (sizes, kinds, ids; no
+  prompt, response or file text) and stores only that view even when a
+  registration sends more: an audit trail should say what happened, not hoard
+  what people typed. ``--content body`` keeps the bodies. Tool inputs (the
+  operation itself: the command, the path) are kept whole, as the draft's
+  projection does.
+
+Never answers an intercept request (``-32002``: this backend decides nothing),
+never sends event content anywhere, never echoes a database error's text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sqlite3
+import sys
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from ahp_backends.serving import add_transport_arguments, fail, serve
+
+if TYPE_CHECKING:
+    from ahp_protocol.server import Backend
+
+__all__ = [
+    "BACKEND_ID",
+    "SCHEMA_VERSION",
+    "AuditStore",
+    "Record",
+    "build_backend",
+    "configuration",
+    "main",
+    "read_events",
+    "summary",
+]
+
+BACKEND_ID: Final = "com.example.ahp.audit"
+SCHEMA_VERSION: Final = 1
+CONTENT_CHOICES: Final = ("metadata", "body", "omit")
+DEFAULT_BUSY_MS: Final = 5000
+
+_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    source TEXT NOT NULL,
+    event_id TEXT NOT NULL,
+    type TEXT NOT NULL,
+    time TEXT,
+    ts REAL NOT NULL,
+    session_id TEXT,
+    turn_id TEXT,
+    call_id TEXT,
+    tool TEXT,
+    parent_event_id TEXT,
+    received_at TEXT NOT NULL,
+    event TEXT NOT NULL,
+    UNIQUE (source, event_id)
+);
+CREATE INDEX IF NOT EXISTS events_by_session ON events (session_id, ts);
+CREATE INDEX IF NOT EXISTS events_by_type ON events (type, ts);
+"""
+
+_TYPE_FILTER: Final = re.compile(r"^(\*|[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*(\.\*)?)$")
+
+
+def _note(message: str) -> None:
+    print(f"{BACKEND_ID}: {message}", file=sys.stderr, flush=True)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _rfc3339(moment: datetime) -> str:
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _timestamp(value: object, fallback: datetime) -> float:
+    """Seconds since the epoch of an RFC 3339 time, else of ``fallback``."""
+    if isinstance(value, str):
+        try:
+            moment = datetime.fromisoformat(value)
+        except ValueError:
+            return fallback.timestamp()
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        return moment.timestamp()
+    return fallback.timestamp()
+
+
+def _get(event: Mapping[str, Any], *path: str) -> str | None:
+    node: Any = event
+    for key in path:
+        if not isinstance(node, Mapping):
+            return None
+        node = node.get(key)
+    return node if isinstance(node, str) else None
+
+
+class AuditStore:
+    """The SQLite file: opened (and created) once, one committed transaction per event.
+
+    Safe to share between threads (one connection behind a lock; the HTTP server
+    runs sync handlers in worker threads) and between processes (WAL; per_event
+    runs one process per event, all writing to the same file).
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        synchronous: str = "normal",
+        busy_timeout_ms: int = DEFAULT_BUSY_MS,
+    ) -> None:
+        if synchronous not in ("normal", "full"):
+            raise ValueError("synchronous must be 'normal' or 'full'")
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(
+            self.path,
+            timeout=busy_timeout_ms / 1000,
+            isolation_level=None,  # autocommit: each INSERT is one committed transaction
+            check_same_thread=False,
+        )
+        try:
+            self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            mode = self._db.execute("PRAGMA journal_mode = WAL").fetchone()
+            if not mode or str(mode[0]).lower() != "wal":
+                raise sqlite3.OperationalError("WAL journal mode is not available")
+            self._db.execute(f"PRAGMA synchronous = {synchronous.upper()}")
+            self._create()
+        except BaseException:
+            self._db.close()
+            raise
+
+    def _create(self) -> None:
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            version = int(db.execute("PRAGMA user_version").fetchone()[0])
+            if version > SCHEMA_VERSION:
+                raise sqlite3.DatabaseError("the database was written by a newer version")
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    db.execute(statement)
+            if version < SCHEMA_VERSION:
+                db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def add(self, event: Mapping[str, Any], *, received: datetime | None = None) -> bool:
+        """Record one event (committed on return); ``False`` when it was already there."""
+        received = received or _now()
+        source = event.get("source")
+        event_id = event.get("id")
+        kind = event.get("type")
+        if not (isinstance(source, str) and isinstance(event_id, str) and isinstance(kind, str)):
+            raise ValueError("an event needs string source, id and type")
+        text = json.dumps(event, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        row = (
+            source,
+            event_id,
+            kind,
+            _get(event, "time"),
+            _timestamp(event.get("time"), received),
+            _get(event, "session", "id"),
+            _get(event, "turn", "id"),
+            _get(event, "call", "id"),
+            _get(event, "tool", "name"),
+            _get(event, "parentEventId"),
+            _rfc3339(received),
+            text,
+        )
+        with self._lock:
+            cursor = self._db.execute(
+                "INSERT OR IGNORE INTO events (source, event_id, type, time, ts, session_id,"
+                " turn_id, call_id, tool, parent_event_id, received_at, event)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                row,
+            )
+            return cursor.rowcount == 1
+
+    def count(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT count(*) FROM events").fetchone()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+def configuration(content: str = "metadata") -> list[dict[str, Any]]:
+    """The subscriptions answered to ``hooks/configuration``: observe everything."""
+    return [{"events": ["*"], "mode": "observe", "content": {"default": content}}]
+
+
+def build_backend(store: AuditStore, *, content: str = "metadata") -> Backend:
+    """The observer: every event goes into ``store``, reduced to ``content`` first."""
+    from ahp_protocol.server import Backend
+
+    if content not in CONTENT_CHOICES:
+        raise ValueError("content must be one of " + ", ".join(CONTENT_CHOICES))
+    backend = Backend(BACKEND_ID, configuration=configuration(content))
+    selection = {"default": content}
+
+    @backend.observe("*")
+    def record(event: dict[str, Any]) -> None:
+        try:
+            kept = event
+            if content != "body":
+                from ahp_protocol.wire.content import project_event
+
+                kept = project_event(event, selection)
+            store.add(kept)
+        except Exception as exc:  # never raise into the server; never echo the text
+            _note(f"event not recorded ({type(exc).__name__})")
+
+    return backend
+
+
+# -- reading -----------------------------------------------------------------------------
+
+
+class Record:
+    """One recorded event as ``show`` reads it."""
+
+    __slots__ = ("event", "received_at", "seq")
+
+    def __init__(self, seq: int, received_at: str, event: dict[str, Any]) -> None:
+        self.seq = seq
+        self.received_at = received_at
+        self.event = event
+
+
+def _type_clause(types: Sequence[str]) -> tuple[str, list[str]]:
+    clauses: list[str] = []
+    params: list[str] = []
+    for selector in types:
+        if selector == "*":
+            return "", []
+        if selector.endswith(".*"):
+            prefix = selector[:-1]  # "tool." for "tool.*"
+            clauses.append("substr(type, 1, ?) = ?")
+            params += [str(len(prefix)), prefix]
+        else:
+            clauses.append("type = ?")
+            params.append(selector)
+    return ("(" + " OR ".join(clauses) + ")", params) if clauses else ("", [])
+
+
+def read_events(
+    path: str | Path, *, session: str | None = None, types: Sequence[str] = ()
+) -> list[Record]:
+    """Recorded events in timeline order (event time, then receipt), filtered.
+
+    ``types`` holds exact event types or ``family.*`` selectors (any matches).
+    Raises ``FileNotFoundError`` when there is no database at ``path``.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(str(path))
+    db = sqlite3.connect(path, timeout=DEFAULT_BUSY_MS / 1000)
+    try:
+        where: list[str] = []
+        params: list[str] = []
+        if session is not None:
+            where.append("session_id = ?")
+            params.append(session)
+        clause, extra = _type_clause(types)
+        if clause:
+            where.append(clause)
+            params += extra
+        sql = "SELECT seq, received_at, event FROM events"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY ts, seq"
+        rows = db.execute(sql, params).fetchall()
+    finally:
+        db.close()
+    return [Record(int(seq), str(received), json.loads(text)) for seq, received, text in rows]
+
+
+def _short(value: object, limit: int = 60) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _main_argument(tool_input: object) -> str:
+    if isinstance(tool_input, Mapping):
+        for key in ("command", "path", "url", "pattern", "query"):
+            value = tool_input.get(key)
+            if isinstance(value, str):
+                return value
+        return _short(dict(tool_input))
+    return "" if tool_input is None else _short(tool_input)
+
+
+def summary(event: Mapping[str, Any]) -> str:
+    """One readable line about what the event says happened (no content bodies)."""
+    kind = event.get("type")
+    tool = event.get("tool") if isinstance(event.get("tool"), Mapping) else {}
+    assert isinstance(tool, Mapping)
+    if kind == "tool.before":
+        return f"proposed: {_short(_main_argument(tool.get('input')))}"
+    if kind == "tool.after":
+        execution = event.get("execution") if isinstance(event.get("execution"), Mapping) else {}
+        assert isinstance(execution, Mapping)
+        status = execution.get("status", "?")
+        text = f"outcome {event.get('outcome', '?')}, {status}"
+        if execution.get("reason"):
+            text += f" ({execution['reason']})"
+        error = event.get("error")
+        if isinstance(error, Mapping) and error.get("class"):
+            text += f", error {error['class']}"
+        return text
+    if kind == "tool.permission.request":
+        return f"approval asked: {_short(_main_argument(tool.get('input')))}"
+    if kind == "tool.permission.resolved":
+        return f"{event.get('decision', '?')} (decided by {event.get('decidedBy', '?')})"
+    if kind == "hook.failure":
+        failure = event.get("failure") if isinstance(event.get("failure"), Mapping) else {}
+        assert isinstance(failure, Mapping)
+        return (
+            f"backend {failure.get('backendId', '?')} failed: "
+            f"{failure.get('reason', '?')} ({failure.get('policy', '?')})"
+        )
+    if kind == "file.changed":
+        changes = event.get("changes")
+        if isinstance(changes, list):
+            return ", ".join(
+                f"{c.get('operation', '?')} {c.get('path', '?')}"
+                for c in changes
+                if isinstance(c, Mapping)
+            )
+    if kind == "session.start":
+        return f"trigger {event.get('trigger', '?')}, mode {event.get('permissionMode', '?')}"
+    if kind in ("session.end", "turn.end"):
+        reason = f" ({event['reason']})" if isinstance(event.get("reason"), str) else ""
+        return f"outcome {event.get('outcome', '?')}{reason}"
+    if kind == "turn.start":
+        return f"trigger {event.get('trigger', '?')}"
+    if kind in ("model.request.before", "model.response.after"):
+        model = event.get("model") if isinstance(event.get("model"), Mapping) else {}
+        assert isinstance(model, Mapping)
+        text = f"model {model.get('id', '?')}"
+        if isinstance(event.get("finishReason"), str):
+            text += f", finish {event['finishReason']}"
+        return text
+    return ""
+
+
+def _tool_and_call(event: Mapping[str, Any]) -> str:
+    tool = _get(event, "tool", "name")
+    call = _get(event, "call", "id")
+    parts = [p for p in (tool, call) if p]
+    return " ".join(parts)
+
+
+def _clock(event: Mapping[str, Any]) -> str:
+    value = event.get("time")
+    if not isinstance(value, str):
+        return "?"
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return value
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC)
+    return moment.strftime("%H:%M:%S.") + f"{moment.microsecond // 1000:03d}"
+
+
+def _print_table(records: Iterable[Record], title: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left", show_lines=False)
+    table.add_column("time (UTC)", no_wrap=True)
+    table.add_column("type", no_wrap=True)
+    table.add_column("session", no_wrap=True)
+    table.add_column("tool / call")
+    table.add_column("what happened")
+    for record in records:
+        event = record.event
+        session = _get(event, "session", "id") or ""
+        table.add_row(
+            _clock(event),
+            str(event.get("type")),
+            session[-12:],
+            _tool_and_call(event),
+            summary(event),
+        )
+    Console(highlight=False, soft_wrap=False).print(table)
+
+
+# -- the command --------------------------------------------------------------------------
+
+
+def _serve_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ahp-backend audit",
+        description=(
+            "Record every observed AHP event in an SQLite database (WAL), once per "
+            "(source, event id). 'ahp-backend audit show --db FILE' prints the timeline."
+        ),
+        epilog=(
+            "commands: 'ahp-backend audit [serve] --db FILE ...' serves (the default); "
+            "'ahp-backend audit show --db FILE [--session ID] [--type TYPE] [--json]' prints "
+            "what was recorded. Each event is committed before the next is read: a kill -9 "
+            "loses at most the event being written and never corrupts the file."
+        ),
+    )
+    parser.add_argument("--db", required=True, metavar="FILE", help="the SQLite database")
+    parser.add_argument(
+        "--content",
+        choices=CONTENT_CHOICES,
+        default="metadata",
+        help="content to ask for and to keep (default: metadata, no prompt or file text)",
+    )
+    parser.add_argument(
+        "--synchronous",
+        choices=("normal", "full"),
+        default="normal",
+        help="SQLite synchronous mode (normal survives a crash of this process; "
+        "full also a power loss, at one fsync per event)",
+    )
+    parser.add_argument(
+        "--busy-timeout-ms",
+        type=int,
+        default=DEFAULT_BUSY_MS,
+        metavar="MS",
+        help=f"longest wait for a busy database (default {DEFAULT_BUSY_MS})",
+    )
+    add_transport_arguments(parser)
+    return parser
+
+
+def _show_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ahp-backend audit show",
+        description="Print the recorded events as a timeline (or JSON).",
+    )
+    parser.add_argument("--db", required=True, metavar="FILE", help="the SQLite database")
+    parser.add_argument("--session", metavar="ID", help="only this session's events")
+    parser.add_argument(
+        "--type",
+        action="append",
+        default=[],
+        metavar="TYPE",
+        help="only this event type, or a family such as 'tool.*' (repeatable)",
+    )
+    parser.add_argument("--json", action="store_true", help="print a JSON list of the events")
+    return parser
+
+
+def _serve(argv: Sequence[str]) -> int:
+    args = _serve_parser().parse_args(argv)
+    if args.busy_timeout_ms < 0:
+        return fail("--busy-timeout-ms must not be negative")
+    path = Path(args.db)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        store = AuditStore(path, synchronous=args.synchronous, busy_timeout_ms=args.busy_timeout_ms)
+    except (OSError, sqlite3.Error) as exc:
+        return fail(f"--db {args.db}: cannot open the audit database ({type(exc).__name__})")
+    try:
+        return serve(build_backend(store, content=args.content), args)
+    finally:
+        store.close()
+
+
+def _show(argv: Sequence[str]) -> int:
+    args = _show_parser().parse_args(argv)
+    for selector in args.type:
+        if not _TYPE_FILTER.match(selector):
+            return fail(f"--type {selector!r}: use an event type such as tool.before, or tool.*")
+    try:
+        records = read_events(args.db, session=args.session, types=args.type)
+    except FileNotFoundError:
+        return fail(f"--db {args.db}: no such database")
+    except sqlite3.Error as exc:
+        return fail(f"--db {args.db}: cannot read the audit database ({type(exc).__name__})")
+    try:
+        if args.json:
+            print(json.dumps([r.event for r in records], ensure_ascii=False, indent=2))
+        elif not records:
+            filtered = " (with these filters)" if args.session or args.type else ""
+            print(f"no events recorded in {args.db}{filtered}")
+        else:
+            _print_table(records, f"{len(records)} events in {args.db}")
+        sys.stdout.flush()
+    except BrokenPipeError:  # `... | head`: the reader left; that is not an error
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``ahp-backend audit [serve] ...`` or ``ahp-backend audit show ...``."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["show"]:
+        return _show(args[1:])
+    if args[:1] == ["serve"]:
+        args = args[1:]
+    return _serve(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

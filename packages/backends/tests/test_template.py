@@ -1,0 +1,190 @@
+"""``ahp-backend new``: a generated project is complete, clean, and passes its own tests.
+
+The main test generates a project into a temporary folder and runs
+``uv run --directory DIR pytest -q`` in it as a subprocess: uv builds a fresh
+environment (ahp-protocol from this source tree, pytest from the uv cache or the
+index) and the project's tests start its backend as a process through
+ahp-protocol's client. That takes seconds with a warm uv cache; the bound is
+generous for a cold one.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+from ahp_backends import template
+from ahp_protocol.wire.registration import load_registration
+
+PY = sys.executable
+NEW = [PY, "-m", "ahp_backends.cli", "new"]
+REPO = Path(__file__).resolve().parents[3]
+PROTOCOL = REPO / "packages" / "protocol"
+
+
+def new(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*NEW, *args], capture_output=True, text=True, timeout=60)
+
+
+def uv() -> list[str]:
+    found = shutil.which("uv") or str(Path(PY).parent / "uv")
+    return [found] if Path(found).exists() else [PY, "-m", "uv"]
+
+
+def clean_environment() -> dict[str, str]:
+    """This test run's environment without what would point uv or pytest elsewhere."""
+    drop = ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT", "PYTHONPATH", "PYTHONHOME", "CONDA_PREFIX")
+    env = {k: v for k, v in os.environ.items() if k not in drop and not k.startswith("PYTEST_")}
+    env["UV_NO_PROGRESS"] = "1"
+    return env
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    target = tmp_path / "projects" / "my-policy"
+    done = new("my-policy", "--dir", str(target))
+    assert done.returncode == 0, done.stderr
+    assert str(target) in done.stdout
+    return target
+
+
+def test_the_project_has_every_file(project: Path) -> None:
+    files = sorted(str(p.relative_to(project)) for p in project.rglob("*") if p.is_file())
+    assert files == [
+        ".gitignore",
+        "README.md",
+        "pyproject.toml",
+        "registration.json",
+        "src/my_policy/__init__.py",
+        "src/my_policy/backend.py",
+        "tests/test_backend.py",
+    ]
+    text = "".join(p.read_text() for p in project.rglob("*") if p.is_file())
+    assert re.search(r"\{\{[a-z_]+\}\}", text) is None  # every placeholder filled
+
+    pyproject = tomllib.loads((project / "pyproject.toml").read_text())
+    assert pyproject["project"]["name"] == "my-policy"
+    assert pyproject["project"]["dependencies"] == ["ahp-protocol"]
+    assert pyproject["project"]["scripts"] == {"my-policy": "my_policy.backend:main"}
+    source = pyproject["tool"]["uv"]["sources"]["ahp-protocol"]
+    assert source == {"path": str(PROTOCOL), "editable": True}
+
+    backend = (project / "src" / "my_policy" / "backend.py").read_text()
+    assert 'BACKEND_ID = "com.example.my-policy"' in backend
+    assert '@backend.intercept("tool.before")' in backend
+    assert "# To add a rule" in backend
+
+    readme = (project / "README.md").read_text()
+    for needle in ("uv run pytest", "uv run my-policy", "registration.json", "[tool.uv.sources]"):
+        assert needle in readme
+    assert "Once `ahp-protocol` is published" in readme
+
+    registration = load_registration(project / "registration.json")
+    assert [h.id for h in registration.hooks] == ["com.example.my-policy"]
+
+
+def test_the_generated_code_is_lint_clean(project: Path) -> None:
+    ruff = Path(PY).parent / "ruff"
+    config = REPO / "pyproject.toml"  # the kit's own rules, stricter than ruff's defaults
+    check = subprocess.run(
+        [str(ruff), "check", "--config", str(config), str(project)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert check.returncode == 0, check.stdout
+    fmt = subprocess.run(
+        [str(ruff), "format", "--check", "--config", str(config), str(project)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert fmt.returncode == 0, fmt.stdout
+
+
+@pytest.mark.timeout(300)
+def test_a_fresh_project_passes_its_own_tests(project: Path) -> None:
+    started = time.monotonic()
+    done = subprocess.run(
+        [*uv(), "run", "--directory", str(project), "pytest", "-q", "-p", "no:cacheprovider"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=clean_environment(),
+        stdin=subprocess.DEVNULL,
+    )
+    elapsed = time.monotonic() - started
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    summary = re.search(r"(\d+) passed", done.stdout)
+    assert summary is not None, done.stdout
+    assert int(summary.group(1)) >= 10  # deny and no-effect cases, both lifecycles, discovery
+    assert "failed" not in done.stdout and "error" not in done.stdout.lower()
+    assert (project / ".venv").is_dir()  # the sample registration's command now exists
+    assert (project / ".venv" / "bin" / "my-policy").exists()
+    print(f"uv run pytest in a fresh project: {elapsed:.1f} s")
+
+
+def test_custom_id_and_module(tmp_path: Path) -> None:
+    target = tmp_path / "guard"
+    done = new("team_guard", "--dir", str(target), "--id", "org.example.team.guard")
+    assert done.returncode == 0, done.stderr
+    backend = (target / "src" / "team_guard" / "backend.py").read_text()
+    assert 'BACKEND_ID = "org.example.team.guard"' in backend
+    assert 'code="org.example.team.guard.force_push"' in backend
+
+
+def test_refuses_a_non_empty_folder(tmp_path: Path) -> None:
+    target = tmp_path / "busy"
+    target.mkdir()
+    (target / "keep.txt").write_text("mine")
+    done = new("my-policy", "--dir", str(target))
+    assert done.returncode == 2
+    assert "is not empty" in done.stderr
+    assert [p.name for p in target.iterdir()] == ["keep.txt"]
+    assert (target / "keep.txt").read_text() == "mine"
+
+
+def test_an_empty_folder_is_fine(tmp_path: Path) -> None:
+    target = tmp_path / "empty"
+    target.mkdir()
+    assert new("my-policy", "--dir", str(target)).returncode == 0
+    assert (target / "pyproject.toml").is_file()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["My Policy"], "NAME 'My Policy'"),
+        (["-bad"], "NAME"),
+        (["json"], "would clash"),
+        (["class"], "would clash"),
+        (["ok", "--id", "not dns"], "--id 'not dns'"),
+        (["ok", "--protocol", "/nonexistent"], "not an ahp-protocol project folder"),
+    ],
+)
+def test_bad_arguments_are_refused(tmp_path: Path, args: list[str], message: str) -> None:
+    target = tmp_path / "out"
+    done = new(*args[:1], "--dir", str(target), *args[1:]) if args[0] != "-bad" else None
+    if done is None:  # argparse reads a leading dash as an option: pass it after --
+        done = new("--dir", str(target), "--", args[0])
+    assert done.returncode == 2
+    assert message in done.stderr
+    assert not target.exists()
+
+
+def test_protocol_source_is_found() -> None:
+    assert template.find_protocol_source() == PROTOCOL
+
+
+def test_without_a_source_tree_the_readme_says_where_it_comes_from(tmp_path: Path) -> None:
+    project = template.Project("x-policy", "x_policy", "com.example.x-policy", tmp_path, None)
+    files = template.plan(project)
+    assert "[tool.uv.sources]" not in files["pyproject.toml"]
+    assert "no local source tree was" in files["README.md"]

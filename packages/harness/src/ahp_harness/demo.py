@@ -1,0 +1,571 @@
+"""``ahp-harness demo``: one scripted session against the three sample backends.
+
+Plays ``examples/demo/session.json`` through ``ahp-harness run`` (in this process,
+non-interactively) with the registration ``examples/demo/registration.json``:
+
+- the deny-list (``ahp-backend denylist``), stdio, one persistent process started
+  by the harness, fail-closed;
+- the approval service (``ahp-backend approval``), HTTP on loopback: started here
+  as a separate process before the session (port 0; its address is read from its
+  stderr) and stopped after it; one grant (``write_file`` under ``notes/``) is
+  recorded first, so one call needs approval and another is pre-approved;
+- the audit observer (``ahp-backend audit``), stdio, persistent, observing ``*``
+  into an SQLite database.
+
+The session reads a file and lists the workspace (pass), removes ``build/``
+(denied by the deny-list: it never runs), pushes (needs approval; nobody can be
+asked, so the approval backend denies and says how to grant), writes a note
+(pre-approved: ``allow`` suppresses only the host's ordinary prompt) and reads
+``.env`` (every backend says nothing; the host's managed rule refuses it: no
+effect is not permission). Then it prints what happened per call and where the
+audit database, transcript and logs are.
+
+Owns only the orchestration: the work folder, the workspace's files, the
+localized registration (commands and paths made absolute, the approval URL
+filled in), the approval process's lifetime and the summary. The harness never
+imports the backends: they are found as the ``ahp-backend`` command next to this
+Python (``uv sync`` in the repository installs it), else ``python -m
+ahp_backends.cli``. Everything stays in the work folder (kept, so the paths
+printed at the end can be opened); nothing leaves loopback.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import queue
+import shlex
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Final
+
+__all__ = [
+    "DemoError",
+    "DemoPaths",
+    "backend_command",
+    "find_examples",
+    "grant",
+    "harness_argv",
+    "localize",
+    "prepare_workspace",
+    "run",
+]
+
+APPROVAL_ID: Final = "com.example.ahp.approval"
+DENYLIST_ID: Final = "com.example.ahp.denylist"
+AUDIT_ID: Final = "com.example.ahp.audit"
+START_TIMEOUT_S: Final = 30.0
+STOP_TIMEOUT_S: Final = 10.0
+PRE_GRANT: Final = ("write_file", r"notes/.*")
+
+WORKSPACE_FILES: Final[Mapping[str, str]] = {
+    "README.md": "# demo-project\n\nA tiny project the demo agent works in.\n",
+    "src/app.py": 'print("hello from the demo project")\n',
+    "build/output.txt": "build output the agent must not delete\n",
+    ".env": "DEMO_API_TOKEN=not-a-real-secret-but-treat-it-as-one\n",
+}
+
+
+class DemoError(Exception):
+    """The demo cannot run; the message says what is missing and what to do."""
+
+
+@dataclass(frozen=True)
+class DemoPaths:
+    """Everything the demo reads and writes."""
+
+    examples: Path
+    work: Path
+
+    @property
+    def repo(self) -> Path:
+        return self.examples.parent.parent
+
+    @property
+    def workspace(self) -> Path:
+        return self.work / "workspace"
+
+    @property
+    def registration(self) -> Path:
+        return self.work / "registration.json"
+
+    @property
+    def audit_db(self) -> Path:
+        return self.work / "audit.db"
+
+    @property
+    def grants(self) -> Path:
+        return self.work / "grants.db"
+
+    @property
+    def transcript(self) -> Path:
+        return self.work / "transcript.jsonl"
+
+    @property
+    def harness_log(self) -> Path:
+        return self.work / "harness-audit.jsonl"
+
+    @property
+    def approval_log(self) -> Path:
+        return self.work / "approval-backend.log"
+
+
+# -- finding things ------------------------------------------------------------------
+
+
+def find_examples(start: Path | None = None) -> Path:
+    """``examples/demo`` of the repository: under the current folder, else near this file."""
+    candidates = [(start or Path.cwd()) / "examples" / "demo"]
+    here = Path(__file__).resolve()
+    candidates += [parent / "examples" / "demo" for parent in here.parents]
+    for candidate in candidates:
+        if (candidate / "registration.json").is_file() and (candidate / "session.json").is_file():
+            return candidate.resolve()
+    raise DemoError(
+        "examples/demo not found: run 'ahp-harness demo' from the AHP reference kit "
+        "repository (after 'uv sync')"
+    )
+
+
+def backend_command() -> list[str]:
+    """How to start ``ahp-backend``: the script next to this Python, else ``-m``."""
+    folder = Path(sys.executable).parent
+    for name in ("ahp-backend", "ahp-backend.exe"):
+        script = folder / name
+        if script.is_file() and os.access(script, os.X_OK):
+            return [str(script)]
+    if importlib.util.find_spec("ahp_backends") is not None:
+        return [sys.executable, "-m", "ahp_backends.cli"]
+    raise DemoError(
+        "the sample backends are not installed (no 'ahp-backend' next to "
+        f"{sys.executable}): run 'uv sync' in the repository, then 'uv run ahp-harness demo'"
+    )
+
+
+def _work_folder(requested: str | None) -> Path:
+    if requested is None:
+        return Path(tempfile.mkdtemp(prefix="ahp-demo-")).resolve()
+    work = Path(requested).resolve()
+    if work.exists() and (not work.is_dir() or any(work.iterdir())):
+        raise DemoError(f"--dir {requested}: not an empty folder; choose a new or empty one")
+    work.mkdir(parents=True, exist_ok=True)
+    return work
+
+
+# -- the registration ----------------------------------------------------------------
+
+_PATH_FLAGS: Final = ("--rules", "--config")
+"""Arguments whose value is a file of the repository (made absolute)."""
+
+
+def localize(
+    template: Mapping[str, Any], *, backend: Sequence[str], paths: DemoPaths, approval_url: str
+) -> dict[str, Any]:
+    """The example registration made runnable from anywhere.
+
+    ``ahp-backend`` becomes ``backend`` (absolute), repository files after
+    ``--rules``/``--config`` become absolute, ``--db`` (the audit database) and
+    ``--store`` (the grants) point into the work folder, and the approval
+    backend's URL is the one it is listening on.
+    """
+    registration: dict[str, Any] = json.loads(json.dumps(template))
+    for hook in registration["hooks"]:
+        transport = hook["transport"]
+        if transport.get("type") == "http" and hook["id"] == APPROVAL_ID:
+            transport["url"] = approval_url
+        if transport.get("type") != "stdio" or transport.get("command") != "ahp-backend":
+            continue
+        args = list(transport.get("args", []))
+        for i in range(len(args) - 1):
+            if args[i] in _PATH_FLAGS:
+                args[i + 1] = str((paths.repo / args[i + 1]).resolve())
+            elif args[i] == "--db":
+                args[i + 1] = str(paths.audit_db)
+            elif args[i] == "--store":
+                args[i + 1] = str(paths.grants)
+        transport["command"] = backend[0]
+        transport["args"] = [*backend[1:], *args]
+    return registration
+
+
+# -- the approval service ------------------------------------------------------------
+
+
+class ApprovalServer:
+    """``ahp-backend approval ... --http 127.0.0.1:0`` as a separate process."""
+
+    def __init__(self, backend: Sequence[str], paths: DemoPaths) -> None:
+        argv = [
+            *backend,
+            "approval",
+            "--store",
+            str(paths.grants),
+            "--config",
+            str(paths.examples / "approval.toml"),
+            "--http",
+            "127.0.0.1:0",
+        ]
+        self._log = paths.approval_log.open("w", encoding="utf-8")
+        self.process = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        assert self.process.stderr is not None
+        self._lines: queue.Queue[str] = queue.Queue()
+        self._pump = threading.Thread(target=self._read, args=(self.process.stderr,), daemon=True)
+        self._pump.start()
+        try:
+            self.url = self._wait_for_address()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _read(self, stream: IO[bytes]) -> None:
+        for raw in iter(stream.readline, b""):
+            text = raw.decode("utf-8", "replace")
+            self._log.write(text)
+            self._log.flush()
+            self._lines.put(text)
+        self._lines.put("")
+
+    def _wait_for_address(self) -> str:
+        while True:
+            try:
+                text = self._lines.get(timeout=START_TIMEOUT_S)
+            except queue.Empty:
+                raise DemoError("the approval backend did not start listening in time") from None
+            if not text:
+                raise DemoError(
+                    "the approval backend exited at start-up; see " + str(self._log.name)
+                )
+            if "listening on " in text:
+                return text.split("listening on ", 1)[1].strip().rstrip("/") + "/"
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        self.process.wait()
+        self._pump.join(STOP_TIMEOUT_S)
+        if self.process.stderr is not None:
+            self.process.stderr.close()
+        self._log.close()
+
+
+# -- the run -------------------------------------------------------------------------
+
+
+def _say(text: str = "") -> None:
+    print(text, flush=True)
+
+
+def grant(backend: Sequence[str], paths: DemoPaths) -> str:
+    tool, match = PRE_GRANT
+    argv = [
+        *backend,
+        "approval",
+        "grant",
+        "--store",
+        str(paths.grants),
+        "--tool",
+        tool,
+        "--match",
+        match,
+        "--expires",
+        "1h",
+        "--note",
+        "demo: the agent may write notes",
+    ]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=START_TIMEOUT_S)
+    if done.returncode != 0:
+        raise DemoError("recording the demo's approval grant failed: " + done.stderr.strip())
+    shown = f"ahp-backend approval grant --store {shlex.quote(str(paths.grants))} "
+    shown += f"--tool {tool} --match {shlex.quote(match)} --expires 1h"
+    return shown
+
+
+def prepare_workspace(paths: DemoPaths) -> None:
+    for rel, text in WORKSPACE_FILES.items():
+        target = paths.workspace / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+
+
+def harness_argv(paths: DemoPaths) -> list[str]:
+    ex = paths.examples
+    return [
+        "run",
+        "--workspace",
+        str(paths.workspace),
+        "--registration",
+        str(paths.registration),
+        "--permissions",
+        str(ex / "permissions.toml"),
+        "--managed",
+        str(ex / "managed.toml"),
+        "--mode",
+        "default",
+        "--model",
+        f"script:{ex / 'session.json'}",
+        "--non-interactive",
+        "--approve",
+        "never",
+        "--transcript",
+        str(paths.transcript),
+        "--audit-log",
+        str(paths.harness_log),
+    ]
+
+
+def run(directory: str | None = None) -> int:
+    """Play the demo; the exit code (0: the session ran and the audit has it)."""
+    from ahp_harness import cli
+
+    examples = find_examples()
+    backend = backend_command()
+    paths = DemoPaths(examples, _work_folder(directory))
+    prepare_workspace(paths)
+    _say("AHP demo: one scripted session, three backends, each a separate process.")
+    _say(f"  work folder: {paths.work}")
+    _say(f"  deny-list    {DENYLIST_ID}: stdio, persistent, fail-closed (the harness starts it)")
+    granted = grant(backend, paths)
+    server = ApprovalServer(backend, paths)
+    try:
+        _say(f"  approval     {APPROVAL_ID}: HTTP at {server.url}, fail-closed")
+        _say(f"               pre-approved: {granted}")
+        _say(f"  audit        {AUDIT_ID}: stdio, persistent, observes every event")
+        template = json.loads((examples / "registration.json").read_text("utf-8"))
+        registration = localize(template, backend=backend, paths=paths, approval_url=server.url)
+        paths.registration.write_text(json.dumps(registration, indent=2) + "\n", "utf-8")
+        _say()
+        code = cli.main(harness_argv(paths))
+    finally:
+        server.stop()
+    if code != 0:
+        _say(f"the session did not run (exit {code}); see the messages above")
+        return code
+    return _report(paths)
+
+
+# -- the report ----------------------------------------------------------------------
+
+
+def _json_lines(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
+
+
+def _audit_counts(db: Path) -> tuple[dict[str, int], dict[str, int]]:
+    """Events per type and per call id in the audit database (empty when it is missing)."""
+    if not db.is_file():
+        return {}, {}
+    conn = sqlite3.connect(db, timeout=STOP_TIMEOUT_S)
+    try:
+        types = dict(conn.execute("SELECT type, count(*) FROM events GROUP BY type").fetchall())
+        calls = dict(
+            conn.execute(
+                "SELECT call_id, count(*) FROM events WHERE call_id IS NOT NULL GROUP BY call_id"
+            ).fetchall()
+        )
+    except sqlite3.Error:
+        return {}, {}
+    finally:
+        conn.close()
+    return types, calls
+
+
+def _verdict(exchange: Mapping[str, Any] | None, call: Mapping[str, Any]) -> str:
+    if exchange is None:
+        return "-"
+    mode, outcome = exchange.get("mode"), exchange.get("outcome")
+    if mode == "short-circuit":
+        return "not asked (already denied)"
+    if outcome == "no_effect":
+        return "no effect"
+    if outcome == "denied":
+        return "deny"
+    if outcome == "accepted":
+        permission = call.get("hook_permission")
+        return str(permission) if permission in ("allow", "ask") else "effects"
+    if outcome == "failed":
+        return f"failed ({exchange.get('failure')}, {exchange.get('policy')})"
+    return str(outcome)
+
+
+_STAGES: Final = {
+    "mode": "mode",
+    "rule": "user rule",
+    "managed": "managed rule",
+    "sandbox": "sandbox",
+    "ahp-ask": "AHP ask",
+}
+
+
+def _host(call: Mapping[str, Any]) -> str:
+    if call.get("host_stage") == "ahp":
+        return "not reached"
+    stage = _STAGES.get(str(call.get("host_stage")), str(call.get("host_stage")))
+    return f"{call.get('host_decision')} ({stage})"
+
+
+def _outcome(call: Mapping[str, Any]) -> str:
+    if call.get("executed"):
+        return f"ran: {call.get('outcome')}"
+    return "refused, never ran" if call.get("outcome") == "denied" else str(call.get("outcome"))
+
+
+def _subject(call: Mapping[str, Any]) -> str:
+    tool_input = call.get("input")
+    if isinstance(tool_input, Mapping):
+        for key in ("command", "path", "url", "pattern"):
+            if isinstance(tool_input.get(key), str):
+                return f"{call.get('tool')} {tool_input[key]}"
+    return str(call.get("tool"))
+
+
+def _story(call: Mapping[str, Any]) -> str:
+    """One sentence on why the call ended as it did."""
+    denied_by = call.get("denied_by")
+    reason = str(call.get("reason", ""))
+    if denied_by == DENYLIST_ID:
+        return f"the deny-list refused it ({reason}); it never ran"
+    if denied_by == APPROVAL_ID:
+        return (
+            "it needs approval and nobody can be asked in a non-interactive session, so the "
+            f"approval backend refused it: {reason}"
+        )
+    if denied_by:
+        return f"{denied_by} refused it: {reason}"
+    if call.get("hook_permission") == "allow" and call.get("executed"):
+        return (
+            "a grant covers it: the approval backend answered allow, which only suppresses "
+            "the host's ordinary prompt (the host's rules still applied)"
+        )
+    if call.get("hook_permission") == "none" and call.get("host_decision") == "deny":
+        stage = _STAGES.get(str(call.get("host_stage")), "own rules")
+        return (
+            f"every backend returned no effect, and the host's {stage} refused it anyway: "
+            "no effect is not permission"
+        )
+    return "passed every backend and the host's own rules"
+
+
+def _evidence(paths: DemoPaths) -> list[str]:
+    """What the workspace shows after the session (the script is fixed, so are the checks)."""
+    ws = paths.workspace
+    build = (ws / "build" / "output.txt").is_file()
+    notes = (ws / "notes" / "summary.txt").is_file()
+    return [
+        "on disk: build/ "
+        + ("is still there (the denied rm -rf never ran)" if build else "is GONE")
+        + "; notes/summary.txt "
+        + ("was written (pre-approved)" if notes else "was not written"),
+    ]
+
+
+def _report(paths: DemoPaths) -> int:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    calls = _json_lines(paths.transcript)
+    exchanges: dict[tuple[str, str], dict[str, Any]] = {}
+    for record in _json_lines(paths.harness_log):
+        if record.get("kind") == "exchange" and record.get("mode") in (
+            "intercept",
+            "short-circuit",
+        ):
+            exchanges[(str(record.get("callId")), str(record.get("backend")))] = record
+    types, per_call = _audit_counts(paths.audit_db)
+
+    console = Console(highlight=False)
+    table = Table(title="What happened", title_justify="left")
+    table.add_column("call")
+    table.add_column("deny-list")
+    table.add_column("approval")
+    table.add_column("host")
+    table.add_column("outcome")
+    table.add_column("audit", justify="right")
+    for call in calls:
+        call_id = str(call.get("call_id"))
+        table.add_row(
+            escape(_subject(call)),
+            escape(_verdict(exchanges.get((call_id, DENYLIST_ID)), call)),
+            escape(_verdict(exchanges.get((call_id, APPROVAL_ID)), call)),
+            escape(_host(call)),
+            escape(_outcome(call)),
+            f"{per_call.get(call_id, 0)} events",
+        )
+    console.print()
+    console.print(table)
+    for call in calls:
+        console.print(f"- [bold]{escape(_subject(call))}[/]: {escape(_story(call))}")
+
+    console.print()
+    for line in _evidence(paths):
+        console.print(escape(line))
+    total = sum(types.values())
+    console.print()
+    console.print(f"audit database: {paths.audit_db} ({total} events)")
+    console.print(f"transcript:     {paths.transcript}")
+    console.print(f"harness log:    {paths.harness_log}")
+    console.print(f"registration:   {paths.registration}")
+    console.print(f"workspace:      {paths.workspace}")
+    console.print()
+    console.print("see the timeline (from the repository):")
+    console.print(f"  uv run ahp-backend audit show --db {shlex.quote(str(paths.audit_db))}")
+    console.print(
+        f"  uv run ahp-backend audit show --db {shlex.quote(str(paths.audit_db))} "
+        "--type 'tool.*' --json"
+    )
+    console.print(f"remove the demo's files: rm -rf {shlex.quote(str(paths.work))}")
+    if not calls or total == 0:
+        console.print("[red]the session or the audit recorded nothing; see the messages above[/]")
+        return 1
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``ahp-harness demo [--dir DIR]`` (also reachable through ``ahp-harness``)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="ahp-harness demo")
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    return command(args)
+
+
+def add_arguments(parser: Any) -> None:
+    parser.add_argument(
+        "--dir",
+        "--keep",
+        dest="dir",
+        metavar="DIR",
+        help="where to put the demo's files (new or empty; default: a new temporary folder, kept)",
+    )
+
+
+def command(args: Any) -> int:
+    """The ``demo`` subcommand's entry point (``args.dir``)."""
+    try:
+        return run(args.dir)
+    except DemoError as exc:
+        print(f"ahp-harness demo: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

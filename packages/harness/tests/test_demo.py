@@ -1,0 +1,247 @@
+"""``ahp-harness demo``: the scripted session against the three sample backends, end to end.
+
+Runs ``ahp-harness demo --dir DIR`` as a subprocess from the repository (the way the
+README tells people to) and checks what it claims against the evidence it leaves:
+its summary, the audit database written by the audit backend (a separate process),
+the harness's transcript and log, and the workspace on disk (the denied calls never
+ran). Also: the approval backend it started is gone afterwards, and the example
+registration is made runnable without changing its meaning.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ahp_harness import demo
+
+REPO = Path(__file__).resolve().parents[3]
+CALLS = {
+    "call_2": ("read_file", "README.md"),
+    "call_3": ("shell", "ls"),
+    "call_4": ("shell", "rm -rf build"),
+    "call_5": ("shell", "git push origin main"),
+    "call_6": ("write_file", "notes/summary.txt"),
+    "call_7": ("read_file", ".env"),
+}
+
+
+class Run:
+    def __init__(self, work: Path, done: subprocess.CompletedProcess[str]) -> None:
+        self.work = work
+        self.done = done
+        self.out = done.stdout
+
+    def transcript(self) -> dict[str, dict[str, Any]]:
+        lines = (self.work / "transcript.jsonl").read_text().splitlines()
+        return {r["call_id"]: r for r in map(json.loads, lines)}
+
+    def harness_log(self) -> list[dict[str, Any]]:
+        return [json.loads(x) for x in (self.work / "harness-audit.jsonl").read_text().splitlines()]
+
+    def audit(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+        with sqlite3.connect(self.work / "audit.db") as conn:
+            return conn.execute(sql, params).fetchall()
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+    work = tmp_path_factory.mktemp("demo") / "work"
+    env = {**os.environ, "COLUMNS": "220", "NO_COLOR": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "ahp_harness.cli", "demo", "--dir", str(work)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=150,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
+    yield Run(work, done)
+
+
+@pytest.mark.timeout(180)
+def test_the_demo_runs_and_says_what_happened(run: Run) -> None:
+    assert run.done.returncode == 0, f"{run.out}\n{run.done.stderr}"
+    rows = {
+        "read_file README.md": ("no effect", "no effect", "allow (mode)", "ran: ok"),
+        "shell ls": ("no effect", "no effect", "allow (user rule)", "ran: ok"),
+        "shell rm -rf build": ("deny", "not asked (already denied)", "not reached", "refused"),
+        "shell git push origin main": ("no effect", "deny", "not reached", "refused"),
+        "write_file notes/summary.txt": ("no effect", "allow", "allow (mode)", "ran: ok"),
+        "read_file .env": ("no effect", "no effect", "deny (managed rule)", "refused"),
+    }
+    lines = run.out.splitlines()
+    for call, cells in rows.items():
+        (row,) = [x for x in lines if x.startswith("│") and f" {call} " in x]
+        found = [c.strip() for c in row.strip("│").split("│")]
+        assert found[0] == call
+        assert tuple(found[1:4]) == cells[:3], row
+        assert found[4].startswith(cells[3]), row
+        assert found[5] == "2 events", row  # tool.before and tool.after, in the audit database
+    assert "HTTP at http://127.0.0.1:" in run.out  # two transports: stdio and HTTP
+    assert "stdio, persistent" in run.out
+    assert "no effect is not permission" in run.out
+    assert "ahp-backend approval grant --store" in run.out  # how to approve the push
+    assert "build/ is still there" in run.out
+    db = run.work / "audit.db"
+    assert f"audit database: {db}" in run.out
+    assert f"ahp-backend audit show --db {db}" in run.out
+    assert f"transcript:     {run.work / 'transcript.jsonl'}" in run.out
+
+
+def test_the_audit_database_holds_every_event_once(run: Run) -> None:
+    assert run.audit("PRAGMA integrity_check") == [("ok",)]
+    total = run.audit("SELECT count(*) FROM events")[0][0]
+    distinct = run.audit("SELECT count(DISTINCT source || ' ' || event_id) FROM events")[0][0]
+    assert total == distinct
+    assert re.search(rf"audit database: .*\({total} events\)", run.out)
+    types = dict(run.audit("SELECT type, count(*) FROM events GROUP BY type"))
+    assert types["tool.before"] == types["tool.after"] == 6
+    for kind in ("session.start", "turn.start", "turn.end", "session.end", "file.changed"):
+        assert types[kind] == 1, kind
+    assert "hook.failure" not in types  # no backend failed
+    per_call = dict(
+        run.audit(
+            "SELECT call_id, group_concat(type) FROM events WHERE call_id IS NOT NULL "
+            "GROUP BY call_id"
+        )
+    )
+    assert {k: sorted(v.split(",")) for k, v in per_call.items()} == {
+        call: ["tool.after", "tool.before"] for call in CALLS
+    }
+    (after,) = run.audit(
+        "SELECT event FROM events WHERE type = 'tool.after' AND call_id = 'call_4'"
+    )
+    event = json.loads(after[0])
+    assert event["outcome"] == "denied"
+    assert event["execution"] == {"status": "skipped", "reason": "policy"}
+    # Metadata by default: what the tools read is not hoarded by the auditor.
+    text = " ".join(row[0] for row in run.audit("SELECT event FROM events"))
+    assert "A tiny project the demo agent works in" not in text
+    assert "not-a-real-secret" not in text
+
+
+def test_the_transcript_and_the_disk_agree(run: Run) -> None:
+    calls = run.transcript()
+    assert {
+        k: (v["tool"], v["input"].get("command") or v["input"].get("path"))
+        for k, v in calls.items()
+    } == CALLS
+    for ok in ("call_2", "call_3", "call_6"):
+        assert calls[ok]["executed"] and calls[ok]["outcome"] == "ok"
+    rm = calls["call_4"]
+    assert rm["denied_by"] == demo.DENYLIST_ID and not rm["synthetic_denial"]
+    assert (rm["executed"], rm["host_stage"]) == (False, "ahp")
+    push = calls["call_5"]
+    assert push["denied_by"] == demo.APPROVAL_ID and not push["executed"]
+    assert "ahp-backend approval grant" in push["reason"]
+    note = calls["call_6"]
+    assert (note["hook_permission"], note["host_stage"]) == ("allow", "mode")
+    env = calls["call_7"]
+    assert (env["hook_permission"], env["denied_by"]) == ("none", None)  # no backend objected
+    assert (env["host_decision"], env["host_stage"], env["executed"]) == ("deny", "managed", False)
+
+    workspace = run.work / "workspace"
+    assert (workspace / "build" / "output.txt").is_file()  # the denied rm -rf never ran
+    assert (workspace / "notes" / "summary.txt").read_text().startswith("Read the README")
+    assert "not-a-real-secret" not in (run.work / "transcript.jsonl").read_text()
+
+    exchanges = [r for r in run.harness_log() if r.get("kind") == "exchange"]
+    by = {(r["callId"], r["backend"], r["mode"]): r["outcome"] for r in exchanges}
+    assert by[("call_4", demo.DENYLIST_ID, "intercept")] == "denied"
+    assert by[("call_4", demo.APPROVAL_ID, "short-circuit")] == "delivered"
+    assert by[("call_5", demo.APPROVAL_ID, "intercept")] == "denied"
+    assert by[("call_6", demo.APPROVAL_ID, "intercept")] == "accepted"
+    assert not [r for r in exchanges if r["outcome"] == "failed"]
+
+
+def test_the_approval_backend_is_stopped_afterwards(run: Run) -> None:
+    found = re.search(r"HTTP at http://127\.0\.0\.1:(\d+)/", run.out)
+    assert found is not None
+    with pytest.raises(OSError), socket.create_connection(("127.0.0.1", int(found.group(1))), 2):
+        pass
+    assert "listening on" in (run.work / "approval-backend.log").read_text()
+
+
+def test_a_non_empty_folder_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "mine.txt").write_text("keep")
+    done = subprocess.run(
+        [sys.executable, "-m", "ahp_harness.cli", "demo", "--dir", str(tmp_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "not an empty folder" in done.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["mine.txt"]
+
+
+def test_localize_keeps_the_meaning_of_the_example(tmp_path: Path) -> None:
+    examples = REPO / "examples" / "demo"
+    template = json.loads((examples / "registration.json").read_text())
+    paths = demo.DemoPaths(examples, tmp_path)
+    backend = ["/opt/bin/ahp-backend"]
+    local = demo.localize(
+        template, backend=backend, paths=paths, approval_url="http://127.0.0.1:4242/"
+    )
+    denylist, approval, audit = local["hooks"]
+    assert denylist["transport"]["command"] == "/opt/bin/ahp-backend"
+    assert denylist["transport"]["args"] == ["denylist", "--rules", str(examples / "denylist.toml")]
+    assert approval["transport"] == {"type": "http", "url": "http://127.0.0.1:4242/"}
+    assert audit["transport"]["args"] == ["audit", "--db", str(tmp_path / "audit.db")]
+    for before, after in zip(template["hooks"], local["hooks"], strict=True):
+        assert before["id"] == after["id"]
+        assert before["subscriptions"] == after["subscriptions"]
+    module = demo.localize(
+        template, backend=[sys.executable, "-m", "ahp_backends.cli"], paths=paths, approval_url="x"
+    )
+    assert module["hooks"][0]["transport"]["args"][:3] == ["-m", "ahp_backends.cli", "denylist"]
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("example", ["registration-per-event.json", "registration-discovered.json"])
+def test_the_other_example_registrations_tell_the_same_story(tmp_path: Path, example: str) -> None:
+    """per_event processes, and subscriptions discovered with hooks/configuration."""
+    examples = REPO / "examples" / "demo"
+    paths = demo.DemoPaths(examples, tmp_path)
+    backend = demo.backend_command()
+    demo.prepare_workspace(paths)
+    demo.grant(backend, paths)
+    template = json.loads((examples / example).read_text())
+    registration = demo.localize(template, backend=backend, paths=paths, approval_url="unused")
+    paths.registration.write_text(json.dumps(registration))
+    done = subprocess.run(
+        [sys.executable, "-m", "ahp_harness.cli", *demo.harness_argv(paths)],
+        capture_output=True,
+        text=True,
+        timeout=150,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = (paths.transcript).read_text().splitlines()
+    calls = {r["call_id"]: r for r in map(json.loads, lines)}
+    story = {k: (v["denied_by"], v["hook_permission"], v["executed"]) for k, v in calls.items()}
+    assert story == {
+        "call_2": (None, "none", True),
+        "call_3": (None, "none", True),
+        "call_4": (demo.DENYLIST_ID, "deny", False),
+        "call_5": (demo.APPROVAL_ID, "deny", False),
+        "call_6": (None, "allow", True),
+        "call_7": (None, "none", False),
+    }
+    assert (paths.workspace / "build" / "output.txt").is_file()
+    with sqlite3.connect(paths.audit_db) as conn:
+        types = dict(conn.execute("SELECT type, count(*) FROM events GROUP BY type").fetchall())
+    assert types["tool.before"] == types["tool.after"] == 6
+    assert types["session.end"] == 1
