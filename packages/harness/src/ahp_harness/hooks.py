@@ -236,6 +236,7 @@ class Gate:
         hook = await self._intercept(before, record)
         candidate = None
         if hook is not None:
+            record.injections += list(hook.injections)
             record.hook_permission = hook.permission
             if hook.stopped:
                 self._refuse_by_hook(record, hook)
@@ -320,9 +321,13 @@ class Gate:
                     parsed = tool.parse_input(record.input)
                 except ToolInputError as exc:
                     record.reason = f"modified input is invalid: {exc}"
+                    record.host_decision, record.host_stage = "deny", "ahp"
                     answer, decided_by = False, "hook"
                 else:
                     verdict = self._verdict(tool, parsed, None)  # changed input: decide again
+                    if verdict.decision == "deny":
+                        record.host_decision, record.host_stage = "deny", verdict.stage
+                        record.reason = verdict.reason
             if answer is None and hook.permission == "allow" and verdict.stage == "mode":
                 answer, decided_by = True, "hook"  # allow answers only the ordinary prompt
         if answer is None and verdict.decision == "deny":
@@ -375,12 +380,12 @@ class Gate:
             "tool.after", **self._tool_fields(tool, record, parsed_input), **fields
         )
         hook = await self._intercept(after, record)
-        if hook is not None and result is not None:
+        if hook is not None:
             items = hook.event.get("items")
-            if isinstance(items, list) and hook.event_changed:
+            if result is not None and isinstance(items, list) and hook.event_changed:
                 record.output = message_text(items)  # the model sees the modified output
             record.injections += list(hook.injections)
-            record.stop_turn = hook.flow == "stop"
+            record.stop_turn = hook.stopped  # flow stop, or a fail-closed failure
         if result is not None and result.file_changes and not record.supplied:
             changed = self.envelope.event(
                 "file.changed",

@@ -7,15 +7,14 @@ function written in prose). In order, the first that applies wins:
    (fail-closed) denial refuses at once. Nothing later can bring the call back.
 2. **The sandbox** refuses an escape (a path outside the workspace, a fetch
    host not allowed), whatever AHP said.
-3. **Managed rules** refuse (``deny``) or force a prompt (``ask``); neither
-   user rules nor any AHP effect can relax them.
-4. **Host deny rules** refuse.
-5. **An explicit host ``ask`` rule, or AHP ``ask``**, always prompts.
-6. **Host ``allow`` rules** (and a managed ``allow``) allow without a prompt.
-7. **The mode's default** decides: ``allow``, ``deny`` or an *ordinary*
-   prompt. AHP ``allow`` suppresses only that ordinary prompt; it never turns
-   a mode's ``deny`` into an ``allow``. No effect (permission ``none``) is not
-   permission: the mode still decides.
+3. **Refusals by the host**: a managed ``deny`` rule, a user ``deny`` rule,
+   or the mode's ``deny`` (``read-only`` refuses writes, edits, shell and
+   fetch). Nothing relaxes them: no rule, no prompt, no AHP effect.
+4. **A managed or user ``ask`` rule, or AHP ``ask``**, always prompts.
+5. **Managed or user ``allow`` rules** allow without a prompt.
+6. **The mode's default** decides the rest: ``allow`` or an *ordinary*
+   prompt. AHP ``allow`` suppresses only that ordinary prompt. No effect
+   (permission ``none``) is not permission: the mode still decides.
 
 A supplied result (AHP ``return``) skips execution, never approval: it is
 delivered only when this function says ``allow`` (or the prompt is approved).
@@ -69,6 +68,8 @@ def decide(
         return Verdict("deny", "managed", "refused by a managed rule")
     if rule == "deny":
         return Verdict("deny", "rule", "refused by a permission rule")
+    if mode == "deny":
+        return Verdict("deny", "mode", "refused by the permission mode")
     if managed == "ask":
         return Verdict("ask", "managed", "a managed rule requires approval")
     if rule == "ask":

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 import uuid
@@ -230,7 +231,7 @@ async def _send(args: argparse.Namespace) -> int:
             "events": len(results),
             "denied": denied,
             "medianMs": round(statistics.median(ordered), 3),
-            "p90Ms": round(ordered[max(0, int(len(ordered) * 0.9) - 1)], 3),
+            "p90Ms": round(ordered[math.ceil(0.9 * len(ordered)) - 1], 3),
         }
     if args.json:
         print(json.dumps({"result": results[-1].to_json(), "latency": summary}, indent=2))

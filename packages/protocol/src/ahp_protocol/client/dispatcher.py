@@ -21,7 +21,7 @@ import os
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +62,25 @@ class Route:
     hook: Hook
     index: int
     subscription: Subscription
+    selection: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, hook: Hook, index: int, subscription: Subscription) -> Route:
+        return cls(hook, index, subscription, _selection(subscription))
+
+    @property
+    def sees_everything(self) -> bool:
+        """True when the subscriber's view of an event is the event itself."""
+        return all(v == "body" for v in self.selection.values())
+
+    def view(self, event: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The event as this subscription may see it (content selection, ``native``)."""
+        from ahp_protocol.wire.content import project_event
+
+        include_native = bool(self.subscription.include_native)
+        if self.sees_everything and (include_native or "native" not in event):
+            return event  # nothing to withhold: no copy on the hot path
+        return project_event(event, self.selection, include_native=include_native)
 
     @property
     def fail_closed(self) -> bool:
@@ -126,6 +145,8 @@ class Dispatcher:
         self.configuration_diagnostics: list[Diagnostic] = []
         self._transports: dict[str, Transport] = {}
         self._subscriptions: dict[str, Sequence[Subscription]] = {}
+        self._routes: dict[tuple[str, str], list[Route]] = {}
+        self._grants: dict[tuple[str, str, int], dict[str, Any]] = {}
         self._started = False
         self._closed = False
         self._check_registration()
@@ -191,6 +212,24 @@ class Dispatcher:
                 self._subscriptions[hook.id] = list(hook.subscriptions)
             else:
                 self._subscriptions[hook.id] = await self._discover(hook)
+        self._warm()
+
+    def _warm(self) -> None:
+        """Do before the first event what would otherwise count against its deadline.
+
+        Imports the wire modules acceptance needs, creates each transport (nothing is
+        spawned or connected yet) and computes every route's grant, so a backend's
+        ``timeoutMs`` is spent on the exchange, not on the harness's own start-up.
+        """
+        from ahp_protocol.wire import content, effects  # noqa: F401
+
+        for event_type in self.capabilities:
+            for route in self.routes(event_type, "intercept"):
+                self._transport(route.hook)
+                self.grant(event_type, route)
+        for hook in self.registration.hooks:
+            if any(sub.mode == "observe" for sub in self._subscriptions.get(hook.id, ())):
+                self._transport(hook)
 
     async def aclose(self) -> None:
         """Close every transport; no child process outlives this call."""
@@ -260,16 +299,25 @@ class Dispatcher:
     # -- matching ------------------------------------------------------------------
 
     def routes(self, event_type: str, mode: str) -> list[Route]:
-        """Matching subscriptions in order: ``hooks`` order, then subscription order."""
+        """Matching subscriptions in order: ``hooks`` order, then subscription order.
+
+        Intercept routes exist only for interceptable events the host declared.
+        """
+        cached = self._routes.get((event_type, mode))
+        if cached is not None:
+            return cached
         out = []
-        for hook in self.registration.hooks:
-            for j, sub in enumerate(self._subscriptions.get(hook.id, ())):
-                if sub.mode == mode and any(
-                    catalogue.selector_matches(s, event_type) for s in sub.events
-                ):
-                    out.append(Route(hook, j, sub))
-        if mode == "intercept":
-            out = [r for r in out if event_type in self.capabilities]
+        if mode != "intercept" or (
+            catalogue.is_interceptable(event_type) and event_type in self.capabilities
+        ):
+            for hook in self.registration.hooks:
+                for j, sub in enumerate(self._subscriptions.get(hook.id, ())):
+                    if sub.mode == mode and any(
+                        catalogue.selector_matches(s, event_type) for s in sub.events
+                    ):
+                        out.append(Route.of(hook, j, sub))
+        if self._started:
+            self._routes[(event_type, mode)] = out
         return out
 
     def intercepts(self, event_type: str) -> bool:
@@ -281,13 +329,22 @@ class Dispatcher:
     # -- one exchange --------------------------------------------------------------
 
     def grant(self, event_type: str, route: Route) -> dict[str, Any]:
-        """Per-request capabilities: the host's declaration narrowed to this event and route."""
+        """Per-request capabilities: the host's declaration narrowed to this event and route.
+
+        A pure function of the declaration and the route: computed once per route.
+        """
+        key = (event_type, route.hook.id, route.index)
+        cached = self._grants.get(key)
+        if cached is None:
+            cached = self._grants[key] = self._narrow(event_type, route)
+        return cached
+
+    def _narrow(self, event_type: str, route: Route) -> dict[str, Any]:
         from ahp_protocol.wire.capabilities import capabilities_for, parse_capabilities
 
         declared = parse_capabilities(self.capabilities[event_type])
         granted: dict[str, Any] = capabilities_for(event_type, declared).to_wire()
-        selection = _selection(route.subscription)
-        withholds = any(v != "body" for v in selection.values())
+        withholds = not route.sees_everything
         modify = granted.get("modify")
         if withholds and isinstance(modify, dict):
             # Whole-list replace is never granted over content this subscriber could not see.
@@ -339,16 +396,10 @@ class Dispatcher:
     async def _exchange(
         self, route: Route, event_type: str, state: ChainState, grant: dict[str, Any]
     ) -> tuple[ChainState, int]:
-        from ahp_protocol.wire.content import project_event
-
         event = state.event
         params: dict[str, Any] = {
             "protocolVersion": jsonrpc.PROTOCOL_VERSION,
-            "event": project_event(
-                event,
-                _selection(route.subscription),
-                include_native=route.subscription.include_native,
-            ),
+            "event": route.view(event),
             "capabilities": grant,
             "state": state.wire_state(),
         }
@@ -478,19 +529,10 @@ class Dispatcher:
             return diagnostics
 
         async def deliver(route: Route, payload: Mapping[str, Any], mode: str) -> None:
-            from ahp_protocol.wire.content import project_event
-
             started = time.perf_counter()
             message = jsonrpc.notification(
                 jsonrpc.OBSERVE,
-                {
-                    "protocolVersion": jsonrpc.PROTOCOL_VERSION,
-                    "event": project_event(
-                        payload,
-                        _selection(route.subscription),
-                        include_native=route.subscription.include_native,
-                    ),
-                },
+                {"protocolVersion": jsonrpc.PROTOCOL_VERSION, "event": route.view(payload)},
             )
             failure: FailureClass | None = None
             with anyio.move_on_after(self.observe_timeout) as scope:

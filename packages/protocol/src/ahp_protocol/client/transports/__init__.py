@@ -18,17 +18,29 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ahp_protocol.client.transports.http import (
-    AuthUnsupported,
-    HeaderSource,
-    HeaderValue,
-    HttpTransport,
-)
 from ahp_protocol.client.transports.stdio import StdioTransport, child_environment
 from ahp_protocol.wire.jsonrpc import MAX_FRAME_BYTES
 
 if TYPE_CHECKING:
+    from ahp_protocol.client.transports.http import (
+        AuthUnsupported,
+        HeaderSource,
+        HeaderValue,
+        HttpTransport,
+    )
     from ahp_protocol.wire.registration import Hook
+
+_HTTP_NAMES = frozenset({"AuthUnsupported", "HeaderSource", "HeaderValue", "HttpTransport"})
+
+
+def __getattr__(name: str) -> Any:
+    # httpx is imported only by harnesses that talk HTTP.
+    if name in _HTTP_NAMES:
+        from ahp_protocol.client.transports import http
+
+        return getattr(http, name)
+    raise AttributeError(name)
+
 
 __all__ = [
     "HeaderSource",
@@ -89,6 +101,8 @@ def open_transport(
             environ=environ,
             max_frame_bytes=max_frame_bytes,
         )
+    from ahp_protocol.client.transports.http import HttpTransport
+
     bearer_env: str | None = None
     unsupported: AuthUnsupported | None = None
     if isinstance(auth, reg.BearerAuthentication):

@@ -389,8 +389,8 @@ class StdioTransport:
         self._children: set[_Child] = set()
         self._child: _Child | None = None  # persistent only
         self._lingering: list[tuple[float, _Child]] = []  # per_event notifications
-        self._request_lock = anyio.Lock()
-        self._write_lock = anyio.Lock()
+        self._request_lock = anyio.Lock(fast_acquire=True)
+        self._write_lock = anyio.Lock(fast_acquire=True)
         self._closed = False
 
     def __repr__(self) -> str:  # never the env values or args (they may be sensitive)
