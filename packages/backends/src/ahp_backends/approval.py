@@ -1,0 +1,778 @@
+"""``ahp-backend approval``: an approval service stub, and the commands that manage its grants.
+
+Owns the "requires approval" patterns, the grant store (SQLite in WAL mode with a
+busy timeout: it survives restarts and is safe under concurrent use by the server
+and the ``grant``/``list``/``revoke`` commands), and the decision for one
+``tool.before`` or ``tool.permission.request`` event:
+
+1. a live grant (not expired, not revoked) whose tool is the call's tool (or ``*``)
+   and whose ``--match`` regex matches the call's subject *in full* -> ``allow``
+   when the request accepts it (allow only suppresses the harness's ordinary
+   prompt; it overrides no deny, ask, policy or sandbox), else no effect;
+2. else a requirement whose tool matches and whose regex is *found* in the
+   subject -> ``ask`` when the request accepts it (plus a ``message`` saying how to
+   pre-approve, when accepted), else ``deny`` with a reason that gives the exact
+   ``grant`` command line;
+3. else no effect (which is not permission: the harness's own rules decide).
+
+The subject of a call is its main argument: the first string among the input
+fields in :data:`SUBJECT_FIELDS`, else the input as compact JSON (sorted keys).
+
+Never decides on anything but the tool name and the subject; never echoes
+exception text; times are UTC, ISO 8601. Answers are remembered by
+``(source, event.id)``, so a duplicate delivery gets the first answer even if a
+grant was added in between.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import sys
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, Final
+
+from ahp_backends.denylist import ConfigError, Locator, read_toml
+from ahp_backends.serving import Replies, add_transport_arguments, fail, serve
+
+if TYPE_CHECKING:
+    import sqlite3
+
+    from ahp_protocol.server import Backend, InterceptRequest
+
+__all__ = [
+    "DEFAULT_SUBSCRIPTIONS",
+    "DENY_CODE",
+    "NAME",
+    "SUBJECT_FIELDS",
+    "Approvals",
+    "Grant",
+    "Requirement",
+    "Store",
+    "StoreError",
+    "build_backend",
+    "grant_command",
+    "load_requirements",
+    "main",
+    "parse_duration",
+    "parse_requirement",
+    "subject_of",
+]
+
+NAME: Final = "com.example.ahp.approval"
+DENY_CODE: Final = "com.example.ahp.approval.required"
+EVENTS: Final = ("tool.before", "tool.permission.request")
+SUBJECT_FIELDS: Final = (
+    "command",
+    "cmd",
+    "path",
+    "file_path",
+    "filePath",
+    "url",
+    "uri",
+    "pattern",
+    "query",
+)
+SUBCOMMANDS: Final = ("serve", "grant", "list", "revoke")
+SUGGESTED_EXPIRY: Final = "1h"
+SCHEMA_VERSION: Final = "1"
+BUSY_TIMEOUT_MS: Final = 10_000
+
+DEFAULT_SUBSCRIPTIONS: Final[list[dict[str, Any]]] = [
+    {
+        # The boundary where ask and allow are both possible (tool.permission.request
+        # takes no ask); register that event explicitly to have it checked there too.
+        "mode": "intercept",
+        "events": ["tool.before"],
+        "timeoutMs": 2000,
+        # An approval gate that cannot answer must not wave calls through.
+        "failurePolicy": "fail-closed",
+        # The decision reads the tool's name and input only, never message bodies.
+        "content": {"default": "metadata"},
+    }
+]
+
+REQUIRE_HELP: Final = (
+    """\
+requires approval (PATTERN for --require, or [[require]] tables in --config):
+  TOOL            every call of the tool named TOOL (tool.name, exact; '*' any tool)
+  TOOL:REGEX      calls of TOOL whose subject contains a match of REGEX (Python re)
+The subject is the call's main argument: the first string input among
+"""
+    + ", ".join(SUBJECT_FIELDS)
+    + """,
+else the whole input as compact JSON (sorted keys).
+
+--config FILE (TOML), one table per pattern:
+  [[require]]
+  tool = "Bash"                   # required; "*" for any tool
+  match = "\\\\bgit\\\\s+push\\\\b"     # optional regex, searched in the subject
+  reason = "Pushes change the shared repository."   # optional, quoted in the deny
+
+A call that matches a live grant (same tool or '*', --match regex matching the
+WHOLE subject, not expired or revoked) gets allow; else a required call gets ask
+when the harness accepts ask, otherwise a deny whose reason gives the exact
+'ahp-backend approval grant' command line to approve it.
+
+manage grants (the store is SQLite; safe to use while the server runs):
+  ahp-backend approval grant  --store FILE --tool NAME --match REGEX [--expires 30m]
+  ahp-backend approval list   --store FILE [--json] [--all]
+  ahp-backend approval revoke --store FILE ID [ID ...] | --all
+"""
+)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def iso(moment: datetime) -> str:
+    """UTC ISO 8601 with milliseconds and ``Z``."""
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _short(moment: datetime | None) -> str:
+    return "never" if moment is None else moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
+_UNITS: Final = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration(text: str) -> timedelta | None:
+    """``30s``, ``90`` (seconds), ``0.5s``, ``30m``, ``2h``, ``7d``, ``1w``; ``never`` -> None."""
+    if text.strip().lower() == "never":
+        return None
+    found = _DURATION.match(text)
+    if found is None:
+        raise ValueError("expected a duration like 30s, 30m, 2h, 7d, 1w (or 'never')")
+    seconds = float(found.group(1)) * _UNITS[found.group(2)]
+    if seconds <= 0:
+        raise ValueError("a duration must be positive")
+    return timedelta(seconds=seconds)
+
+
+def subject_of(tool_input: Mapping[str, Any]) -> str:
+    """The call's main argument (see :data:`SUBJECT_FIELDS`), else the input as JSON."""
+    for name in SUBJECT_FIELDS:
+        value = tool_input.get(name)
+        if isinstance(value, str):
+            return value
+    if not tool_input:
+        return ""
+    return json.dumps(tool_input, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def literal_regex(text: str) -> str:
+    """``text`` as a regex matching exactly it (only regex syntax is escaped, not spaces)."""
+    return re.sub(r"([\\.^$*+?{}\[\]|()])", r"\\\1", text)
+
+
+def grant_command(store: str, tool: str, subject: str) -> str:
+    """The shell command line that approves calls of ``tool`` with exactly ``subject``."""
+    import shlex
+
+    return (
+        f"ahp-backend approval grant --store {shlex.quote(store)} --tool {shlex.quote(tool)} "
+        f"--match {shlex.quote(literal_regex(subject))} --expires {SUGGESTED_EXPIRY}"
+    )
+
+
+# --------------------------------------------------------------------------- requirements
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    """Calls of ``tool`` (``*``: any) whose subject contains a match of ``pattern``."""
+
+    tool: str
+    pattern: re.Pattern[str] | None
+    text: str
+    reason: str | None = None
+
+    def matches(self, tool: str, subject: str) -> bool:
+        if self.tool != "*" and self.tool != tool:
+            return False
+        return self.pattern is None or self.pattern.search(subject) is not None
+
+
+def parse_requirement(text: str) -> Requirement:
+    """``TOOL`` or ``TOOL:REGEX``; ``ValueError`` says what is wrong."""
+    tool, sep, regex = text.partition(":")
+    if not tool.strip():
+        raise ValueError("expected TOOL or TOOL:REGEX, e.g. 'Bash:git\\s+push'")
+    if sep and not regex:
+        raise ValueError("empty REGEX after ':' (write just TOOL to require every call)")
+    try:
+        pattern = re.compile(regex) if sep else None
+    except re.error as exc:
+        raise ValueError(f"invalid regex: {exc.msg}") from None
+    return Requirement(tool.strip(), pattern, text)
+
+
+REQUIRE_KEYS: Final = ("tool", "match", "reason")
+
+
+def load_requirements(path: str) -> list[Requirement]:
+    """The ``[[require]]`` tables of a TOML file, validated; :class:`ConfigError` if not."""
+    text, document = read_toml(path)
+    for key in document:
+        if key != "require":
+            raise ConfigError(path, f"unknown top-level key {key!r} (only [[require]] tables)")
+    tables = document.get("require")
+    if not isinstance(tables, list) or not tables:
+        raise ConfigError(path, "no [[require]] tables: nothing would require approval")
+    loc = Locator(path, text, "require")
+    out: list[Requirement] = []
+    for i, table in enumerate(tables):
+        if not isinstance(table, dict):
+            raise loc.error(i, "must be a table ([[require]])")
+        for key in table:
+            if key not in REQUIRE_KEYS:
+                raise loc.error(i, f"unknown key {key!r} (known: {', '.join(REQUIRE_KEYS)})", key)
+        tool = table.get("tool")
+        if tool is None:
+            raise loc.error(i, "'tool' is required (a tool name, or \"*\" for any tool)")
+        if not isinstance(tool, str) or not tool.strip():
+            raise loc.error(i, "must be a non-empty string", "tool")
+        pattern: re.Pattern[str] | None = None
+        if "match" in table:
+            regex = table["match"]
+            if not isinstance(regex, str) or not regex:
+                raise loc.error(i, "must be a non-empty regex string", "match")
+            try:
+                pattern = re.compile(regex)
+            except re.error as exc:
+                raise loc.error(i, f"invalid regex: {exc.msg}", "match") from None
+        reason = table.get("reason")
+        if reason is not None and (not isinstance(reason, str) or not reason.strip()):
+            raise loc.error(i, "must be a non-empty string", "reason")
+        written = tool if pattern is None else f"{tool}:{pattern.pattern}"
+        out.append(Requirement(tool.strip(), pattern, written, reason))
+    return out
+
+
+# --------------------------------------------------------------------------- the store
+
+
+class StoreError(Exception):
+    """The store cannot be used (``path: reason``), or an operation on it was refused."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(reason)
+        self.path = path
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}"
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """One recorded grant. ``match`` is a regex over the whole subject."""
+
+    id: int
+    tool: str
+    match: str
+    created: datetime
+    expires: datetime | None
+    revoked: datetime | None = None
+    note: str | None = None
+
+    def status(self, now: datetime) -> str:
+        """``revoked``, ``expired`` or ``live``."""
+        if self.revoked is not None:
+            return "revoked"
+        if self.expires is not None and now >= self.expires:
+            return "expired"
+        return "live"
+
+    def covers(self, tool: str, subject: str) -> bool:
+        if self.tool != "*" and self.tool != tool:
+            return False
+        try:
+            return re.fullmatch(self.match, subject) is not None
+        except re.error:
+            return False  # a corrupt row never grants anything
+
+    def to_json(self, now: datetime) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "tool": self.tool,
+            "match": self.match,
+            "created": iso(self.created),
+            "expires": None if self.expires is None else iso(self.expires),
+            "revoked": None if self.revoked is None else iso(self.revoked),
+            "status": self.status(now),
+            "note": self.note,
+        }
+
+
+_SCHEMA: Final = (
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS grants ("
+    " id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    " tool TEXT NOT NULL,"
+    " match TEXT NOT NULL,"
+    " created TEXT NOT NULL,"
+    " expires TEXT,"
+    " revoked TEXT,"
+    " note TEXT)",
+    "CREATE INDEX IF NOT EXISTS grants_by_tool ON grants (tool, revoked)",
+)
+_COLUMNS: Final = "id, tool, match, created, expires, revoked, note"
+
+
+def _moment(text: str | None) -> datetime | None:
+    return None if text is None else datetime.fromisoformat(text)
+
+
+def _row_grant(row: Sequence[Any]) -> Grant:
+    created = _moment(row[3])
+    assert created is not None
+    return Grant(row[0], row[1], row[2], created, _moment(row[4]), _moment(row[5]), row[6])
+
+
+class Store:
+    """The grant store: one SQLite file. Each call is its own transaction.
+
+    ``create=False`` refuses a missing file instead of creating it. ``clock``
+    gives the current UTC time (tests inject one). The connection may be used from
+    several threads; calls are serialized by a lock.
+    """
+
+    def __init__(
+        self, path: str, *, create: bool = True, clock: Callable[[], datetime] = utcnow
+    ) -> None:
+        import sqlite3
+
+        self.path = path
+        self.clock = clock
+        self._lock = threading.Lock()
+        if not create and not os.path.exists(path):
+            raise StoreError(path, "no approval store here (a 'grant' creates one)")
+        if os.path.isdir(path):
+            raise StoreError(path, "is a directory, not an approval store")
+        parent = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(parent):
+            raise StoreError(path, "the directory does not exist")
+        try:
+            self._db = sqlite3.connect(
+                path,
+                timeout=BUSY_TIMEOUT_MS / 1000,
+                isolation_level=None,  # autocommit; explicit BEGIN IMMEDIATE for writes
+                check_same_thread=False,
+            )
+        except sqlite3.Error:
+            raise StoreError(path, "cannot open the store") from None
+        try:
+            self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            self._setup()
+        except StoreError:
+            self._db.close()
+            raise
+        except sqlite3.DatabaseError as exc:
+            self._db.close()
+            reason = "not an SQLite database" if "not a database" in str(exc) else "unusable"
+            raise StoreError(path, f"cannot use the store ({reason})") from None
+
+    def _tables(self) -> set[str]:
+        rows = self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        return {row[0] for row in rows if not str(row[0]).startswith("sqlite_")}
+
+    def _check_meta(self) -> None:
+        meta = dict(self._db.execute("SELECT key, value FROM meta").fetchall())
+        if meta.get("app") != "ahp-approval":
+            raise StoreError(self.path, "an SQLite database that is not an approval store")
+        if meta.get("schema") != SCHEMA_VERSION:
+            raise StoreError(self.path, "an approval store of an unsupported schema version")
+
+    def _setup(self) -> None:
+        tables = self._tables()
+        if "meta" in tables:
+            self._check_meta()
+        elif tables:
+            raise StoreError(self.path, "an SQLite database that is not an approval store")
+        else:
+            with self._transaction():
+                tables = self._tables()  # another process may have created it meanwhile
+                if not tables:
+                    for statement in _SCHEMA:
+                        self._db.execute(statement)
+                    self._db.executemany(
+                        "INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)",
+                        [("app", "ahp-approval"), ("schema", SCHEMA_VERSION)],
+                    )
+                elif "meta" not in tables:
+                    raise StoreError(self.path, "an SQLite database that is not an approval store")
+            self._check_meta()
+        mode = self._db.execute("PRAGMA journal_mode").fetchone()[0]
+        if str(mode).lower() != "wal":
+            import sqlite3
+
+            # Readers then never block the writer (and the reverse). Switching needs a
+            # moment alone with the file; if another process holds it, it switches later.
+            with contextlib.suppress(sqlite3.OperationalError):
+                self._db.execute("PRAGMA journal_mode = WAL")
+
+    def _transaction(self) -> _Transaction:
+        return _Transaction(self._db)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def add(
+        self, tool: str, match: str, expires_in: timedelta | None, note: str | None = None
+    ) -> Grant:
+        """Record a grant; ``ValueError`` if ``match`` is not a valid regex or tool is empty."""
+        if not tool:
+            raise ValueError("--tool must not be empty")
+        try:
+            re.compile(match)
+        except re.error as exc:
+            raise ValueError(f"--match: invalid regex: {exc.msg}") from None
+        created = self.clock()
+        expires = None if expires_in is None else created + expires_in
+        with self._lock, self._transaction():
+            cursor = self._db.execute(
+                "INSERT INTO grants (tool, match, created, expires, note) VALUES (?, ?, ?, ?, ?)",
+                (tool, match, iso(created), None if expires is None else iso(expires), note),
+            )
+            grant_id = cursor.lastrowid
+        assert grant_id is not None
+        return Grant(grant_id, tool, match, created, expires, None, note)
+
+    def grants(self, *, include_revoked: bool = False) -> list[Grant]:
+        where = "" if include_revoked else " WHERE revoked IS NULL"
+        with self._lock:
+            rows = self._db.execute(f"SELECT {_COLUMNS} FROM grants{where} ORDER BY id").fetchall()
+        return [_row_grant(row) for row in rows]
+
+    def candidates(self, tool: str) -> list[Grant]:
+        """Unrevoked grants for ``tool`` or for any tool (``*``), oldest first."""
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {_COLUMNS} FROM grants WHERE revoked IS NULL AND tool IN (?, '*') "
+                "ORDER BY id",
+                (tool,),
+            ).fetchall()
+        return [_row_grant(row) for row in rows]
+
+    def revoke(self, ids: Iterable[int]) -> list[int]:
+        """Revoke the grants ``ids`` (all or none: an unknown or revoked id refuses all)."""
+        wanted = sorted(set(ids))
+        now = iso(self.clock())
+        with self._lock, self._transaction():
+            for grant_id in wanted:
+                row = self._db.execute(
+                    "SELECT revoked FROM grants WHERE id = ?", (grant_id,)
+                ).fetchone()
+                if row is None:
+                    raise StoreError(self.path, f"no grant #{grant_id}")
+                if row[0] is not None:
+                    raise StoreError(self.path, f"grant #{grant_id} is already revoked")
+            self._db.executemany(
+                "UPDATE grants SET revoked = ? WHERE id = ?", [(now, i) for i in wanted]
+            )
+        return wanted
+
+    def revoke_all(self) -> int:
+        """Revoke every unrevoked grant (expired ones included); how many."""
+        with self._lock, self._transaction():
+            cursor = self._db.execute(
+                "UPDATE grants SET revoked = ? WHERE revoked IS NULL", (iso(self.clock()),)
+            )
+            return cursor.rowcount
+
+
+class _Transaction:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on error): writers wait, then run."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def __enter__(self) -> None:
+        self.db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, kind: object, *_rest: object) -> None:
+        self.db.execute("ROLLBACK" if kind is not None else "COMMIT")
+
+
+# --------------------------------------------------------------------------- serving
+
+
+class Approvals:
+    """The serving state: requirements, the store, and remembered answers (thread-safe)."""
+
+    def __init__(
+        self,
+        store: Store,
+        requirements: Sequence[Requirement],
+        *,
+        store_hint: str | None = None,
+    ) -> None:
+        self.store = store
+        self.requirements = tuple(requirements)
+        self.store_hint = store_hint or os.path.abspath(store.path)
+        self.replies = Replies()
+        self._lock = threading.Lock()
+
+    def decide(self, request: InterceptRequest) -> list[Any]:
+        """The effects for one request, remembered by ``(source, event.id)``."""
+        with self._lock:
+            return self.replies.answer(
+                request.event,
+                lambda: self.effects(request.tool_name, request.tool_input, request.advertised),
+            )
+
+    def effects(
+        self, tool: str | None, tool_input: Mapping[str, Any], advertised: frozenset[str]
+    ) -> list[Any]:
+        """What to answer for a call of ``tool`` with ``tool_input`` (see the module doc)."""
+        from ahp_protocol.wire.effects import AllowEffect, AskEffect, DenyEffect, MessageEffect
+
+        if tool is None:
+            return []
+        subject = subject_of(tool_input)
+        now = self.store.clock()
+        for grant in self.store.candidates(tool):
+            if grant.status(now) == "live" and grant.covers(tool, subject):
+                return [AllowEffect()] if "allow" in advertised else []
+        required = next((r for r in self.requirements if r.matches(tool, subject)), None)
+        if required is None:
+            return []
+        command = grant_command(self.store_hint, tool, subject)
+        head = f"Approval required ({required.text})"
+        if required.reason:
+            head += f": {required.reason.strip().rstrip('.')}"
+        if "ask" in advertised:
+            effects: list[Any] = [AskEffect()]
+            if "message" in advertised:
+                text = (
+                    f"{head}. Approve this {tool} call when asked, or approve it ahead of "
+                    f"time: {command}"
+                )
+                effects.append(MessageEffect(text=text))
+            return effects
+        if "deny" in advertised:
+            reason = f"{head}. No live grant covers this {tool} call; to approve it, run: {command}"
+            return [DenyEffect(reason=reason, code=DENY_CODE)]
+        print(
+            "ahp-backend approval: a call requires approval, but this request accepts "
+            "neither ask nor deny",
+            file=sys.stderr,
+            flush=True,
+        )
+        return []
+
+
+def build_backend(approvals: Approvals) -> Backend:
+    from ahp_protocol.server import Backend
+
+    backend = Backend(NAME, configuration=DEFAULT_SUBSCRIPTIONS)
+    for event_type in EVENTS:
+        backend.intercept(event_type)(approvals.decide)
+    return backend
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def _store_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--store", required=True, metavar="FILE", help="the grant store (SQLite)")
+
+
+def _serve_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ahp-backend approval [serve]",
+        description=(
+            "An approval service stub. Speaks AHP on stdin/stdout by default (one\n"
+            "persistent process). Serves hooks/configuration (intercept tool.before,\n"
+            "fail-closed, 2000 ms, content metadata), so a registration may omit\n"
+            "subscriptions. Subcommands: serve (the default), grant, list, revoke."
+        ),
+        epilog=REQUIRE_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _store_argument(parser)
+    parser.add_argument(
+        "--require",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="TOOL or TOOL:REGEX: calls that require approval (repeatable)",
+    )
+    parser.add_argument("--config", metavar="FILE", help="requirements file (TOML, [[require]])")
+    parser.add_argument(
+        "--check", action="store_true", help="validate the store and requirements, then exit"
+    )
+    add_transport_arguments(parser)
+    return parser
+
+
+def _serve(argv: list[str]) -> int:
+    args = _serve_parser().parse_args(argv)
+    requirements: list[Requirement] = []
+    for text in args.require:
+        try:
+            requirements.append(parse_requirement(text))
+        except ValueError as exc:
+            return fail(f"--require {text!r}: {exc}")
+    if args.config:
+        try:
+            requirements.extend(load_requirements(args.config))
+        except ConfigError as exc:
+            return fail(str(exc))
+    try:
+        store = Store(args.store)
+    except StoreError as exc:
+        return fail(str(exc))
+    approvals = Approvals(store, requirements)
+    if args.check:
+        live = [g for g in store.grants() if g.status(store.clock()) == "live"]
+        print(f"{args.store}: {len(requirements)} requirements, {len(live)} live grants, valid")
+        return 0
+    try:
+        return serve(build_backend(approvals), args)
+    finally:
+        store.close()
+
+
+def _grant_command(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="ahp-backend approval grant",
+        description="Record a grant: calls of --tool whose subject fully matches --match get "
+        "allow until the grant expires or is revoked.",
+    )
+    _store_argument(parser)
+    parser.add_argument("--tool", required=True, metavar="NAME", help="tool.name ('*': any)")
+    parser.add_argument(
+        "--match",
+        required=True,
+        metavar="PATTERN",
+        help="regex that must match the call's whole subject (command, path, url, ...)",
+    )
+    parser.add_argument(
+        "--expires",
+        metavar="DURATION",
+        default="never",
+        help="30s, 90 (seconds), 30m, 2h, 7d, 1w or never (default: never)",
+    )
+    parser.add_argument("--note", help="free text kept with the grant")
+    parser.add_argument("--json", action="store_true", help="print the grant as JSON")
+    args = parser.parse_args(argv)
+    try:
+        expires_in = parse_duration(args.expires)
+    except ValueError as exc:
+        return fail(f"--expires {args.expires!r}: {exc}")
+    try:
+        store = Store(args.store)
+    except StoreError as exc:
+        return fail(str(exc))
+    try:
+        grant = store.add(args.tool, args.match, expires_in, args.note)
+    except ValueError as exc:
+        return fail(str(exc))
+    finally:
+        store.close()
+    if args.json:
+        print(json.dumps(grant.to_json(store.clock())))
+    else:
+        print(f"granted #{grant.id}: {grant.tool} {grant.match!r}, expires {_short(grant.expires)}")
+    return 0
+
+
+def _list(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="ahp-backend approval list",
+        description="List grants (live and expired; --all adds revoked ones). Times are UTC.",
+    )
+    _store_argument(parser)
+    parser.add_argument("--json", action="store_true", help="print a JSON array")
+    parser.add_argument("--all", action="store_true", help="include revoked grants")
+    args = parser.parse_args(argv)
+    try:
+        store = Store(args.store, create=False)
+    except StoreError as exc:
+        return fail(str(exc))
+    try:
+        grants = store.grants(include_revoked=args.all)
+    finally:
+        store.close()
+    now = store.clock()
+    if args.json:
+        print(json.dumps([g.to_json(now) for g in grants], indent=2))
+        return 0
+    if not grants:
+        print("no grants")
+        return 0
+    rows = [("ID", "TOOL", "MATCH", "CREATED", "EXPIRES", "STATUS")]
+    rows += [
+        (
+            str(g.id),
+            g.tool,
+            g.match,
+            _short(g.created),
+            _short(g.expires),
+            g.status(now),
+        )
+        for g in grants
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
+        print("  ".join([*cells, row[-1]]))
+    return 0
+
+
+def _revoke(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="ahp-backend approval revoke", description="Revoke grants by id, or all of them."
+    )
+    _store_argument(parser)
+    parser.add_argument("ids", nargs="*", type=int, metavar="ID", help="grant ids (see list)")
+    parser.add_argument("--all", action="store_true", help="revoke every grant")
+    args = parser.parse_args(argv)
+    if bool(args.ids) == bool(args.all):
+        parser.error("give grant ids or --all (not both)")
+    try:
+        store = Store(args.store, create=False)
+    except StoreError as exc:
+        return fail(str(exc))
+    try:
+        if args.all:
+            print(f"revoked {store.revoke_all()} grants")
+        else:
+            revoked = store.revoke(args.ids)
+            print("revoked " + ", ".join(f"#{i}" for i in revoked))
+    except StoreError as exc:
+        return fail(str(exc), 1)
+    finally:
+        store.close()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    command = "serve"
+    if args and args[0] in SUBCOMMANDS:
+        command, args = args[0], args[1:]
+    handlers: dict[str, Callable[[list[str]], int]] = {
+        "serve": _serve,
+        "grant": _grant_command,
+        "list": _list,
+        "revoke": _revoke,
+    }
+    handler = handlers[command]
+    return handler(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,723 @@
+"""``ahp-backend denylist --rules FILE``: deny tool calls that match rules written in TOML.
+
+Owns the rules format (parsed and validated in full before anything is served; an
+error names the file, the line, the rule and field, and the reason), the matching
+of one ``tool.before`` or ``tool.permission.request`` event against the rules (the
+first matching rule, in file order, decides), the reload of the rules file while
+serving (a broken edit keeps the last good rules and says so once on stderr) and
+the small TOML helpers the approval backend shares (:class:`ConfigError`,
+:func:`read_toml`, :func:`table_lines`).
+
+Never allows anything: its answer is a ``deny`` (plus an optional ``message``) or
+no effect, and no effect is not permission (the harness's own rules still decide).
+Never echoes a rule's values or the event in diagnostics. Bounds: the rules file
+is read whole (at most 1 MiB); answers are remembered by ``(source, event.id)``
+(:class:`~ahp_backends.serving.Replies`), so a duplicate delivery gets the first
+answer even if the rules changed in between.
+
+Rules format (every key but ``reason`` and ``code`` is an optional condition; all
+the conditions a rule gives must hold; a rule must give at least one)::
+
+    [[rules]]
+    reason = "Recursive force deletes are not allowed here."   # deny reason, non-empty
+    code = "com.example.policy.rm_rf"                          # reverse-DNS deny code
+    kind = "shell"              # tool.kind (a string or a list: any of them)
+    tool = "Bash"               # tool.name, exact (a string or a list)
+    origin = "mcp"              # tool.origin: "native" or "mcp"
+    mcp_server = "github"       # tool.mcp.server.id or .name (a string or a list)
+    paths = ["/etc/**", "*.pem"]  # globs over path-like inputs (see PATH_FIELDS)
+    events = ["tool.before"]    # default: tool.before and tool.permission.request
+    message = "Use trash instead."  # also a `message` effect, when the harness takes one
+    [rules.input]
+    command = "rm\\s+-rf"       # regex (Python syntax), searched in tool.input.command
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import posixpath
+import re
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import IO, TYPE_CHECKING, Any, Final
+
+from ahp_backends.serving import Replies, add_transport_arguments, fail, serve
+
+if TYPE_CHECKING:
+    from ahp_protocol.server import Backend, InterceptRequest
+
+__all__ = [
+    "DEFAULT_SUBSCRIPTIONS",
+    "EVENTS",
+    "NAME",
+    "PATH_FIELDS",
+    "ConfigError",
+    "Denylist",
+    "Locator",
+    "Rule",
+    "RuleSet",
+    "build_backend",
+    "glob_to_regex",
+    "main",
+    "parse_rules",
+    "read_toml",
+    "table_lines",
+]
+
+NAME: Final = "com.example.ahp.denylist"
+EVENTS: Final = ("tool.before", "tool.permission.request")
+MAX_FILE_BYTES: Final = 1024 * 1024
+SETTLE_NS: Final = 2_000_000_000
+"""A file modified less than this long ago is re-read even if its stat looks unchanged
+(file-system timestamps are coarse: two quick edits of the same size can share one)."""
+
+DEFAULT_SUBSCRIPTIONS: Final[list[dict[str, Any]]] = [
+    {
+        # tool.before is the earliest boundary: a deny there means the call never
+        # reaches the host's permission stage. Register tool.permission.request
+        # explicitly to have the rules checked there too.
+        "mode": "intercept",
+        "events": ["tool.before"],
+        "timeoutMs": 2000,
+        # A guard that cannot answer must not let the call through.
+        "failurePolicy": "fail-closed",
+        # The rules read the tool's name, kind, origin, MCP server and input, which a
+        # content selection never withholds; message bodies are not needed at all.
+        "content": {"default": "metadata"},
+    }
+]
+
+PATH_FIELDS: Final = (
+    "path",
+    "paths",
+    "file",
+    "files",
+    "file_path",
+    "filePath",
+    "filename",
+    "notebook_path",
+    "directory",
+    "dir",
+    "cwd",
+    "source",
+    "destination",
+    "target",
+    "old_path",
+    "new_path",
+)
+"""Input fields whose string values (or lists of strings) ``paths`` globs are matched against."""
+
+RULE_KEYS: Final = (
+    "reason",
+    "code",
+    "message",
+    "kind",
+    "tool",
+    "origin",
+    "mcp_server",
+    "paths",
+    "input",
+    "events",
+)
+CONDITIONS: Final = ("kind", "tool", "origin", "mcp_server", "paths", "input")
+REVERSE_DNS: Final = re.compile(r"^(?:[A-Za-z][A-Za-z0-9_-]*\.)+[A-Za-z][A-Za-z0-9_-]*$")
+"""As on the wire: deny codes are reverse-DNS ids (``com.example.policy.rule``)."""
+
+HELP_EPILOG: Final = """\
+rules file (TOML): one [[rules]] table per rule; the first rule that matches, in
+file order, denies with its reason and code. Keys:
+  reason      (required) the deny reason, non-empty
+  code        (required) reverse-DNS deny code, e.g. com.example.policy.rm_rf
+  kind        tool.kind, exact (a string or a list: any of them)
+  tool        tool.name, exact (a string or a list)
+  origin      tool.origin: "native" or "mcp"
+  mcp_server  the MCP server's id or name (tool.mcp.server), a string or a list
+  paths       globs matched against path-like inputs (the input fields path,
+              paths, file, files, file_path, filePath, filename, notebook_path,
+              directory, dir, cwd, source, destination, target, old_path,
+              new_path): '*' and '?' stay within a directory, '**' crosses
+              directories; a glob without '/' matches the file name; a relative
+              glob is relative to session.cwd; inputs are normalized and also
+              matched resolved against session.cwd ('../../etc/x' is /etc/x)
+  [rules.input] field = "regex"  searched in tool.input.<field> (Python re syntax)
+  events      where the rule applies: tool.before, tool.permission.request (default both)
+  message     optional text for a 'message' effect alongside the deny
+Every condition a rule gives must hold, and a rule gives at least one. Unknown keys
+are errors. The file is re-read when it changes; a broken edit keeps the last good
+rules (and says so on stderr). With --once each process reads the file afresh, so
+a broken file fails every event (the subscription's failure policy decides).
+
+example:
+  [[rules]]
+  reason = "Recursive force deletes are not allowed here."
+  code = "com.example.policy.rm_rf"
+  kind = "shell"
+  [rules.input]
+  command = "rm\\\\s+-rf"
+"""
+
+
+# --------------------------------------------------------------------------- TOML helpers
+
+
+class ConfigError(Exception):
+    """A configuration file that cannot be used: ``FILE:LINE: where: reason``."""
+
+    def __init__(self, path: str, reason: str, *, line: int | None = None, where: str = "") -> None:
+        super().__init__(reason)
+        self.path = path
+        self.line = line
+        self.where = where
+        self.reason = reason
+
+    def __str__(self) -> str:
+        location = self.path if self.line is None else f"{self.path}:{self.line}"
+        return (
+            f"{location}: {self.where}: {self.reason}"
+            if self.where
+            else f"{location}: {self.reason}"
+        )
+
+
+_TOML_POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
+
+
+def read_toml(path: str, data: bytes | None = None) -> tuple[str, dict[str, Any]]:
+    """The text and the parsed document of a TOML file; :class:`ConfigError` if unusable."""
+    import tomllib
+
+    if data is None:
+        try:
+            with open(path, "rb") as file:
+                data = file.read(MAX_FILE_BYTES + 1)
+        except OSError as exc:
+            raise ConfigError(
+                path, f"cannot read the file ({exc.strerror or 'I/O error'})"
+            ) from None
+    if len(data) > MAX_FILE_BYTES:
+        raise ConfigError(path, f"the file is larger than {MAX_FILE_BYTES} bytes")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(path, "the file is not UTF-8 text") from None
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        message = str(exc)
+        found = _TOML_POSITION.search(message)
+        if found is None:
+            raise ConfigError(path, f"invalid TOML: {message}") from None
+        reason = f"invalid TOML: {message[: found.start()]} (column {found.group(2)})"
+        raise ConfigError(path, reason, line=int(found.group(1))) from None
+    return text, document
+
+
+@dataclass
+class TableLines:
+    """Where one ``[[name]]`` table and its keys start in the file (1-based lines)."""
+
+    header: int
+    keys: dict[str, int] = field(default_factory=dict)
+    subtables: dict[str, TableLines] = field(default_factory=dict)
+
+    def line(self, key: str | None = None, subkey: str | None = None) -> int:
+        if key is None:
+            return self.header
+        sub = self.subtables.get(key)
+        if sub is not None:
+            return sub.keys.get(subkey, sub.header) if subkey is not None else sub.header
+        return self.keys.get(key, self.header)
+
+
+_HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(?:#.*)?$")
+_KEY = re.compile(r"""^\s*(?:"([^"]*)"|'([^']*)'|([A-Za-z0-9_-]+))\s*=""")
+
+
+def table_lines(text: str, name: str) -> tuple[list[TableLines], int | None]:
+    """Lines of each ``[[name]]`` table (with its ``[name.sub]`` tables), best effort.
+
+    Returns the tables in order and the line of an inline ``name = [...]`` array if
+    there is one. TOML gives no positions, so this scans the text: good enough to
+    point a reader at the right place, never used to decide anything.
+    """
+    tables: list[TableLines] = []
+    inline: int | None = None
+    current: TableLines | None = None
+    target: TableLines | None = None  # where bare keys go now
+    top = True
+    for number, raw in enumerate(text.splitlines(), start=1):
+        header = _HEADER.match(raw)
+        if header is not None:
+            top = False
+            brackets, table = header.group(1), re.sub(r"\s*\.\s*", ".", header.group(2))
+            if brackets == "[[" and table == name:
+                current = TableLines(number)
+                tables.append(current)
+                target = current
+            elif brackets == "[" and current is not None and table.startswith(name + "."):
+                sub = TableLines(number)
+                current.subtables[table[len(name) + 1 :]] = sub
+                target = sub
+            else:
+                current = target = None
+            continue
+        key = _KEY.match(raw)
+        if key is None:
+            continue
+        key_name = next(g for g in key.groups() if g is not None)
+        if target is not None:
+            target.keys.setdefault(key_name, number)
+        elif top and key_name == name and inline is None:
+            inline = number
+    return tables, inline
+
+
+class Locator:
+    """Builds :class:`ConfigError` for ``name[i].key`` with the best line known."""
+
+    def __init__(self, path: str, text: str, name: str) -> None:
+        self.path = path
+        self.name = name
+        self.tables, self.inline = table_lines(text, name)
+
+    def error(
+        self, index: int, reason: str, key: str | None = None, subkey: str | None = None
+    ) -> ConfigError:
+        where = f"{self.name}[{index}]"
+        if key is not None:
+            where += f".{key}"
+        if subkey is not None:
+            where += f".{subkey}"
+        if index < len(self.tables):
+            line: int | None = self.tables[index].line(key, subkey)
+        else:
+            line = self.inline
+        return ConfigError(self.path, reason, line=line, where=where)
+
+
+# --------------------------------------------------------------------------- rules
+
+
+def glob_to_regex(glob: str) -> re.Pattern[str]:
+    """A path glob as a regex over the whole path.
+
+    ``*`` and ``?`` never cross ``/``; ``**`` does (``**/`` also matches no
+    directory at all); ``[abc]`` and ``[!abc]`` are character classes.
+    """
+    out: list[str] = []
+    i, n = 0, len(glob)
+    while i < n:
+        c = glob[i]
+        if c == "*":
+            if glob.startswith("**/", i):
+                out.append("(?:.*/)?")
+                i += 3
+                continue
+            if glob.startswith("**", i):
+                out.append(".*")
+                i += 2
+                continue
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[":
+            end = glob.find("]", i + 2 if glob.startswith(("[!", "[^"), i) else i + 1)
+            if end == -1 or end == i + 1:
+                out.append(re.escape(c))
+            else:
+                body = glob[i + 1 : end]
+                if body[0] in "!^":
+                    body = "^" + body[1:]
+                out.append("[" + body.replace("\\", "\\\\") + "]")
+                i = end + 1
+                continue
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return re.compile("(?s:" + "".join(out) + r")\Z")
+
+
+@dataclass(frozen=True, slots=True)
+class PathGlob:
+    text: str
+    pattern: re.Pattern[str]
+    basename_only: bool
+
+    def matches(self, candidates: Sequence[str]) -> bool:
+        for candidate in candidates:
+            subject = posixpath.basename(candidate) if self.basename_only else candidate
+            if self.pattern.match(subject):
+                return True
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One rule as loaded. ``None`` (or empty) conditions are not checked."""
+
+    index: int
+    reason: str
+    code: str
+    message: str | None = None
+    kinds: frozenset[str] | None = None
+    tools: frozenset[str] | None = None
+    origin: str | None = None
+    mcp_servers: frozenset[str] | None = None
+    paths: tuple[PathGlob, ...] = ()
+    inputs: tuple[tuple[str, re.Pattern[str]], ...] = ()
+    events: frozenset[str] = frozenset(EVENTS)
+
+    def matches(self, event_type: str, event: Mapping[str, Any]) -> bool:
+        if event_type not in self.events:
+            return False
+        tool = event.get("tool")
+        if not isinstance(tool, Mapping):
+            return False
+        if self.kinds is not None and tool.get("kind") not in self.kinds:
+            return False
+        if self.tools is not None and tool.get("name") not in self.tools:
+            return False
+        if self.origin is not None and tool.get("origin") != self.origin:
+            return False
+        if self.mcp_servers is not None and not (_mcp_server_ids(tool) & self.mcp_servers):
+            return False
+        tool_input = tool.get("input")
+        values: Mapping[str, Any] = tool_input if isinstance(tool_input, Mapping) else {}
+        for name, regex in self.inputs:
+            if name not in values or not any(regex.search(t) for t in _texts(values[name])):
+                return False
+        if self.paths:
+            candidates = _path_candidates(values, _cwd(event))
+            if not any(glob.matches(candidates) for glob in self.paths):
+                return False
+        return True
+
+
+def _mcp_server_ids(tool: Mapping[str, Any]) -> set[str]:
+    mcp = tool.get("mcp")
+    server = mcp.get("server") if isinstance(mcp, Mapping) else None
+    if not isinstance(server, Mapping):
+        return set()
+    return {v for v in (server.get("id"), server.get("name")) if isinstance(v, str)}
+
+
+def _texts(value: Any) -> Iterator[str]:
+    """The strings a regex is searched in: a string itself, each item of a list, else JSON."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, list):
+        for item in value:
+            yield from _texts(item)
+    elif value is not None:
+        yield json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def _cwd(event: Mapping[str, Any]) -> str | None:
+    session = event.get("session")
+    cwd = session.get("cwd") if isinstance(session, Mapping) else None
+    return cwd if isinstance(cwd, str) and cwd.startswith("/") else None
+
+
+def _path_candidates(values: Mapping[str, Any], cwd: str | None) -> list[str]:
+    """Each path-like input as written (normalized), resolved against cwd, and relative to it."""
+    raw: list[str] = []
+    for name in PATH_FIELDS:
+        value = values.get(name)
+        if isinstance(value, str):
+            raw.append(value)
+        elif isinstance(value, list):
+            raw.extend(v for v in value if isinstance(v, str))
+    out: list[str] = []
+    for value in raw:
+        if not value:
+            continue
+        normal = posixpath.normpath(value)
+        out.append(normal)
+        if cwd is None:
+            continue
+        absolute = normal if posixpath.isabs(normal) else posixpath.join(cwd, normal)
+        absolute = posixpath.normpath(absolute)
+        relative = posixpath.relpath(absolute, cwd)
+        out.append(absolute)
+        if not relative.startswith(".."):
+            out.append(relative)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class RuleSet:
+    """The rules of one version of the file, in order."""
+
+    rules: tuple[Rule, ...]
+
+    def first_match(self, event_type: str, event: Mapping[str, Any]) -> Rule | None:
+        for rule in self.rules:
+            if rule.matches(event_type, event):
+                return rule
+        return None
+
+
+def _names(
+    loc: Locator, i: int, key: str, value: Any, *, allowed: Sequence[str] | None = None
+) -> frozenset[str]:
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not items:
+        raise loc.error(i, "must be a string or a non-empty list of strings", key)
+    for item in items:
+        if not isinstance(item, str) or not item:
+            raise loc.error(i, "must be a string or a non-empty list of strings", key)
+        if allowed is not None and item not in allowed:
+            raise loc.error(i, "must be one of " + ", ".join(allowed), key)
+    return frozenset(items)
+
+
+def _text(loc: Locator, i: int, key: str, value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise loc.error(i, "must be a non-empty string", key)
+    return value
+
+
+def _rule(loc: Locator, i: int, table: Any) -> Rule:
+    if not isinstance(table, dict):
+        raise loc.error(i, "must be a table ([[rules]])")
+    for key in table:
+        if key not in RULE_KEYS:
+            raise loc.error(i, f"unknown key {key!r} (known: {', '.join(RULE_KEYS)})", key)
+    if "reason" not in table:
+        raise loc.error(i, "'reason' is required (the deny reason)")
+    if "code" not in table:
+        raise loc.error(i, "'code' is required (a reverse-DNS deny code)")
+    reason = _text(loc, i, "reason", table["reason"])
+    code = table["code"]
+    if not isinstance(code, str) or not REVERSE_DNS.match(code):
+        raise loc.error(i, "must be a reverse-DNS id like com.example.policy.rm_rf", "code")
+    if not any(key in table for key in CONDITIONS):
+        raise loc.error(
+            i,
+            "a rule needs at least one condition (" + ", ".join(CONDITIONS) + "); "
+            "without one it would deny every call",
+        )
+    origin = table.get("origin")
+    if origin is not None and origin not in ("native", "mcp"):
+        raise loc.error(i, 'must be "native" or "mcp"', "origin")
+    if "mcp_server" in table and origin == "native":
+        raise loc.error(i, 'an MCP server condition needs origin "mcp" (or no origin)', "origin")
+    paths: list[PathGlob] = []
+    if "paths" in table:
+        for glob in _names(loc, i, "paths", table["paths"]):
+            paths.append(PathGlob(glob, glob_to_regex(glob), "/" not in glob))
+        paths.sort(key=lambda g: g.text)
+    inputs: list[tuple[str, re.Pattern[str]]] = []
+    if "input" in table:
+        fields = table["input"]
+        if not isinstance(fields, dict) or not fields:
+            raise loc.error(i, 'must be a table of field = "regex" ([rules.input])', "input")
+        for name, regex in fields.items():
+            if isinstance(regex, dict):
+                raise loc.error(
+                    i,
+                    "nested fields are not supported; name a top-level input field",
+                    "input",
+                    name,
+                )
+            if not isinstance(regex, str) or not regex:
+                raise loc.error(i, "must be a non-empty regex string", "input", name)
+            try:
+                inputs.append((name, re.compile(regex)))
+            except re.error as exc:
+                raise loc.error(i, f"invalid regex: {exc.msg}", "input", name) from None
+    return Rule(
+        index=i,
+        reason=reason,
+        code=code,
+        message=_text(loc, i, "message", table["message"]) if "message" in table else None,
+        kinds=_names(loc, i, "kind", table["kind"]) if "kind" in table else None,
+        tools=_names(loc, i, "tool", table["tool"]) if "tool" in table else None,
+        origin=origin,
+        mcp_servers=(
+            _names(loc, i, "mcp_server", table["mcp_server"]) if "mcp_server" in table else None
+        ),
+        paths=tuple(paths),
+        inputs=tuple(inputs),
+        events=(
+            _names(loc, i, "events", table["events"], allowed=EVENTS)
+            if "events" in table
+            else frozenset(EVENTS)
+        ),
+    )
+
+
+def parse_rules(path: str, data: bytes | None = None) -> RuleSet:
+    """Read and validate a rules file (``data``: its bytes, if already read)."""
+    text, document = read_toml(path, data)
+    for key in document:
+        if key != "rules":
+            raise ConfigError(path, f"unknown top-level key {key!r} (only [[rules]] tables)")
+    if "rules" not in document:
+        raise ConfigError(path, "no [[rules]] tables (write 'rules = []' for an empty list)")
+    rules = document["rules"]
+    if not isinstance(rules, list):
+        raise ConfigError(path, "'rules' must be an array of tables ([[rules]])")
+    loc = Locator(path, text, "rules")
+    return RuleSet(tuple(_rule(loc, i, table) for i, table in enumerate(rules)))
+
+
+# --------------------------------------------------------------------------- serving
+
+
+@dataclass(frozen=True, slots=True)
+class _Version:
+    stat: tuple[int, int, int, int]
+    data: bytes
+
+
+class Denylist:
+    """The serving state: the rules in force, their reload, and remembered answers.
+
+    Thread-safe (HTTP runs handlers in worker threads): one lock covers reload,
+    decision and the answer memory, so a duplicate gets exactly the first answer.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        stderr: IO[str] | None = None,
+        clock_ns: Callable[[], int] = time.time_ns,
+    ) -> None:
+        self.path = path
+        self._stderr = stderr
+        self._clock_ns = clock_ns
+        stat = self._stat()  # before reading: a later change then always shows
+        with open(path, "rb") as file:
+            data = file.read(MAX_FILE_BYTES + 1)
+        self.rules = parse_rules(path, data)
+        self._version = _Version(stat or (0, 0, 0, 0), data)
+        self._warned: bytes | None = None  # the bad version last warned about
+        self._unreadable = False
+        self._lock = threading.Lock()
+        self.replies = Replies()
+
+    def _say(self, text: str) -> None:
+        stream = self._stderr if self._stderr is not None else sys.stderr
+        print(f"ahp-backend denylist: {text}", file=stream, flush=True)
+
+    def _stat(self) -> tuple[int, int, int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+    def refresh(self) -> None:
+        """Re-read the file if it changed; keep the last good rules if the new text is bad."""
+        stat = self._stat()
+        settled = stat is not None and self._clock_ns() - stat[3] > SETTLE_NS
+        if stat == self._version.stat and settled:
+            return
+        data: bytes | None = None
+        if stat is not None:
+            try:
+                with open(self.path, "rb") as file:
+                    data = file.read(MAX_FILE_BYTES + 1)
+            except OSError:
+                data = None
+        if data is None:
+            if not self._unreadable:
+                self._unreadable = True
+                self._say(
+                    f"warning: {self.path}: cannot read the rules file; keeping the last good rules"
+                )
+            return
+        self._unreadable = False
+        if data == self._version.data:
+            self._version = _Version(stat or self._version.stat, data)
+            self._warned = None
+            return
+        if data == self._warned:
+            return
+        try:
+            rules = parse_rules(self.path, data)
+        except ConfigError as exc:
+            self._warned = data
+            self._say(f"warning: {exc}; keeping the last good rules")
+            return
+        self.rules = rules
+        self._version = _Version(stat or self._version.stat, data)
+        self._warned = None
+        self._say(f"reloaded {self.path} ({len(rules.rules)} rules)")
+
+    def decide(self, request: InterceptRequest) -> list[Any]:
+        """The effects for one request (after a reload check), remembered by ``(source, id)``."""
+        with self._lock:
+            return self.replies.answer(request.event, lambda: self._decide(request))
+
+    def _decide(self, request: InterceptRequest) -> list[Any]:
+        self.refresh()
+        rule = self.rules.first_match(request.event_type, request.event)
+        if rule is None:
+            return []
+        from ahp_protocol.wire.effects import DenyEffect, MessageEffect
+
+        effects: list[Any] = []
+        if "deny" in request.advertised:
+            effects.append(DenyEffect(reason=rule.reason, code=rule.code))
+        else:
+            self._say(f"rules[{rule.index}] matched, but this request does not accept deny")
+        if rule.message is not None and "message" in request.advertised:
+            effects.append(MessageEffect(text=rule.message))
+        return effects
+
+
+def build_backend(denylist: Denylist) -> Backend:
+    """The AHP backend serving ``denylist`` at tool.before and tool.permission.request."""
+    from ahp_protocol.server import Backend
+
+    backend = Backend(NAME, configuration=DEFAULT_SUBSCRIPTIONS)
+    for event_type in EVENTS:
+        backend.intercept(event_type)(denylist.decide)
+    return backend
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ahp-backend denylist",
+        description=(
+            "Deny tool calls that match rules (TOML). Speaks AHP on stdin/stdout by\n"
+            "default (one persistent process). Serves hooks/configuration (intercept\n"
+            "tool.before, fail-closed, 2000 ms, content metadata), so a registration\n"
+            "may omit subscriptions."
+        ),
+        epilog=HELP_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--rules", required=True, metavar="FILE", help="the rules file (TOML)")
+    parser.add_argument(
+        "--check", action="store_true", help="validate the rules file, report, and exit"
+    )
+    add_transport_arguments(parser)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    path: str = args.rules
+    try:
+        denylist = Denylist(path)
+    except ConfigError as exc:
+        return fail(str(exc))
+    except OSError as exc:
+        return fail(f"{path}: cannot read the rules file ({exc.strerror or 'I/O error'})")
+    if args.check:
+        print(f"{path}: {len(denylist.rules.rules)} rules, valid")
+        return 0
+    return serve(build_backend(denylist), args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

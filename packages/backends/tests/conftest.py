@@ -1,0 +1,467 @@
+"""Shared fixtures for the sample backends' tests: real processes, real loopback HTTP.
+
+Everything here starts ``ahp-backend`` the way a harness would (``python -m
+ahp_backends.cli COMMAND ...``) and waits on signals, never on sleeps: a server's
+``listening on http://...`` stderr line, a response line, a stderr line.
+
+Fixtures (factories; whatever they start is stopped at teardown):
+
+- ``backend_argv(command, *args)`` -> the argv that runs ``ahp-backend COMMAND ARGS``;
+- ``run_backend(command, *args, input=b"", timeout=30)`` -> ``subprocess.CompletedProcess``
+  (bytes), for one-shot runs: ``--once``, ``--check``, bad configurations, the CLIs;
+- ``stdio_backend(command, *args)`` -> :class:`StdioBackend`: one persistent process
+  driven line by line (``request(message) -> dict``), its stderr collected
+  (``wait_for_stderr(text)``, ``stderr_text()``);
+- ``http_backend(command, *args)`` -> :class:`HttpBackend`: ``--http 127.0.0.1:0``
+  started, ``url`` read from the stderr line; same stderr helpers;
+- ``hook(command, *args, kind=..., http=None, subscriptions=None)`` -> one
+  registration ``hooks[]`` entry for a transport kind (``persistent``,
+  ``per_event``, ``http``; for ``http`` pass the running :class:`HttpBackend`);
+- ``clients`` -> :class:`Clients`: runs tool events through OUR client
+  (``ahp_protocol.client.Dispatcher``) and the official SDK's (``agenthooksprotocol.Hooks``)
+  under a named host profile and returns comparable :class:`Verdict` lists; also
+  builds events (``clients.tool_event(...)``).
+
+Classes and constants shared with other test files are attributes of these objects
+(``clients.Case``, ``clients.SOURCE_OURS`` ...), since test
+modules cannot import this file (pytest runs with ``--import-mode=importlib``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import IO, Any, ClassVar
+
+import anyio
+import pytest
+
+PY = sys.executable
+DEADLINE = 30.0  # seconds: bound on any single wait in these helpers
+HARNESS = {"name": "backends-tests", "version": "1.0"}
+
+# Host profiles: what each client's harness can enforce (the effects it advertises).
+PROFILES: dict[str, dict[str, dict[str, Any]]] = {
+    "full": {
+        "tool.before": {"effects": ["allow", "ask", "deny", "message"]},
+        "tool.permission.request": {"effects": ["allow", "deny", "message"]},
+    },
+    "deny_only": {
+        "tool.before": {"effects": ["deny"]},
+        "tool.permission.request": {"effects": ["deny"]},
+    },
+}
+
+
+def backend_argv_for(command: str, *args: str) -> list[str]:
+    return [PY, "-m", "ahp_backends.cli", command, *args]
+
+
+# --------------------------------------------------------------------------- processes
+
+
+class _Stderr:
+    """Collects a process's stderr lines on a thread (so a chatty process never blocks)."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self.lines: list[str] = []
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        self._lock = threading.Lock()
+        threading.Thread(target=self._pump, args=(stream,), daemon=True).start()
+
+    def _pump(self, stream: IO[bytes]) -> None:
+        for raw in iter(stream.readline, b""):
+            self._queue.put(raw.decode("utf-8", "replace"))
+        self._queue.put(None)
+
+    def wait_for(self, text: str, timeout: float = DEADLINE) -> str:
+        """The first line (collected so far or arriving) containing ``text``."""
+        with self._lock:
+            for seen in self.lines:
+                if text in seen:
+                    return seen
+            while True:
+                try:
+                    line = self._queue.get(timeout=timeout)
+                except queue.Empty:
+                    raise AssertionError(f"no stderr line with {text!r} in time") from None
+                if line is None:
+                    self._queue.put(None)
+                    raise AssertionError(f"the process ended without a line with {text!r}")
+                self.lines.append(line)
+                if text in line:
+                    return line
+
+    def text(self) -> str:
+        """What has been collected so far (plus anything already queued)."""
+        with self._lock:
+            while True:
+                try:
+                    line = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if line is None:
+                    self._queue.put(None)
+                    break
+                self.lines.append(line)
+            return "".join(self.lines)
+
+
+class StdioBackend:
+    """A persistent stdio backend process, driven one JSON-RPC line at a time."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self.argv = argv
+        self.process = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        assert self.process.stderr is not None
+        self.stderr = _Stderr(self.process.stderr)
+        self._responses: queue.Queue[bytes] = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.process.stdout is not None
+        for raw in iter(self.process.stdout.readline, b""):
+            self._responses.put(raw)
+        self._responses.put(b"")
+
+    def send(self, message: dict[str, Any]) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(message).encode() + b"\n")
+        self.process.stdin.flush()
+
+    def receive(self, timeout: float = DEADLINE) -> dict[str, Any]:
+        try:
+            raw = self._responses.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError("no response in time") from None
+        if not raw:
+            self._responses.put(b"")
+            raise AssertionError("the backend closed stdout: " + self.stderr.text())
+        decoded: dict[str, Any] = json.loads(raw)
+        return decoded
+
+    def request(self, message: dict[str, Any]) -> dict[str, Any]:
+        self.send(message)
+        return self.receive()
+
+    def wait_for_stderr(self, text: str, timeout: float = DEADLINE) -> str:
+        return self.stderr.wait_for(text, timeout)
+
+    def stderr_text(self) -> str:
+        return self.stderr.text()
+
+    def close(self) -> int:
+        """Close stdin (EOF ends a persistent backend) and wait; the exit code."""
+        if self.process.stdin is not None and not self.process.stdin.closed:
+            with contextlib.suppress(BrokenPipeError):
+                self.process.stdin.close()
+        try:
+            return self.process.wait(timeout=DEADLINE)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            return self.process.wait(timeout=DEADLINE)
+
+
+class HttpBackend:
+    """An ``--http 127.0.0.1:0`` backend process; ``url`` comes from its stderr line."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self.argv = argv
+        self.process = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        assert self.process.stderr is not None
+        self.stderr = _Stderr(self.process.stderr)
+        try:
+            line = self.stderr.wait_for("listening on http://")
+        except AssertionError:
+            self.stop()
+            raise
+        self.url = line.split("listening on ", 1)[1].strip() + "/"
+        assert self.url.startswith("http://127.0.0.1:")
+
+    def post(self, message: dict[str, Any]) -> dict[str, Any]:
+        import httpx
+
+        response = httpx.post(self.url, json=message, timeout=DEADLINE)
+        assert response.status_code == 200, response.status_code
+        decoded: dict[str, Any] = response.json()
+        return decoded
+
+    def wait_for_stderr(self, text: str, timeout: float = DEADLINE) -> str:
+        return self.stderr.wait_for(text, timeout)
+
+    def stderr_text(self) -> str:
+        return self.stderr.text()
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=DEADLINE)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=DEADLINE)
+
+
+@pytest.fixture
+def backend_argv() -> Callable[..., list[str]]:
+    return backend_argv_for
+
+
+@pytest.fixture
+def run_backend() -> Callable[..., subprocess.CompletedProcess[bytes]]:
+    def run(
+        command: str, *args: str, input: bytes = b"", timeout: float = DEADLINE
+    ) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(
+            backend_argv_for(command, *args), input=input, capture_output=True, timeout=timeout
+        )
+
+    return run
+
+
+@pytest.fixture
+def stdio_backend() -> Iterator[Callable[..., StdioBackend]]:
+    started: list[StdioBackend] = []
+
+    def start(command: str, *args: str) -> StdioBackend:
+        backend = StdioBackend(backend_argv_for(command, *args))
+        started.append(backend)
+        return backend
+
+    yield start
+    for backend in started:
+        backend.close()
+
+
+@pytest.fixture
+def http_backend() -> Iterator[Callable[..., HttpBackend]]:
+    started: list[HttpBackend] = []
+
+    def start(command: str, *args: str) -> HttpBackend:
+        backend = HttpBackend(backend_argv_for(command, *args, "--http", "127.0.0.1:0"))
+        started.append(backend)
+        return backend
+
+    yield start
+    for backend in started:
+        backend.stop()
+
+
+def hook_for(
+    command: str,
+    *args: str,
+    kind: str,
+    http: HttpBackend | None = None,
+    subscriptions: list[dict[str, Any]] | None = None,
+    hook_id: str | None = None,
+) -> dict[str, Any]:
+    """One ``hooks[]`` entry for ``ahp-backend COMMAND ARGS`` over a transport kind."""
+    if kind == "http":
+        assert http is not None, "start the server with http_backend(...) first"
+        transport: dict[str, Any] = {"type": "http", "url": http.url}
+    else:
+        argv = backend_argv_for(command, *args, *(["--once"] if kind == "per_event" else []))
+        transport = {"type": "stdio", "command": argv[0], "args": argv[1:], "lifecycle": kind}
+    entry: dict[str, Any] = {
+        "id": hook_id or f"com.example.tests.{command}",
+        "transport": transport,
+    }
+    if subscriptions is not None:
+        entry["subscriptions"] = subscriptions
+    return entry
+
+
+@pytest.fixture
+def hook() -> Callable[..., dict[str, Any]]:
+    return hook_for
+
+
+# --------------------------------------------------------------------------- clients
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a client settled for one event, in terms both clients share."""
+
+    permission: str  # none | allow | ask | deny
+    reason: str | None = None
+    code: str | None = None
+    messages: tuple[str, ...] = ()
+    failed: bool = False  # any failure diagnostic (then the verdict is not the backend's)
+
+
+@dataclass
+class ToolCase:
+    """One event to run: a tool call at an event type, with a name for messages."""
+
+    name: str
+    tool: dict[str, Any]
+    event_type: str = "tool.before"
+    cwd: str = "/repo"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Clients:
+    """Runs events through our client and the SDK's, for comparison."""
+
+    Case: ClassVar[type[ToolCase]] = ToolCase
+    SOURCE_OURS = "urn:example:backends-tests:ours"
+    SOURCE_SDK = "urn:example:backends-tests:sdk"
+    HARNESS = HARNESS
+    PROFILES = PROFILES
+    DEADLINE = DEADLINE
+
+    @staticmethod
+    def tool_event(case: ToolCase, source: str, event_id: str | None = None) -> dict[str, Any]:
+        token = uuid.uuid4().hex
+        event: dict[str, Any] = {
+            "id": event_id or f"evt_{token}",
+            "source": source,
+            "type": case.event_type,
+            "time": "2026-08-24T08:51:14Z",
+            "harness": dict(HARNESS),
+            "session": {"id": "sess_backends", "cwd": case.cwd},
+            "tool": json.loads(json.dumps(case.tool)),
+            "call": {"id": f"call_{token}"},
+            "path": case.tool.get("origin", "native"),
+        }
+        if case.event_type == "tool.permission.request":
+            event["suggestions"] = []
+            event["sandboxBypass"] = False
+        event.update(case.extra)
+        return event
+
+    @staticmethod
+    def subscription(
+        events: Sequence[str] = ("tool.before", "tool.permission.request"),
+        timeout_ms: int = 15000,
+    ) -> dict[str, Any]:
+        # fail-open: a failure settles without a denial, and `failed` shows it.
+        return {
+            "mode": "intercept",
+            "events": list(events),
+            "timeoutMs": timeout_ms,
+            "failurePolicy": "fail-open",
+            "content": {"default": "metadata"},
+        }
+
+    async def ours(
+        self, hooks: list[dict[str, Any]], cases: Sequence[ToolCase], profile: str = "full"
+    ) -> tuple[list[Verdict], list[Any]]:
+        """Verdicts from our Dispatcher, and its configuration diagnostics."""
+        from ahp_protocol.client import Dispatcher
+        from ahp_protocol.wire.registration import parse_registration
+
+        registration = parse_registration({"protocolVersion": "draft", "hooks": hooks})
+        out: list[Verdict] = []
+        async with Dispatcher(
+            registration,
+            capabilities=PROFILES[profile],
+            environ=dict(os.environ),
+            source=self.SOURCE_OURS,
+            harness=HARNESS,
+        ) as dispatcher:
+            for case in cases:
+                event = self.tool_event(case, self.SOURCE_OURS)
+                with anyio.fail_after(DEADLINE):
+                    result = await dispatcher.intercept(event)
+                denial = result.denial
+                out.append(
+                    Verdict(
+                        permission=result.permission,
+                        reason=denial.reason if denial else None,
+                        code=denial.code if denial else None,
+                        messages=tuple(result.messages),
+                        failed=any(d.outcome == "failed" for d in result.diagnostics),
+                    )
+                )
+            diagnostics = list(dispatcher.configuration_diagnostics)
+        return out, diagnostics
+
+    async def sdk(
+        self, hooks: list[dict[str, Any]], cases: Sequence[ToolCase], profile: str = "full"
+    ) -> tuple[list[Verdict], list[Any]]:
+        """Verdicts from the official SDK's ``Hooks``, and its configuration diagnostics."""
+        from agenthooksprotocol import Hooks, Permission, capability, event, state
+
+        wanted = PROFILES[profile]
+        before = set(wanted["tool.before"]["effects"])
+        permission = set(wanted["tool.permission.request"]["effects"])
+        capabilities = capability.HostCapabilities(
+            tool_before=capability.ToolBeforeCapabilities(
+                intercept=capability.ToolBeforeIntercept(
+                    allow="allow" in before,
+                    ask="ask" in before,
+                    deny="deny" in before,
+                    message="message" in before,
+                )
+            ),
+            tool_permission_request=capability.ToolPermissionRequestCapabilities(
+                intercept=capability.ToolPermissionRequestIntercept(
+                    allow="allow" in permission,
+                    deny="deny" in permission,
+                    message="message" in permission,
+                )
+            ),
+        )
+        hooks_client = Hooks(
+            {"protocolVersion": "draft", "hooks": hooks},
+            source=self.SOURCE_SDK,
+            harness=event.Harness(name=HARNESS["name"], version=HARNESS["version"]),
+            capabilities=capabilities,
+            inherit_environment=True,  # the child needs the venv's environment
+        )
+        out: list[Verdict] = []
+        try:
+            with anyio.fail_after(DEADLINE):
+                await hooks_client.__aenter__()
+            for case in cases:
+                wire = self.tool_event(case, self.SOURCE_SDK)
+                event_name: Any = case.event_type  # a checked literal in the SDK's signature
+                with anyio.fail_after(DEADLINE):
+                    result = await hooks_client.dispatch(
+                        event_name,
+                        wire,
+                        initial_state=state.initial(Permission.NONE),
+                    )
+                reason = code = None
+                for response in result.accepted_responses:
+                    for effect in response["result"].get("effects", []):
+                        if effect.get("type") == "deny" and reason is None:
+                            reason, code = effect.get("reason"), effect.get("code")
+                out.append(
+                    Verdict(
+                        permission=str(result.permission.value),
+                        reason=reason,
+                        code=code,
+                        messages=tuple(str(m["text"]) for m in result.messages),
+                        failed=bool(list(result.diagnostics)),
+                    )
+                )
+            diagnostics = list(hooks_client.configuration_diagnostics)
+        finally:
+            with anyio.fail_after(DEADLINE):
+                await hooks_client.aclose()
+        return out, diagnostics
+
+
+@pytest.fixture
+def clients() -> Clients:
+    return Clients()
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
