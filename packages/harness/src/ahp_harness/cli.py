@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import uuid
 from collections.abc import Sequence
@@ -57,6 +58,8 @@ def _load_permissions(args: argparse.Namespace) -> Any:
 
 
 async def _run(args: argparse.Namespace) -> int:
+    import anyio
+
     from ahp_harness.audit import AuditLog, Transcript
     from ahp_harness.hooks import Envelope, Gate
     from ahp_harness.models import load_driver
@@ -113,19 +116,39 @@ async def _run(args: argparse.Namespace) -> int:
         permission_mode=args.mode,
         ui=ui,
     )
+    terminated = False
+
+    async def stop_on_signal(scope: anyio.CancelScope) -> None:
+        # SIGTERM/SIGHUP end the session like Ctrl-C: every backend and tool process
+        # is closed by the ``finally`` below, none outlives the harness.
+        nonlocal terminated
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
+            async for _ in signals:
+                terminated = True
+                scope.cancel()
+                return
+
+    summary = None
     try:
-        if dispatcher is not None:
-            await dispatcher.start()
-            for d in dispatcher.configuration_diagnostics:
-                ui.note(f"warning: backend {d.backend}: {d.detail}")
-        summary = await session.run(args.prompt)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(stop_on_signal, tg.cancel_scope)
+            if dispatcher is not None:
+                await dispatcher.start()
+                for d in dispatcher.configuration_diagnostics:
+                    ui.note(f"warning: backend {d.backend}: {d.detail}")
+            summary = await session.run(args.prompt)
+            tg.cancel_scope.cancel()
     finally:
-        if dispatcher is not None:
-            await dispatcher.aclose()
-        await driver.aclose()
+        with anyio.CancelScope(shield=True):
+            if dispatcher is not None:
+                await dispatcher.aclose()
+            await driver.aclose()
         audit.close()
         transcript.close()
         sandbox.close()
+    if terminated or summary is None:
+        ui.note("session ended by a signal")
+        return 143
     refused = sum(1 for c in summary.calls if c.outcome == "denied")
     ui.note(f"session over: {len(summary.calls)} tool calls, {refused} refused")
     if summary.stopped:
