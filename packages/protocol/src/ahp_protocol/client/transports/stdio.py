@@ -119,6 +119,8 @@ MAX_ABANDONED: Final = 16
 """persistent: unanswered abandoned requests after which the child is replaced."""
 CLOSE_GRACE_S: Final = 0.5
 """aclose(): how long children get to exit after their stdin is closed before SIGKILL."""
+NOTIFY_DELIVERY_S: Final = 2.0
+"""aclose(): a per_event notification child may finish within this long of its start."""
 
 _READ_CHUNK: Final = 65536
 
@@ -434,17 +436,26 @@ class StdioTransport:
 
     async def aclose(self) -> None:
         """End every child this transport started: stdin closed (so queued notifications
-        are still read), ``close_grace`` seconds to exit, then SIGKILL to the process group;
+        are still read), ``close_grace`` seconds to exit (a per_event notification child:
+        up to ``NOTIFY_DELIVERY_S`` from its start), then SIGKILL to the process group;
         all reaped before this returns. Idempotent."""
         with anyio.CancelScope(shield=True):
             self._closed = True
             children = list(self._children)
             self._children.clear()
             self._child = None
+            # A notification child started just now still gets its delivery time (a
+            # slow per_event observer must not lose the session's last events).
+            now = anyio.current_time()
+            budget = min(self.notify_grace, NOTIFY_DELIVERY_S)
+            grace = {
+                id(child): max(self.close_grace, budget - (now - started))
+                for started, child in self._lingering
+            }
             self._lingering = []
             async with anyio.create_task_group() as tg:
                 for child in children:
-                    tg.start_soon(child.shutdown, self.close_grace)
+                    tg.start_soon(child.shutdown, grace.get(id(child), self.close_grace))
 
     # -- children ------------------------------------------------------------------
 
