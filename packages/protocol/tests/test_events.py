@@ -13,7 +13,9 @@ Three kinds of evidence:
 """
 
 import copy
+import datetime
 import json
+import re
 from collections.abc import Callable, Iterator
 from functools import cache
 from importlib import resources
@@ -22,19 +24,24 @@ from typing import Any
 
 import pytest
 from ahp_protocol.wire import catalogue
+from ahp_protocol.wire import events as events_module
+from ahp_protocol.wire.content import OpenModel
 from ahp_protocol.wire.errors import WireError, WireErrors
 from ahp_protocol.wire.events import (
     EVENT_MODELS,
     Event,
     Harness,
     Ref,
+    Time,
     Tool,
     ToolBefore,
     UnsupportedEvent,
+    is_uri,
     parse_event,
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import TypeAdapter, ValidationError
 
 from conftest import fixtures_root, schema_errors
 
@@ -844,6 +851,92 @@ def test_time_with_a_trailing_newline_is_rejected() -> None:
     # RFC 3339 has no trailing newline, and the draft checks time strictly.
     event = _with("tool.before", time="2026-09-15T12:00:00Z\n")
     assert [p for p, _r in _errors(event)] == ["time"]
+
+
+def _calendar_time(value: str) -> bool:
+    """The reference rule: the RFC 3339 shape, a real date and time, an offset <= 23:59."""
+    match = re.fullmatch(
+        r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt]([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]+)?"
+        r"(?:[Zz]|[+-]([0-9]{2}):([0-9]{2}))",
+        value,
+    )
+    if match is None:
+        return False
+    try:
+        datetime.datetime(*(int(g) for g in match.groups()[:6]))
+    except ValueError:
+        return False
+    hours, minutes = match.group(8), match.group(9)
+    return hours is None or (int(hours) <= 23 and int(minutes) <= 59)
+
+
+def test_the_native_time_pattern_is_the_calendar() -> None:
+    # The pattern is checked by pydantic-core; it must agree with the calendar.
+    time = TypeAdapter(Time)
+
+    def native(value: str) -> bool:
+        try:
+            time.validate_python(value, strict=True)
+        except ValidationError:
+            return False
+        return True
+
+    years = ["0000", "0001", "0004", "0100", "1900", "1996", "2000", "2023", "2024", "2100"]
+    years += ["2400", "9996", "9999"]
+    dates = [f"{y}-{m:02d}-{d:02d}" for y in years for m in range(14) for d in range(33)]
+    times = [
+        f"{h}:{mi}:{s}{frac}{off}"
+        for h in ("00", "09", "23", "24", "99")
+        for mi in ("00", "59", "60")
+        for s in ("00", "59", "60")
+        for frac in ("", ".5", ".123456789")
+        for off in ("Z", "z", "+00:00", "-23:59", "+24:00", "+05:60", "+5:30")
+    ]
+    checked = 0
+    for value in [f"{d}T12:00:00Z" for d in dates] + [f"2024-02-29T{t}" for t in times]:
+        assert native(value) == _calendar_time(value), value
+        checked += 1
+    assert checked > 5000
+    # The errors keep their reasons.
+    reasons = {
+        "2026-02-30T12:00:00Z": "must be a real calendar date and time of day",
+        "2026-09-15T12:00:00+24:00": "has an invalid UTC offset",
+        "yesterday": "must be an RFC 3339 date-time (YYYY-MM-DDTHH:MM:SS[.frac](Z|+HH:MM))",
+    }
+    for value, reason in reasons.items():
+        assert _errors(_with("tool.before", time=value)) == [("time", reason)]
+
+
+URI_CHARS = st.sampled_from(list("aZ09+-.:/?#[]@!$&'()*,;=%~_ fF\u00e9\n"))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(URI_CHARS, max_size=14))
+def test_the_native_source_pattern_is_is_uri(source: str) -> None:
+    event = _with("tool.before", source=source)
+    assert ours_valid(event) == is_uri(source), source
+    if not is_uri(source):
+        assert _errors(event) == [("source", "must be an absolute URI (scheme:rest, RFC 3986)")]
+
+
+def test_only_the_envelope_and_session_are_open_objects_with_renamed_fields() -> None:
+    # parse_event puts right Python-spelled unknown keys on these two only.
+    renamed = {
+        cls.__name__
+        for cls in vars(events_module).values()
+        if isinstance(cls, type)
+        and issubclass(cls, OpenModel)
+        and not issubclass(cls, Event)
+        and any(f.alias not in (None, name) for name, f in cls.model_fields.items())
+    }
+    assert renamed == {"Session"}
+    event = _with(
+        "tool.before",
+        session={"id": "s", "workspace_roots": ["/x"], "cwd": "/r"},
+    )
+    parsed = parse_event(event)
+    assert parsed.session is not None and parsed.session.workspace_roots is None
+    assert parsed.to_wire() == event
 
 
 @pytest.mark.parametrize(

@@ -403,6 +403,38 @@ def test_invalid_params(
     assert seen == []
 
 
+def test_remembered_grant_verdicts_never_leak_between_distinct_grants(
+    kit: tuple[Backend, list[Any]], official_schema: SchemaCheck
+) -> None:
+    # Verdicts are remembered; values that compare equal in Python but differ in
+    # JSON (true vs 1), or an absent state vs a present one, are distinct grants.
+    backend, seen = kit
+    good = {"effects": ["deny", "modify"], "modify": {"input": {"replace": True, "merge": False}}}
+    bad = {"effects": ["deny", "modify"], "modify": {"input": {"replace": 1, "merge": 0}}}
+    assert good == bad
+    for n in range(2):  # the second round answers from the remembered verdicts
+        ok = call(backend, intercept(tool_before(f"g{n}"), capabilities=good), official_schema)
+        assert ok["result"]["effects"] == []
+        refused = call(backend, intercept(tool_before(f"b{n}"), capabilities=bad), official_schema)
+        assert error_of(refused) == (-32602, f"b{n}")
+        bad_state = intercept(tool_before(f"s{n}"), state={"permission": "maybe"})
+        assert error_of(call(backend, bad_state, official_schema)) == (-32602, f"s{n}")
+        no_state = call(backend, intercept(tool_before(f"n{n}")), official_schema)
+        assert no_state["result"]["effects"] == []
+    assert seen == [("intercept", i) for i in ("g0", "n0", "g1", "n1")]
+
+
+def test_a_handler_cannot_widen_a_remembered_grant(
+    kit: tuple[Backend, list[Any]], official_schema: SchemaCheck
+) -> None:
+    backend, _ = kit
+    for n in range(3):
+        message = intercept(tool_before(f"w{n}", "grant-myself"))
+        assert error_of(call(backend, message, official_schema)) == (-32603, f"w{n}")
+        allowed = intercept(tool_before(f"a{n}", "allow-me"))
+        assert error_of(call(backend, allowed, official_schema)) == (-32603, f"a{n}")
+
+
 def test_id_mismatch_is_invalid_params_even_for_a_valid_event(
     kit: tuple[Backend, list[Any]], official_schema: SchemaCheck
 ) -> None:
@@ -700,6 +732,25 @@ def test_lone_surrogate_id_is_echoed_as_valid_json(
     assert out is not None
     out.decode("utf-8")  # valid UTF-8 on the wire
     assert error_of(emitted(official_schema, out)) == (-32601, "\ud800")
+
+
+@pytest.mark.parametrize("rid", ["evt-é-1", "e\u2028x\U0001f600", 'q"\\'])
+@pytest.mark.parametrize("command", ["ls", "rm -rf /"])
+def test_success_lines_are_compact_json(rid: str, command: str) -> None:
+    backend, _ = make_backend()
+    out = backend.handle_sync(line(intercept(tool_before(rid, command))))
+    effects = (
+        [{"type": "deny", "reason": "No recursive deletes.", "code": "com.example.rm_rf"}]
+        if "rm" in command
+        else []
+    )
+    expected = {
+        "jsonrpc": "2.0",
+        "id": rid,
+        "result": {"protocolVersion": "draft", "effects": effects},
+    }
+    text = json.dumps(expected, ensure_ascii=False, separators=(",", ":"))
+    assert out == text.encode("utf-8") + b"\n"
 
 
 def _check_any_output(backend: Backend, official_schema: SchemaCheck, raw: bytes) -> None:

@@ -39,13 +39,20 @@ selector matches runs, in registration order.
 
 Never does I/O besides stderr diagnostics; never echoes input in error ``data``
 (only ``data.supported`` on -32001 and fixed reasons). Heavy modules (the wire
-models, logging, anyio) are imported on first use only: decoding and envelope errors
-need none of them; an answer without effects from a sync handler validates no effect
-and needs no event loop.
+models, logging, anyio) are imported on first use only, once: decoding and envelope
+errors need none of them; an answer without effects from a sync handler validates no
+effect and needs no event loop.
+
+Per-request cost: the verdict on ``(event type, capabilities, state)`` is a pure
+function of them and is remembered (bounded), so a repeated grant is one ``repr``;
+frames are decoded by ``pydantic_core.from_json`` once pydantic is loaded (the
+stdlib judges whatever it refuses, so what is accepted does not change); the event
+is validated by the wire models on every request.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import sys
@@ -153,12 +160,12 @@ class Reply:
 _SILENT: Final = Reply(None)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _InterceptCall:
     handler: InterceptHandler
     is_async: bool
     request: InterceptRequest
-    capabilities: dict[str, Any]  # a private copy, immune to handler mutation
+    capabilities: dict[str, Any]  # the remembered private copy: never handed to a handler
     limit: int
 
 
@@ -198,14 +205,94 @@ def _json_copy(value: Any) -> Any:
     return value
 
 
+# Built once: ``json.loads``/``json.dumps`` with options build a codec per call.
+_DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant)
+_ENCODER: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+_ASCII_ENCODER: Final = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+
+
 def _encode(message: Mapping[str, Any]) -> bytes:
     """One compact UTF-8 line; lone surrogates are escaped instead of failing."""
     try:
-        text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-        return text.encode("utf-8") + b"\n"
+        return _ENCODER.encode(message).encode("utf-8") + b"\n"
     except UnicodeEncodeError:
-        text = json.dumps(message, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
-        return text.encode("ascii") + b"\n"
+        return _ASCII_ENCODER.encode(message).encode("ascii") + b"\n"
+
+
+_NOT_DECODED: Final[Any] = object()
+
+
+def _stdlib_loads(raw: bytes) -> Any:
+    raise ValueError("use the stdlib decoder")
+
+
+_fast_loads: Callable[[bytes], Any] = _stdlib_loads
+"""Decodes a frame, or raises ``ValueError`` and the stdlib decoder judges it.
+
+Once pydantic is loaded anyway (the first event validated), this is
+``pydantic_core.from_json``: about twice as fast as ``json.loads``, and where it
+accepts a frame it returns the same value (it refuses lone surrogates, very deep
+nesting and ``NaN``/``Infinity``, which the stdlib path then judges as before).
+"""
+
+
+_RESULT_HEAD: Final = b'{"jsonrpc":"2.0","id":'
+_RESULT_MIDDLE: Final = (
+    b',"result":{"protocolVersion":"' + PROTOCOL_VERSION.encode() + b'","effects":'
+)
+_RESULT_TAIL: Final = b"}}\n"
+
+
+def _encode_result(id: RequestId, effects: list[Any]) -> bytes:
+    """``_encode`` of the intercept success for ``id``, byte for byte, without
+    encoding the constant frame each time (only the id and the effects are)."""
+    try:
+        return b"".join(
+            (
+                _RESULT_HEAD,
+                _ENCODER.encode(id).encode("utf-8"),
+                _RESULT_MIDDLE,
+                _ENCODER.encode(effects).encode("utf-8") if effects else b"[]",
+                _RESULT_TAIL,
+            )
+        )
+    except UnicodeEncodeError:  # a lone surrogate: the whole line is escaped, as _encode does
+        result = {"protocolVersion": PROTOCOL_VERSION, "effects": effects}
+        return _encode({"jsonrpc": "2.0", "id": id, "result": result})
+
+
+@dataclass(frozen=True, slots=True)
+class _EventsApi:
+    parse_event: Callable[[object], object]
+    unsupported: type[Exception]
+    invalid: tuple[type[Exception], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _EffectsApi:
+    check_effects: Callable[[str, Mapping[str, Any], object], list[Any]]
+    effects_to_wire: Callable[[Iterable[Any]], list[dict[str, Any]]]
+
+
+@functools.cache
+def _events_api() -> _EventsApi:
+    """The event models, imported on first use (start-up stays light) and kept."""
+    global _fast_loads
+    from pydantic_core import from_json
+
+    from ahp_protocol.wire.errors import WireError, WireErrors
+    from ahp_protocol.wire.events import UnsupportedEvent, parse_event
+
+    _fast_loads = functools.partial(from_json, allow_inf_nan=False)
+    return _EventsApi(parse_event, UnsupportedEvent, (WireError, WireErrors))
+
+
+@functools.cache
+def _effects_api() -> _EffectsApi:
+    """The effect checks, imported on first use and kept."""
+    from ahp_protocol.wire.effects import check_effects, effects_to_wire
+
+    return _EffectsApi(check_effects, effects_to_wire)
 
 
 def _error_reply(
@@ -241,27 +328,48 @@ def _validate_capabilities(capabilities: Any) -> str | None:
     return None
 
 
-_NO_STATE = "\x00absent"
-_GRANT_VERDICTS = 512
+_NO_STATE: Final[Any] = object()
+"""``params.state`` absent (its key is then a two-item tuple: no state can collide)."""
+_GRANT_VERDICTS: Final = 512
+_GRANT_KEY_MAX: Final = 16 * 1024
+"""Larger grants are judged every time (the cache must stay small)."""
 
 
-def _grant_reason(
-    event_type: str, capabilities: dict[str, Any], params: dict[str, Any]
-) -> str | None:
+@dataclass(frozen=True, slots=True)
+class _Grant:
+    """Everything about one request's grant that is a pure function of
+    ``(event type, capabilities, state)``: remembered, so a repeat costs one ``repr``.
+
+    ``shape`` is the reason the capabilities are unusable (checked before the
+    event); ``grant`` the reason they or the state are invalid at the event
+    (checked after it). When both are ``None``, ``advertised`` and ``copy`` (a
+    private copy of the capabilities, never handed to a handler) are set.
+    """
+
+    shape: str | None
+    grant: str | None
+    advertised: frozenset[str] = frozenset()
+    copy: dict[str, Any] | None = None
+
+
+def _judge_grant(event_type: str, capabilities: Any, state: Any) -> _Grant:
+    shape = _validate_capabilities(capabilities)
+    if shape is not None:
+        return _Grant(shape, None)
     from ahp_protocol.wire.capabilities import parse_capabilities
 
     try:
         parse_capabilities(capabilities, event_type=event_type)
     except Exception:
-        return "params.capabilities is not a valid grant at this event"
-    if "state" in params:
+        return _Grant(None, "params.capabilities is not a valid grant at this event")
+    if state is not _NO_STATE:
         from ahp_protocol.wire.state import parse_state
 
         try:
-            parse_state(params["state"], event_type=event_type)
+            parse_state(state, event_type=event_type)
         except Exception:
-            return "params.state is not a valid chain state"
-    return None
+            return _Grant(None, "params.state is not a valid chain state")
+    return _Grant(None, None, frozenset(capabilities["effects"]), _json_copy(capabilities))
 
 
 def _is_reverse_dns(name: str) -> bool:
@@ -354,7 +462,7 @@ class Backend:
         self._observers: list[tuple[str, ObserveHandler, bool]] = []
         self._intercept_cache: dict[str, tuple[InterceptHandler, bool] | None] = {}
         self._observe_cache: dict[str, tuple[tuple[ObserveHandler, bool], ...]] = {}
-        self._grant_verdicts: dict[str, str | None] = {}
+        self._grant_verdicts: dict[str, _Grant] = {}
 
     # -- registration -----------------------------------------------------------------
 
@@ -450,7 +558,7 @@ class Backend:
             return _SILENT
         try:
             result = step.handler(step.request)
-            if inspect.isawaitable(result):
+            if result is not None and inspect.isawaitable(result):
                 result = _run_awaitable(result)
             effects = _as_effect_list(result)
         except _MalformedResult:
@@ -520,19 +628,17 @@ class Backend:
         wire: list[Any] = []
         if effects:
             try:
-                from ahp_protocol.wire.effects import check_effects, effects_to_wire
-
-                checked = check_effects(request.event_type, step.capabilities, effects)
-                wire = list(effects_to_wire(checked))
+                api = _effects_api()
+                checked = api.check_effects(request.event_type, step.capabilities, effects)
+                wire = list(api.effects_to_wire(checked))
             except Exception as exc:
                 return self._bad_effects(step, exc)
             for effect in wire:
                 # Belt and braces: never send a type the request did not advertise.
                 if not isinstance(effect, dict) or effect.get("type") not in request.advertised:
                     return self._bad_effects(step, None)
-        result = {"protocolVersion": PROTOCOL_VERSION, "effects": wire}
         try:
-            line = _encode({"jsonrpc": "2.0", "id": request.id, "result": result})
+            line = _encode_result(request.id, wire)
         except (TypeError, ValueError) as exc:
             return self._bad_effects(step, exc)
         if len(line) - 1 > step.limit:
@@ -558,12 +664,17 @@ class Backend:
     @staticmethod
     def _decode(message: bytes, limit: int) -> Reply | dict[str, Any]:
         raw = bytes(message)
-        if raw.endswith(b"\n"):
-            raw = raw[:-1]
-        if len(raw) > limit:
+        # The frame is the message without one final newline; JSON ignores that
+        # newline, so it is not sliced off (no copy).
+        if len(raw) - raw.endswith(b"\n") > limit:
             return _error_reply(None, ErrorCode.PARSE_ERROR, "frame too large", parse=True)
         try:
-            msg = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+            msg = _fast_loads(raw)
+        except Exception:  # not decodable by the fast path: judged by the stdlib
+            msg = _NOT_DECODED
+        try:
+            if msg is _NOT_DECODED:
+                msg = _DECODER.decode(raw.decode("utf-8"))
         except UnicodeDecodeError:
             return _error_reply(None, ErrorCode.PARSE_ERROR, "not UTF-8", parse=True)
         except (ValueError, RecursionError):
@@ -613,11 +724,11 @@ class Backend:
         if not (isinstance(event_id, str) and event_id == rid):
             return _error_reply(rid, bad, "the request id must equal params.event.id")
         capabilities = params.get("capabilities")
-        reason = _validate_capabilities(capabilities)
-        if reason is not None:
-            return _error_reply(rid, bad, reason)
-        state = params.get("state")
-        if "state" in params and not isinstance(state, dict):
+        state = params.get("state", _NO_STATE)
+        grant = self._grant(event_type, capabilities, state)
+        if grant.shape is not None:
+            return _error_reply(rid, bad, grant.shape)
+        if state is not _NO_STATE and not isinstance(state, dict):
             return _error_reply(rid, bad, "params.state must be an object")
         found = self._intercept_handler(event_type)
         if found is None:
@@ -625,60 +736,62 @@ class Backend:
         problem = self._event_problem(event)
         if problem is not None:
             return _error_reply(rid, problem[0], problem[1])
-        assert isinstance(capabilities, dict)
-        reason = self._grant_problem(event_type, capabilities, params)
-        if reason is not None:
-            return _error_reply(rid, bad, reason)
+        if grant.grant is not None:
+            return _error_reply(rid, bad, grant.grant)
+        assert isinstance(capabilities, dict) and grant.copy is not None
         request = InterceptRequest(
             id=rid,
             event=event,
             event_type=event_type,
             capabilities=capabilities,
-            state=state,
-            advertised=frozenset(capabilities["effects"]),
+            state=None if state is _NO_STATE else state,
+            advertised=grant.advertised,
             params=params,
         )
-        return _InterceptCall(found[0], found[1], request, _json_copy(capabilities), limit)
+        return _InterceptCall(found[0], found[1], request, grant.copy, limit)
 
     def _event_problem(self, event: dict[str, Any]) -> tuple[ErrorCode, str] | None:
         """Validate the event with the wire models; a code and fixed reason if invalid."""
-        from ahp_protocol.wire.errors import WireError, WireErrors
-        from ahp_protocol.wire.events import UnsupportedEvent, parse_event
-
+        api = _events_api()
         try:
-            parse_event(event)
-        except UnsupportedEvent:
+            api.parse_event(event)
+        except api.unsupported:
             return ErrorCode.UNSUPPORTED_EVENT, "event type not supported"
-        except (WireError, WireErrors):
+        except api.invalid:
             return ErrorCode.INVALID_PARAMS, "params.event is not a valid event"
         except Exception as exc:
             _log("%s: event validation failed (%s)", self.name, type(exc).__name__)
             return ErrorCode.INVALID_PARAMS, "params.event is not a valid event"
         return None
 
-    def _grant_problem(
-        self, event_type: str, capabilities: dict[str, Any], params: dict[str, Any]
-    ) -> str | None:
-        """Check capabilities (coupling, per-event bounds) and state; a fixed reason if bad.
+    def _grant(self, event_type: str, capabilities: Any, state: Any) -> _Grant:
+        """Judge capabilities (shape, coupling, per-event bounds) and state.
 
         The verdict is a pure function of its inputs, and a harness sends the same
-        grant and the same initial state again and again: verdicts are remembered by
-        their canonical JSON (bounded), so a repeat costs one ``json.dumps``.
+        grant and the same initial state again and again: verdicts are remembered
+        (bounded) by the ``repr`` of the inputs, which is injective on decoded JSON
+        (``1``, ``1.0`` and ``True`` differ; strings are quoted and escaped), so a
+        repeat costs one ``repr``.
         """
-        key = json.dumps(
-            [event_type, capabilities, params.get("state", _NO_STATE)],
-            sort_keys=True,
-            separators=(",", ":"),
+        inputs = (
+            (event_type, capabilities) if state is _NO_STATE else (event_type, capabilities, state)
         )
         try:
-            return self._grant_verdicts[key]
+            key = repr(inputs)
+        except (ValueError, RecursionError):
+            key = None
+        if key is None or len(key) > _GRANT_KEY_MAX:
+            return _judge_grant(event_type, capabilities, state)
+        verdicts = self._grant_verdicts
+        try:
+            return verdicts[key]
         except KeyError:
             pass
-        reason = _grant_reason(event_type, capabilities, params)
-        if len(self._grant_verdicts) >= _GRANT_VERDICTS:
-            self._grant_verdicts.clear()
-        self._grant_verdicts[key] = reason
-        return reason
+        grant = _judge_grant(event_type, capabilities, state)
+        if len(verdicts) >= _GRANT_VERDICTS:
+            verdicts.clear()
+        verdicts[key] = grant
+        return grant
 
     def _notification(self, msg: dict[str, Any]) -> Reply | _ObserveCall:
         """Never answered. Only a valid current-version hooks/observe is processed."""

@@ -34,6 +34,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from typing import IO, TYPE_CHECKING
 
+from ahp_protocol.server.backend import _error_reply, _log
+from ahp_protocol.wire.jsonrpc import ErrorCode
+
 if TYPE_CHECKING:
     from ahp_protocol.server.backend import Backend
 
@@ -93,8 +96,9 @@ class _Lines:
         self.limit = limit
 
     def next(self) -> bytes | str | None:
-        """A complete non-blank line (newline stripped), ``None`` at EOF, or a framing
-        error: ``"oversize"`` or ``"truncated"`` (EOF inside a record)."""
+        """A complete non-blank line (with its newline, which the core ignores),
+        ``None`` at EOF, or a framing error: ``"oversize"`` or ``"truncated"`` (EOF
+        inside a record)."""
         while True:
             line = self.stdin.readline(self.limit + 1)
             if not line:
@@ -102,10 +106,9 @@ class _Lines:
             if not line.endswith(b"\n"):
                 if len(line) > self.limit:
                     return "oversize"
-                return "truncated" if line.strip() else None
-            body = line[:-1]
-            if body.strip():
-                return body
+                return None if line.isspace() else "truncated"
+            if not line.isspace():  # a line of only "\n" is blank too
+                return line
 
     def discard_rest(self) -> None:
         """Skip the rest of an oversized line, a bounded chunk at a time."""
@@ -126,9 +129,6 @@ def _write(out: IO[bytes], line: bytes) -> bool:
 
 def _read(backend: Backend, lines: _Lines, out: IO[bytes], once: bool) -> bytes | None:
     """The next message to dispatch, or ``None`` when serving should stop."""
-    from ahp_protocol.server.backend import _error_reply, _log
-    from ahp_protocol.wire.jsonrpc import ErrorCode
-
     while True:
         item = lines.next()
         if item is None or isinstance(item, bytes):

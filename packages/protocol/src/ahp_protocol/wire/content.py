@@ -16,7 +16,10 @@ strict JSON scalar types, and turning a pydantic ``ValidationError`` into
 Never does I/O, never uploads or dereferences a content ``ref``, never hashes
 text on its own initiative (a digest of short text can be reversed by
 guessing), and never reads into opaque ``native`` JSON: projection drops it
-instead. Parsing is strict (no coercion: ``"true"`` is not a boolean).
+instead. Parsing is strict (no coercion: ``"true"`` is not a boolean) and
+native where it can be: nullability is in the types (:data:`Omittable`) and
+patterns are pydantic-core constraints (:func:`native_pattern`), so a valid
+object runs Python only for the rules that need it (per-event hot path cost).
 """
 
 import copy
@@ -25,7 +28,7 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from functools import cache
-from typing import Annotated, Any, ClassVar, Final, Literal, TypeAlias
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final, Literal, TypeAlias, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -34,11 +37,11 @@ from pydantic import (
     Discriminator,
     Field,
     PlainValidator,
+    StringConstraints,
     Tag,
     TypeAdapter,
     ValidationError,
     ValidationInfo,
-    field_validator,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
@@ -63,6 +66,7 @@ __all__ = [
     "NonEmptyStr",
     "NonNegativeInt",
     "NonNegativeNumber",
+    "Omittable",
     "OpenModel",
     "PartGap",
     "PositiveInt",
@@ -73,8 +77,10 @@ __all__ = [
     "TextOmittedPart",
     "TextPart",
     "UserMessage",
+    "WireConstants",
     "content_hash",
     "is_attachment_media_type",
+    "native_pattern",
     "parse_messages",
     "parse_part",
     "parse_parts",
@@ -84,6 +90,7 @@ __all__ = [
     "rule",
     "to_wire_errors",
     "union_tag",
+    "unknown_stay_unknown",
     "validate_wire",
 ]
 
@@ -146,17 +153,35 @@ def _reason(err: Mapping[str, Any]) -> str:
     return message
 
 
+_PATTERN_REASONS: dict[str, Callable[[object], str]] = {}
+"""Native ``pattern`` constraints whose mismatch has its own reason (by pattern text)."""
+
+_ANY_INPUT: Final = object()
+
+
+def native_pattern(pattern: str, reason: Callable[[object], str]) -> Any:
+    """A string constraint checked by pydantic-core (no Python runs on valid input).
+
+    ``pattern`` must be anchored (``^...$``; pydantic-core searches). When a value
+    does not match, the wire error reads ``reason(value)``: a fixed text chosen by
+    looking at the value, never quoting it.
+    """
+    _PATTERN_REASONS[pattern] = reason
+    return StringConstraints(pattern=pattern)
+
+
 def to_wire_errors(exc: ValidationError, *prefix: PathPart) -> WireErrors:
     """Wire errors for a pydantic failure of one of our models, paths in wire names.
 
     Like :func:`ahp_protocol.wire.errors.from_validation_error`, plus: union
     tags are dropped from paths, a broken conditional rule (:func:`rule`) is
-    reported at the field it names, and type errors read as rules ("must be an
-    object"). A missing field is reported at its object: ``call: id is required``.
-    Input values are never copied into a reason.
+    reported at the field it names, type errors read as rules ("must be an
+    object"), and a named field given as ``null`` reads "must not be null". A
+    missing field is reported at its object: ``call: id is required``. Input
+    values are never copied into a reason.
     """
     out: list[WireError] = []
-    for err in exc.errors(include_url=False, include_input=False):
+    for err in exc.errors(include_url=False, include_input=True):
         loc: list[PathPart] = [
             p
             for p in err.get("loc", ())
@@ -164,12 +189,18 @@ def to_wire_errors(exc: ValidationError, *prefix: PathPart) -> WireErrors:
         ]
         kind = err.get("type")
         ctx: Mapping[str, Any] = err.get("ctx") or {}
-        if kind == RULE_ERROR:
-            loc.extend(ctx.get("at", ()))
-            out.append(WireError(json_path([*prefix, *loc]), str(ctx.get("reason", "is invalid"))))
-        elif kind in ("missing", "extra_forbidden") and loc and isinstance(loc[-1], str):
+        value = err.get("input", _ANY_INPUT)
+        if kind in ("missing", "extra_forbidden") and loc and isinstance(loc[-1], str):
             what = "is required" if kind == "missing" else "is not an allowed field"
             out.append(WireError(json_path([*prefix, *loc[:-1]]), f"{loc[-1]} {what}"))
+        elif value is None and loc and isinstance(loc[-1], str):
+            out.append(WireError(json_path([*prefix, *loc]), "must not be null"))
+        elif kind == RULE_ERROR:
+            loc.extend(ctx.get("at", ()))
+            out.append(WireError(json_path([*prefix, *loc]), str(ctx.get("reason", "is invalid"))))
+        elif kind == "string_pattern_mismatch" and ctx.get("pattern") in _PATTERN_REASONS:
+            reason = _PATTERN_REASONS[ctx["pattern"]](value)
+            out.append(WireError(json_path([*prefix, *loc]), reason))
         else:
             out.append(WireError(json_path([*prefix, *loc]), _reason(dict(err))))
     return WireErrors(out)
@@ -188,68 +219,107 @@ _BASE_CONFIG: Final = ConfigDict(
     allow_inf_nan=False,
 )
 
+_T = TypeVar("_T")
+
+if TYPE_CHECKING:
+    Omittable: TypeAlias = _T | None
+else:
+
+    class Omittable:
+        """``Omittable[X]``: a field that may be left out, and is never ``null`` when given.
+
+        Typed ``X | None`` for type checkers (``None`` means "absent"); at run time it is
+        just ``X``, so pydantic-core itself rejects an explicit ``null`` and the default
+        ``None`` is never validated. No Python runs per field.
+        """
+
+        def __class_getitem__(cls, item: Any) -> Any:
+            return item
+
 
 class ClosedModel(BaseModel):
     """A closed wire object (``additionalProperties: false``): unknown fields are errors.
 
     Wire names on the wire (``mediaType``), Python names at the API
-    (``media_type``). Validation is strict, and an optional field present as
-    ``null`` is an error unless the field is listed in ``_nullable``. Fields
-    in ``_always`` (constants such as ``kind`` or ``type``) have defaults for
-    convenience in Python, are required in wire JSON (validated with
-    :data:`WIRE_CONTEXT`, as every ``parse_*`` function here does) and are
-    always written by :meth:`to_wire`.
+    (``media_type``). Validation is strict and native (no Python runs per
+    field): an optional field is declared ``Omittable[X] = None``, so it may be
+    left out but an explicit ``null`` is an error ("must not be null"); a field
+    that may be ``null`` says so in its type (``Any``). Constant fields (``kind``,
+    ``type``, ...) live on :class:`WireConstants` subclasses.
     """
 
     model_config = ConfigDict(**_BASE_CONFIG, extra="forbid")
 
-    _nullable: ClassVar[frozenset[str]] = frozenset()
     _always: ClassVar[frozenset[str]] = frozenset()
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _no_null(cls, value: Any, info: ValidationInfo) -> Any:
-        if value is None and info.field_name not in cls._nullable:
-            raise rule("must not be null")
-        return value
-
-    @model_validator(mode="before")
-    @classmethod
-    def _constants_given(cls, data: Any, info: ValidationInfo) -> Any:
-        if cls._always and isinstance(data, Mapping) and info.context is WIRE_CONTEXT:
-            for name in sorted(cls._always):
-                wire = cls.model_fields[name].alias or name
-                if wire not in data:
-                    raise rule(f"{wire} is required")
-        return data
-
-    def model_post_init(self, context: Any, /) -> None:
-        if self._always:
-            self.__pydantic_fields_set__.update(self._always)
+    """Constant fields (see :class:`WireConstants`); empty here."""
 
     def to_wire(self) -> dict[str, Any]:
         """The object as wire JSON: wire names, only the fields that were given."""
         return self.model_dump(by_alias=True, exclude_unset=True)
 
 
+class WireConstants(ClosedModel):
+    """A closed object with constant fields (``_always``: ``kind``, ``status``, ...).
+
+    The constants have defaults for convenience in Python, are required in wire
+    JSON (validated with :data:`WIRE_CONTEXT`, as every ``parse_*`` function here
+    does) and are always written by :meth:`to_wire`.
+    """
+
+    @model_validator(mode="before")
+    @classmethod
+    def _constants_given(cls, data: Any, info: ValidationInfo) -> Any:
+        if info.context is WIRE_CONTEXT and isinstance(data, Mapping):
+            for wire in _constant_names(cls):
+                if wire not in data:
+                    raise rule(f"{wire} is required")
+        return data
+
+    def model_post_init(self, context: Any, /) -> None:
+        self.__pydantic_fields_set__.update(self._always)
+
+
 class OpenModel(ClosedModel):
-    """An open wire object: unknown fields are kept and round-trip unchanged."""
+    """An open wire object: unknown fields are kept and round-trip unchanged.
+
+    A key spelled like a Python name (``parent_event_id``) is an unknown wire
+    field: it lands in the extras and must not count as the real field given.
+    pydantic counts every extra key as "set", so :func:`unknown_stay_unknown`
+    puts that right for a validated object (``parse_event`` does it once for the
+    envelope and its ``session``, the open objects that have renamed fields).
+    """
 
     model_config = ConfigDict(**_BASE_CONFIG, extra="allow")
 
-    @model_validator(mode="wrap")
-    @classmethod
-    def _unknown_stay_unknown(cls, data: Any, handler: Callable[[Any], Any]) -> Any:
-        model = handler(data)
-        # A key spelled like a Python name (``parent_event_id``) is an unknown wire
-        # field: it lands in the extras, and must not mark the real field as given.
-        extra = getattr(model, "__pydantic_extra__", None)
-        if extra and isinstance(data, Mapping):
-            for name, field in type(model).model_fields.items():
-                alias = field.alias or name
-                if name != alias and name in extra and alias not in data:
-                    model.__pydantic_fields_set__.discard(name)
-        return model
+
+@cache
+def _constant_names(cls: type[ClosedModel]) -> tuple[str, ...]:
+    """Wire names of a class's constants, in a fixed order (sorted by Python name)."""
+    return tuple(cls.model_fields[name].alias or name for name in sorted(cls._always))
+
+
+@cache
+def _renamed_fields(cls: type[ClosedModel]) -> tuple[tuple[str, str], ...]:
+    """``(python name, wire name)`` of the fields whose names differ."""
+    return tuple(
+        (name, field.alias)
+        for name, field in cls.model_fields.items()
+        if field.alias is not None and field.alias != name
+    )
+
+
+def unknown_stay_unknown(model: OpenModel, data: Mapping[str, Any]) -> None:
+    """Unmark fields that only an unknown Python-spelled key made look given.
+
+    ``data`` is the wire object ``model`` was validated from. A no-op unless the
+    object has extras (cheap to call on every validated object).
+    """
+    extra = model.__pydantic_extra__
+    if not extra:
+        return
+    for name, alias in _renamed_fields(type(model)):
+        if name in extra and alias not in data:
+            model.__pydantic_fields_set__.discard(name)
 
 
 def validate_wire(adapter: TypeAdapter[Any], value: object, *prefix: PathPart) -> Any:
@@ -325,15 +395,15 @@ class PartGap(ClosedModel):
     """Why a selected body is missing: ``{reason, path?}``."""
 
     reason: NonEmptyStr
-    path: NonEmptyStr | None = None
+    path: Omittable[NonEmptyStr] = None
 
 
-class _Part(ClosedModel):
+class _Part(WireConstants):
     _always = frozenset({"kind", "media_type", "selection"})
 
     id: NonEmptyStr
-    category: NonEmptyStr | None = None
-    synthesized: bool | None = None
+    category: Omittable[NonEmptyStr] = None
+    synthesized: Omittable[bool] = None
 
 
 class _TextPart(_Part):
@@ -358,24 +428,24 @@ class TextGapPart(_TextPart):
 
     selection: Literal["body"] = "body"
     gap: PartGap
-    size: NonNegativeInt | None = None
-    sha256: Sha256 | None = None
+    size: Omittable[NonNegativeInt] = None
+    sha256: Omittable[Sha256] = None
 
 
 class TextMetadataPart(_TextPart):
     """Text described, not carried."""
 
     selection: Literal["metadata"] = "metadata"
-    size: NonNegativeInt | None = None
-    sha256: Sha256 | None = None
+    size: Omittable[NonNegativeInt] = None
+    sha256: Omittable[Sha256] = None
 
 
 class TextOmittedPart(_TextPart):
     """Text left out on purpose."""
 
     selection: Literal["omit"] = "omit"
-    size: NonNegativeInt | None = None
-    sha256: Sha256 | None = None
+    size: Omittable[NonNegativeInt] = None
+    sha256: Omittable[Sha256] = None
 
 
 class AttachmentBodyPart(_AttachmentPart):
@@ -388,20 +458,20 @@ class AttachmentBodyPart(_AttachmentPart):
 class AttachmentGapPart(_AttachmentPart):
     selection: Literal["body"] = "body"
     gap: PartGap
-    size: NonNegativeInt | None = None
-    sha256: Sha256 | None = None
+    size: Omittable[NonNegativeInt] = None
+    sha256: Omittable[Sha256] = None
 
 
 class AttachmentMetadataPart(_AttachmentPart):
     selection: Literal["metadata"] = "metadata"
-    size: NonNegativeInt | None = None
-    sha256: Sha256 | None = None
+    size: Omittable[NonNegativeInt] = None
+    sha256: Omittable[Sha256] = None
 
 
 class AttachmentOmittedPart(_AttachmentPart):
     selection: Literal["omit"] = "omit"
-    size: NonNegativeInt | None = None
-    sha256: Sha256 | None = None
+    size: Omittable[NonNegativeInt] = None
+    sha256: Omittable[Sha256] = None
 
 
 def _field(value: Any, wire: str, python: str) -> Any:
@@ -465,7 +535,7 @@ class Message(ClosedModel):
     id: NonEmptyStr
     role: Role
     parts: list[ContentItem]
-    synthesized: bool | None = None
+    synthesized: Omittable[bool] = None
 
 
 class UserMessage(Message):
