@@ -1,33 +1,14 @@
-"""Shared pytest fixtures: the golden fixtures folder and the official JSON Schemas.
-
-The golden fixtures live outside the repository (``../shared/fixtures``); tests
-read them through ``AHP_FIXTURES_DIR`` and skip, saying why, where they are absent.
-The official SDK (``agenthooksprotocol``) is a test dependency only: its bundled
-``schemas.json`` is the machine contract we cross-check our messages against.
-"""
+"""Fixtures shared by every test folder (the helpers themselves live in ``kit_testing``)."""
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Callable
-from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parent
-SCHEMA_BASE = "https://agenthooksprotocol.org/schemas/draft/"
-
-
-def fixtures_root() -> Path:
-    """The ``ahp-draft`` fixtures folder (may not exist)."""
-    configured = os.environ.get("AHP_FIXTURES_DIR")
-    if configured:
-        return Path(configured)
-    return REPO_ROOT.parent / "shared" / "fixtures" / "ahp-draft"
+from kit_testing import fixtures_root, schema_errors
 
 
 @pytest.fixture(scope="session")
@@ -39,34 +20,6 @@ def fixtures_dir() -> Path:
             "(set AHP_FIXTURES_DIR to the ahp-draft fixtures folder)"
         )
     return root
-
-
-@cache
-def _schemas() -> dict[str, dict[str, Any]]:
-    text = resources.files("agenthooksprotocol").joinpath("schemas.json").read_text("utf-8")
-    return {schema["$id"]: schema for schema in json.loads(text)}
-
-
-@cache
-def _validator(name: str) -> Any:
-    import jsonschema
-    from referencing import Registry, Resource
-
-    schemas = _schemas()
-    registry: Registry[Any] = Registry().with_resources(
-        (uri, Resource.from_contents(schema)) for uri, schema in schemas.items()
-    )
-    schema = schemas[SCHEMA_BASE + name]
-    cls = jsonschema.validators.validator_for(schema)
-    return cls(schema, registry=registry, format_checker=cls.FORMAT_CHECKER)
-
-
-def schema_errors(name: str, instance: Any) -> list[str]:
-    """Errors of ``instance`` against one official schema, such as ``tool-before.schema.json``."""
-    return [
-        f"{'/'.join(map(str, e.absolute_path)) or '$'}: {e.message}"
-        for e in _validator(name).iter_errors(instance)
-    ]
 
 
 @pytest.fixture(scope="session")

@@ -38,7 +38,7 @@ from ahp_protocol.wire.events import parse_event
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import schema_errors
+from kit_testing import schema_errors
 
 Schema = Callable[[str, Any], list[str]]
 MARK = "SECRET"

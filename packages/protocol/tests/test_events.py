@@ -43,7 +43,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
-from conftest import fixtures_root, schema_errors
+from kit_testing import fixtures_root, schema_errors
 
 HARNESS = {"name": "fixture-harness", "version": "0"}
 Schema = Callable[[str, Any], list[str]]

@@ -19,7 +19,7 @@ from ahp_protocol.cli import validate_file
 from ahp_protocol.wire import messages
 from ahp_protocol.wire.errors import WireError, WireErrors
 
-from conftest import fixtures_root
+from kit_testing import fixtures_root
 
 HARNESS = {"name": "fixture-harness", "version": "0"}
 

@@ -1,14 +1,244 @@
-"""The ``ahp-adapter`` command (subcommands are added as dialects land)."""
+"""The ``ahp-adapter`` command: ``hook``, ``daemon``, ``install``, ``uninstall``.
+
+Owns argument parsing and exit codes. Each subcommand imports only what it
+needs: ``hook`` on the warm-daemon path stays on the standard library (it runs
+once per tool call). Usage errors exit 2, except for ``hook``, whose usage
+errors exit 1 (every harness reads exit 1 as a non-blocking error, and a
+broken command line must not look like a decision).
+"""
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Sequence
 
+DIALECT_HELP = "claude-code, codex, gemini, cursor or kimi (aliases: claude, gemini-cli, kimi-cli)"
+
+
+class _HookParser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        self.exit(1, f"{self.prog}: error: {message}\n")
+
+
+def _budget(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError("expected seconds, e.g. 10") from None
+    if not 0.1 <= seconds <= 600:
+        raise argparse.ArgumentTypeError("must be between 0.1 and 600 seconds")
+    return seconds
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ahp-adapter",
+        description="Run AHP backends from the native hooks of existing agent harnesses.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    hook = sub.add_parser(
+        "hook",
+        help="what the native harness runs as its hook (payload on stdin)",
+        description="Read one native hook payload on stdin, run the registration's chain, "
+        "answer in the dialect's own form (its blocking answer on a deny, nothing otherwise).",
+    )
+    hook.add_argument("dialect", help=DIALECT_HELP)
+    hook.add_argument("--registration", required=True, metavar="FILE")
+    hook.add_argument(
+        "--event",
+        metavar="NAME",
+        help="the native hook event (used when the payload is unreadable)",
+    )
+    hook.add_argument(
+        "--budget",
+        type=_budget,
+        default=10.0,
+        metavar="SECONDS",
+        help="answer within this many seconds whatever happens (default 10)",
+    )
+    hook.add_argument(
+        "--daemon",
+        choices=("auto", "off", "require"),
+        default="auto",
+        help="auto: use (and start) the warm daemon, else run in-process; off: always "
+        "in-process; require: daemon or failure policy (default auto)",
+    )
+    hook.add_argument(
+        "--skip-shell-mcp",
+        action="store_true",
+        help="cursor: ignore Shell and MCP calls in preToolUse (they have their own hooks)",
+    )
+    hook.add_argument("--harness-version", metavar="VERSION")
+    hook.add_argument("--idle-timeout", type=float, default=900.0, metavar="SECONDS")
+
+    daemon = sub.add_parser(
+        "daemon",
+        help="keep a registration's backends warm for hooks (started by hooks on first use)",
+    )
+    daemon.add_argument("action", nargs="?", choices=("run", "status", "stop"), default="run")
+    daemon.add_argument("--registration", required=True, metavar="FILE")
+    daemon.add_argument("--socket", metavar="PATH", help="default: in the private runtime dir")
+    daemon.add_argument("--ready-fd", type=int, metavar="FD", help=argparse.SUPPRESS)
+    daemon.add_argument("--idle-timeout", type=float, default=900.0, metavar="SECONDS")
+
+    for name, text in (("install", "merge our hooks into"), ("uninstall", "remove our hooks from")):
+        cmd = sub.add_parser(name, help=f"{text} the dialect's hook configuration")
+        cmd.add_argument("dialect", help=DIALECT_HELP)
+        if name == "install":
+            cmd.add_argument("--registration", required=True, metavar="FILE")
+            cmd.add_argument("--budget", type=_budget, default=10.0, metavar="SECONDS")
+            cmd.add_argument(
+                "--surface",
+                choices=("pretool", "split"),
+                default="pretool",
+                help="cursor: preToolUse for everything (default), or the shell and MCP "
+                "hooks plus preToolUse for the rest (no double firing either way)",
+            )
+            cmd.add_argument(
+                "--command",
+                dest="adapter_command",
+                metavar="CMD",
+                help="how the harness starts the adapter (default: this ahp-adapter, absolute)",
+            )
+            cmd.add_argument("--pre-tool-only", action="store_true", help="only the pre-tool hook")
+        cmd.add_argument("--project", metavar="DIR", help="project scope (default: user scope)")
+        cmd.add_argument("--config", metavar="FILE", help="this config file instead")
+        cmd.add_argument(
+            "--print", action="store_true", help="show the resulting file; write nothing"
+        )
+    return parser
+
+
+def _hook(argv: Sequence[str]) -> int:
+    parser = _HookParser(prog="ahp-adapter hook", add_help=True)
+    parser.add_argument("dialect")
+    parser.add_argument("--registration", required=True)
+    parser.add_argument("--event")
+    parser.add_argument("--budget", type=_budget, default=10.0)
+    parser.add_argument("--daemon", choices=("auto", "off", "require"), default="auto")
+    parser.add_argument("--skip-shell-mcp", action="store_true")
+    parser.add_argument("--harness-version")
+    parser.add_argument("--idle-timeout", type=float, default=900.0)
+    args = parser.parse_args(argv)
+    from ahp_adapters.hook import HookOptions, run
+
+    options = HookOptions(
+        dialect=args.dialect,
+        registration=args.registration,
+        event=args.event,
+        budget=args.budget,
+        daemon=args.daemon,
+        skip_shell_mcp=args.skip_shell_mcp,
+        harness_version=args.harness_version,
+        idle_timeout=args.idle_timeout,
+    )
+    return run(options)
+
+
+def _daemon(args: argparse.Namespace) -> int:
+    import os
+    import time
+
+    from ahp_adapters.decision import registration_path
+
+    registration = registration_path(args.registration)
+    if args.socket:
+        socket_path = args.socket
+    else:
+        from ahp_adapters.rundir import daemon_files
+
+        socket_path = os.fspath(daemon_files(registration, os.getcwd())[0])
+    if args.action == "run":
+        from ahp_adapters import daemon
+
+        return daemon.run(
+            registration, socket_path, ready_fd=args.ready_fd, idle_timeout=args.idle_timeout
+        )
+    import json
+    import socket
+
+    from ahp_adapters import client
+
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(2.0)
+        sock.connect(socket_path)
+    except OSError:
+        sock.close()
+        print(f"no daemon on {socket_path}", file=sys.stderr)
+        return 3
+    with sock:
+        try:
+            answer = client.exchange(
+                sock, {"op": args.action.replace("status", "ping")}, time.monotonic() + 5.0
+            )
+        except client.DaemonFailed as exc:
+            print(f"daemon did not answer: {exc}", file=sys.stderr)
+            return 1
+    print(json.dumps(answer, indent=2))
+    return 0
+
+
+def _install(args: argparse.Namespace) -> int:
+    import shlex
+
+    from ahp_adapters import dialects, install
+
+    try:
+        dialect = dialects.canonical_name(args.dialect)
+        if args.command == "install":
+            warnings = install.check_registration(args.registration, args.budget)
+            plan = install.plan_install(
+                dialect,
+                args.registration,
+                project=args.project,
+                config=args.config,
+                budget=args.budget,
+                surface=args.surface,
+                command=shlex.split(args.adapter_command) if args.adapter_command else None,
+                pre_tool_only=args.pre_tool_only,
+            )
+        else:
+            warnings = []
+            plan = install.plan_uninstall(dialect, project=args.project, config=args.config)
+    except (dialects.UnknownDialect, install.InstallError) as exc:
+        print(f"ahp-adapter {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    if args.print:
+        sys.stdout.write(plan.text())
+        return 0
+    if args.command == "uninstall" and plan.removed == 0:
+        print(f"no ahp-adapter hooks in {plan.path}", file=sys.stderr)
+        return 0
+    try:
+        install.write(plan)
+    except OSError as exc:
+        print(
+            f"ahp-adapter {args.command}: cannot write {plan.path} ({exc.strerror})",
+            file=sys.stderr,
+        )
+        return 1
+    verb = "installed" if args.command == "install" else "removed"
+    count = plan.added if args.command == "install" else plan.removed
+    print(f"{verb} {count} hook entries in {plan.path}", file=sys.stderr)
+    for note in plan.notes:
+        print(f"note: {note}", file=sys.stderr)
+    return 0
+
 
 def main(argv: Sequence[str] | None = None) -> int:
-    print("ahp-adapter: no subcommands yet", file=sys.stderr)
-    return 2
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list and args_list[0] == "hook" and not {"-h", "--help"} & set(args_list):
+        return _hook(args_list[1:])  # the hot path: no full parser
+    args = _parser().parse_args(args_list)
+    if args.command == "daemon":
+        return _daemon(args)
+    return _install(args)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,59 @@
+"""Test support shared by every test folder: the golden fixtures and the official schemas.
+
+Importable from any test as ``import kit_testing`` (the repository root is on the
+test path). Kept out of ``conftest.py`` on purpose: several folders have a
+``conftest.py`` of their own, so ``from conftest import ...`` would be ambiguous.
+
+The golden fixtures live outside the repository (``../shared/fixtures``); tests read
+them through ``AHP_FIXTURES_DIR``. The official SDK (``agenthooksprotocol``) is a test
+dependency only: its bundled ``schemas.json`` is the machine contract our messages are
+cross-checked against.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent
+SCHEMA_BASE = "https://agenthooksprotocol.org/schemas/draft/"
+
+
+def fixtures_root() -> Path:
+    """The ``ahp-draft`` fixtures folder (may not exist)."""
+    configured = os.environ.get("AHP_FIXTURES_DIR")
+    if configured:
+        return Path(configured)
+    return REPO_ROOT.parent / "shared" / "fixtures" / "ahp-draft"
+
+
+@cache
+def _schemas() -> dict[str, dict[str, Any]]:
+    text = resources.files("agenthooksprotocol").joinpath("schemas.json").read_text("utf-8")
+    return {schema["$id"]: schema for schema in json.loads(text)}
+
+
+@cache
+def _validator(name: str) -> Any:
+    import jsonschema
+    from referencing import Registry, Resource
+
+    schemas = _schemas()
+    registry: Registry[Any] = Registry().with_resources(
+        (uri, Resource.from_contents(schema)) for uri, schema in schemas.items()
+    )
+    schema = schemas[SCHEMA_BASE + name]
+    cls = jsonschema.validators.validator_for(schema)
+    return cls(schema, registry=registry, format_checker=cls.FORMAT_CHECKER)
+
+
+def schema_errors(name: str, instance: Any) -> list[str]:
+    """Errors of ``instance`` against one official schema, such as ``tool-before.schema.json``."""
+    return [
+        f"{'/'.join(map(str, e.absolute_path)) or '$'}: {e.message}"
+        for e in _validator(name).iter_errors(instance)
+    ]

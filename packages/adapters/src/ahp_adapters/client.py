@@ -1,0 +1,220 @@
+"""The hook's side of the warm daemon: find it, start it on first use, ask it one thing.
+
+Owns the socket exchange (one JSON line out, one JSON line back, bounded by
+the hook's deadline) and the start-up of a daemon that is not running: under
+an exclusive lock (so concurrent hooks start one daemon), a detached
+``python -m ahp_adapters daemon`` is spawned and the hook waits on a pipe for
+its "ready" line (a signal, not a sleep), at most :data:`START_WAIT_S`.
+
+Two failures, kept apart because they mean different things:
+:class:`DaemonUnreachable` (nothing was sent: the caller may run the chain
+itself) and :class:`DaemonFailed` (the request may have reached backends: the
+caller applies the failure policy, it does not retry). Standard library only;
+the hook process that uses it never imports pydantic or anyio.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import select
+import socket
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ahp_adapters.rundir import UnsafeRuntimeDir, daemon_files
+
+START_WAIT_S = 3.0
+"""Longest a hook waits for a daemon it started (it then runs the chain itself)."""
+DEFAULT_IDLE_S = 900.0
+MAX_ANSWER_BYTES = 1024 * 1024
+LOG_ROTATE_BYTES = 1024 * 1024
+
+
+class DaemonUnreachable(Exception):
+    """No daemon answered and nothing was sent."""
+
+
+class DaemonFailed(Exception):
+    """The request was sent (or may have been) and no complete answer came back."""
+
+
+def _remaining(deadline: float) -> float:
+    return deadline - time.monotonic()
+
+
+def _connect(path: Path, deadline: float) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(max(_remaining(deadline), 0.001))
+        sock.connect(os.fspath(path))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def exchange(sock: socket.socket, message: Mapping[str, Any], deadline: float) -> dict[str, Any]:
+    """Send one line, read one line (bounded in time and size); :class:`DaemonFailed` otherwise."""
+    data = json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode("utf-8") + b"\n"
+    try:
+        sock.settimeout(max(_remaining(deadline), 0.001))
+        sock.sendall(data)
+        buffer = b""
+        while b"\n" not in buffer:
+            sock.settimeout(max(_remaining(deadline), 0.001))
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise DaemonFailed("the daemon closed the connection without an answer")
+            buffer += chunk
+            if len(buffer) > MAX_ANSWER_BYTES:
+                raise DaemonFailed("the daemon's answer is too large")
+    except TimeoutError:
+        raise DaemonFailed("no answer from the daemon in time") from None
+    except OSError:
+        raise DaemonFailed("the daemon connection failed") from None
+    try:
+        answer = json.loads(buffer.split(b"\n", 1)[0])
+    except ValueError:
+        raise DaemonFailed("the daemon's answer is not JSON") from None
+    if not isinstance(answer, dict):
+        raise DaemonFailed("the daemon's answer is not an object")
+    return answer
+
+
+def _lock(path: Path, deadline: float) -> int:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if _remaining(deadline) <= 0:
+                os.close(fd)
+                raise DaemonUnreachable("another hook is starting the daemon") from None
+            # Another hook holds the start lock for at most START_WAIT_S; poll it briefly.
+            time.sleep(0.005)
+
+
+def _open_log(path: Path) -> int:
+    with contextlib.suppress(OSError):
+        if path.stat().st_size > LOG_ROTATE_BYTES:
+            os.replace(path, path.with_suffix(".log.1"))
+    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+
+
+def start_daemon(
+    registration: str,
+    socket_path: Path,
+    lock_path: Path,
+    log_path: Path,
+    *,
+    deadline: float,
+    idle_timeout: float,
+) -> None:
+    """Start the daemon for ``registration`` unless one answers; return once it is ready."""
+    wait_until = min(deadline, time.monotonic() + START_WAIT_S)
+    lock = _lock(lock_path, wait_until)
+    try:
+        with contextlib.suppress(OSError):
+            _connect(socket_path, wait_until).close()
+            return  # another hook started it while we waited for the lock
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(socket_path)  # stale: nothing listens there and we hold the lock
+        import subprocess
+
+        read_fd, write_fd = os.pipe()
+        log_fd = _open_log(log_path)
+        try:
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "ahp_adapters",
+                    "daemon",
+                    "run",
+                    "--registration",
+                    registration,
+                    "--socket",
+                    os.fspath(socket_path),
+                    "--ready-fd",
+                    str(write_fd),
+                    "--idle-timeout",
+                    str(idle_timeout),
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=log_fd,
+                pass_fds=(write_fd,),
+                start_new_session=True,
+                close_fds=True,
+            )
+        except OSError:
+            os.close(read_fd)
+            raise DaemonUnreachable("the daemon could not be started") from None
+        finally:
+            os.close(write_fd)
+            os.close(log_fd)
+        try:
+            if not _wait_ready(read_fd, wait_until):
+                raise DaemonUnreachable("the daemon did not become ready in time")
+        finally:
+            os.close(read_fd)
+    finally:
+        os.close(lock)
+
+
+def _wait_ready(fd: int, until: float) -> bool:
+    buffer = b""
+    while _remaining(until) > 0:
+        ready, _, _ = select.select([fd], [], [], _remaining(until))
+        if not ready:
+            return False
+        chunk = os.read(fd, 64)
+        if not chunk:
+            return False
+        buffer += chunk
+        if b"ready\n" in buffer:
+            return True
+    return False
+
+
+def call(
+    message: Mapping[str, Any],
+    *,
+    registration: str,
+    deadline: float,
+    autostart: bool = True,
+    idle_timeout: float = DEFAULT_IDLE_S,
+    cwd: str | None = None,
+) -> dict[str, Any]:
+    """Send ``message`` to this registration's daemon (started if asked); its answer."""
+    try:
+        socket_path, lock_path, log_path = daemon_files(registration, cwd or os.getcwd())
+    except (UnsafeRuntimeDir, OSError):
+        raise DaemonUnreachable("no safe runtime directory") from None
+    try:
+        sock = _connect(socket_path, deadline)
+    except OSError as exc:
+        if not autostart or exc.errno not in (errno.ENOENT, errno.ECONNREFUSED, errno.ENOTSOCK):
+            raise DaemonUnreachable("the daemon is not running") from None
+        start_daemon(
+            registration,
+            socket_path,
+            lock_path,
+            log_path,
+            deadline=deadline,
+            idle_timeout=idle_timeout,
+        )
+        try:
+            sock = _connect(socket_path, deadline)
+        except OSError:
+            raise DaemonUnreachable("the daemon is not reachable") from None
+    with sock:
+        return exchange(sock, message, deadline)

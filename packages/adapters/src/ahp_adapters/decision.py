@@ -1,0 +1,137 @@
+"""What one hook invocation decided, and which failure policy applies when nothing did.
+
+Owns :class:`Verdict` (``deny``, ``none`` or ``failure``; the form the daemon
+sends back over its socket) and :func:`registration_policy`, a standard
+library reading of a registration document that answers one question: if the
+adapter cannot run the chain at all (a malformed native payload, an
+unreadable registration, a daemon that died, a spent budget), does any
+``tool.before`` interceptor demand fail-closed?
+
+Conservative by construction: a backend whose subscriptions come from
+``hooks/configuration`` (none in the file) and a registration that cannot be
+read count as fail-closed, since nothing shows they may fail open. Never
+carries backend output or exception text: ``detail`` is a fixed phrase.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Policy = Literal["none", "fail-open", "fail-closed"]
+Decision = Literal["deny", "none", "failure"]
+
+GENERIC_DENIAL_REASON = "Required policy backend unavailable."
+"""The reason of every synthetic denial (the same text as the dispatcher's): no internals."""
+
+_MAX_REGISTRATION_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The outcome of running one ``tool.before`` (or of failing to).
+
+    ``failure`` means no chain result: ``policy`` says what to do about it
+    (``fail-closed``: block with the generic reason; otherwise answer nothing).
+    """
+
+    decision: Decision
+    reason: str | None = None
+    code: str | None = None
+    synthetic: bool = False
+    policy: Policy = "none"
+    detail: str = ""
+
+    @property
+    def blocks(self) -> bool:
+        return self.decision == "deny" or (
+            self.decision == "failure" and self.policy == "fail-closed"
+        )
+
+    @property
+    def block_reason(self) -> str:
+        """The reason the harness (and the model) sees; generic for anything synthetic."""
+        if self.decision == "deny" and not self.synthetic and self.reason:
+            return self.reason
+        return GENERIC_DENIAL_REASON
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "decision": self.decision,
+            "reason": self.reason,
+            "code": self.code,
+            "synthetic": self.synthetic,
+            "policy": self.policy,
+            "detail": self.detail,
+        }
+
+    @classmethod
+    def from_json(cls, obj: object) -> Verdict:
+        """A verdict from the daemon; anything unexpected is a fail-closed failure."""
+        if not isinstance(obj, Mapping) or obj.get("decision") not in ("deny", "none", "failure"):
+            return cls("failure", policy="fail-closed", detail="unreadable daemon answer")
+        policy = obj.get("policy")
+        reason = obj.get("reason")
+        code = obj.get("code")
+        detail = obj.get("detail")
+        return cls(
+            obj["decision"],
+            reason=reason if isinstance(reason, str) else None,
+            code=code if isinstance(code, str) else None,
+            synthetic=obj.get("synthetic") is True,
+            policy=policy if policy in ("none", "fail-open", "fail-closed") else "fail-closed",
+            detail=detail if isinstance(detail, str) else "",
+        )
+
+
+def _matches_tool_before(selector: object) -> bool:
+    return selector in ("*", "tool.*", "tool.before")
+
+
+def registration_policy(doc: object) -> Policy:
+    """The strictest failure policy among ``tool.before`` interceptors of a registration doc."""
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("hooks"), list):
+        return "fail-closed"
+    found: Policy = "none"
+    for hook in doc["hooks"]:
+        if not isinstance(hook, Mapping):
+            return "fail-closed"
+        subscriptions = hook.get("subscriptions")
+        if subscriptions is None:
+            return "fail-closed"  # discovered at start-up: its policy is unknown here
+        if not isinstance(subscriptions, list):
+            return "fail-closed"
+        for sub in subscriptions:
+            if not isinstance(sub, Mapping) or sub.get("mode") != "intercept":
+                continue
+            events = sub.get("events")
+            if not isinstance(events, list) or not any(_matches_tool_before(e) for e in events):
+                continue
+            if (
+                sub.get("failurePolicy") != "fail-open"
+                or sub.get("scope") == "managed"
+                or sub.get("disableable") is False
+            ):
+                return "fail-closed"
+            found = "fail-open"
+    return found
+
+
+def read_policy(path: str) -> Policy:
+    """:func:`registration_policy` of a file; ``fail-closed`` when it cannot be read."""
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(_MAX_REGISTRATION_BYTES + 1)
+        if len(raw) > _MAX_REGISTRATION_BYTES:
+            return "fail-closed"
+        return registration_policy(json.loads(raw.decode("utf-8-sig")))
+    except (OSError, ValueError):
+        return "fail-closed"
+
+
+def registration_path(path: str) -> str:
+    """The registration's absolute real path (the daemon's identity depends on it)."""
+    return os.path.realpath(os.path.expanduser(path))

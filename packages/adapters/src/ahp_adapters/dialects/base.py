@@ -1,0 +1,243 @@
+"""What every native dialect shares: the codec interface and the small helpers behind it.
+
+Owns :class:`Dialect` (parse one native payload into a :class:`Parsed`, render
+a deny or "nothing" as a :class:`NativeAnswer`), :class:`PayloadError` (a
+payload we cannot read, with a fixed reason), and the helpers the codecs use:
+tool input parsing, stable synthesized ids, MCP descriptors, canonical tool
+output messages, URL and argument scrubbing.
+
+Never: imports anything outside the standard library (the hook process that
+talks to the warm daemon must start fast), emits a native "allow" (no effect
+is never permission), or puts payload values into an error message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+from urllib.parse import urlsplit, urlunsplit
+
+HookKind = Literal["tool.before", "tool.after", "session.start", "session.end", "ignore"]
+
+TOOL_PATH_NATIVE = "native"
+TOOL_PATH_MCP = "mcp"
+MAX_REASON_CHARS = 2000
+"""Deny reasons are cut here: several harnesses inject hook output into the model's context."""
+MAX_OUTPUT_TEXT_BYTES = 1024 * 1024
+"""A tool output longer than this is sent as a gap in ``tool.after`` (frames stay small)."""
+SECRET_FLAG = re.compile(r"(?i)(token|secret|password|passwd|api[-_]?key|auth|credential)")
+
+
+class PayloadError(ValueError):
+    """A native payload this dialect cannot read. The message is fixed: no payload values."""
+
+
+@dataclass(frozen=True, slots=True)
+class NativeAnswer:
+    """What the hook process writes and how it exits."""
+
+    stdout: str = ""
+    stderr: str = ""
+    exit_code: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Parsed:
+    """One native payload, read.
+
+    ``kind`` is the canonical event it maps to (``ignore``: not one we handle).
+    ``fields`` are the event's own fields (``session``, ``call``, ``tool``,
+    ``path``, ``trigger``, ...); the envelope (``id``, ``source``, ``time``,
+    ``harness``, ``native``) is added by :mod:`ahp_adapters.events`.
+    """
+
+    kind: HookKind
+    native_event: str
+    fields: dict[str, Any] = field(default_factory=dict)
+    harness_version: str | None = None
+    pairing: tuple[str, str] | None = None
+    """(session id, tool key) when ``call.id`` was synthesized: pairs a later ``tool.after``."""
+
+
+def canonical_json(value: Any) -> str:
+    """The one serialization used for hashing (sorted keys, no spaces, ASCII)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def stable_id(prefix: str, *parts: Any) -> str:
+    """``prefix_`` + 32 hex digits of SHA-256 over ``parts``: the same parts give the same id."""
+    digest = hashlib.sha256(canonical_json(list(parts)).encode("ascii")).hexdigest()
+    return f"{prefix}_{digest[:32]}"
+
+
+def text(payload: Mapping[str, Any], key: str, *, required: bool = False) -> str | None:
+    """A non-empty string field, or ``None``; a wrong type is a :class:`PayloadError`."""
+    value = payload.get(key)
+    if value is None or value == "":
+        if required:
+            raise PayloadError(f"missing field {key}")
+        return None
+    if not isinstance(value, str):
+        raise PayloadError(f"field {key} is not a string")
+    return value
+
+
+def tool_input(value: Any, key: str = "tool_input") -> dict[str, Any]:
+    """The tool input as a JSON object: an object as is, or a string holding one."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise PayloadError(f"field {key} is a string that is not JSON") from None
+    if not isinstance(value, dict):
+        raise PayloadError(f"field {key} is not an object")
+    return value
+
+
+def scrub_url(url: str) -> str:
+    """A URL without userinfo, query or fragment (they may carry credentials)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return ""
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def scrub_args(args: list[Any]) -> list[str]:
+    """Command arguments with the value after a secret-looking flag (or in ``K=V``) masked."""
+    out: list[str] = []
+    mask_next = False
+    for arg in args:
+        value = str(arg)
+        if mask_next:
+            out.append("[redacted]")
+            mask_next = False
+            continue
+        name, eq, _ = value.partition("=")
+        if SECRET_FLAG.search(name):
+            if eq:
+                out.append(f"{name}=[redacted]")
+                continue
+            mask_next = value.startswith("-")
+        out.append(value)
+    return out
+
+
+def unknown_connection(reason: str) -> dict[str, Any]:
+    """An MCP connection the harness does not disclose: a private transport with gaps."""
+    return {
+        "transport": "_undisclosed",
+        "gaps": [{"path": "addressForm", "reason": reason}, {"path": "address", "reason": reason}],
+    }
+
+
+def mcp_tool(
+    server: str, tool_name: str, *, provenance: str, connection: dict[str, Any]
+) -> dict[str, Any]:
+    return {
+        "server": {"id": server},
+        "toolName": tool_name,
+        "provenance": provenance,
+        "connection": connection,
+    }
+
+
+def output_text(value: Any) -> str:
+    """A tool's output as text: strings as they are, anything else serialized as JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def output_items(call_id: str, value: Any) -> list[dict[str, Any]]:
+    """``tool.after`` items: one ``tool`` message holding the output as one text part."""
+    message_id = stable_id("msg", call_id, "output")
+    part: dict[str, Any] = {
+        "id": stable_id("part", call_id, "output"),
+        "kind": "text",
+        "mediaType": "text/plain",
+        "selection": "body",
+    }
+    if value is None:
+        return [{"id": message_id, "role": "tool", "parts": []}]
+    body = output_text(value)
+    if len(body.encode("utf-8")) > MAX_OUTPUT_TEXT_BYTES:
+        part["gap"] = {"reason": "tool output larger than the adapter's 1 MiB limit"}
+    else:
+        part["text"] = body
+    return [{"id": message_id, "role": "tool", "parts": [part]}]
+
+
+def clip(reason: str) -> str:
+    reason = reason.strip() or "Denied by policy."
+    return reason if len(reason) <= MAX_REASON_CHARS else reason[: MAX_REASON_CHARS - 1] + "…"
+
+
+class Dialect:
+    """One native hook dialect. Subclasses fill the class attributes and the three methods.
+
+    - :meth:`parse`: native payload -> :class:`Parsed` (or :class:`PayloadError`);
+    - :meth:`render_deny`: the dialect's own blocking answer for a pre-tool event
+      (``native_event`` ``None`` when the event could not be told: the most
+      portable blocking form, exit 2 with the reason on stderr);
+    - :meth:`render_nothing`: what "no decision" looks like (never native allow).
+    """
+
+    name: ClassVar[str] = ""
+    harness_name: ClassVar[str] = ""
+    provider: ClassVar[str] = ""
+    pre_tool_events: ClassVar[frozenset[str]] = frozenset()
+    all_events: ClassVar[frozenset[str]] = frozenset()
+    """Native events this codec reads (the installer wires these)."""
+    stderr_ok: ClassVar[bool] = True
+    """Whether diagnostics on stderr are harmless when the hook exits 0."""
+    native_timeout_unit: ClassVar[Literal["s", "ms"]] = "s"
+    documented_timeout_s: ClassVar[float] = 600.0
+
+    def resolve(self, payload: Mapping[str, Any]) -> Dialect:
+        """The dialect that really sent ``payload`` (a harness may load another's hook file)."""
+        return self
+
+    def event_name(self, payload: Mapping[str, Any]) -> str | None:
+        value = payload.get("hook_event_name")
+        return value if isinstance(value, str) and value else None
+
+    def parse(self, payload: Mapping[str, Any], *, options: Mapping[str, Any]) -> Parsed:
+        raise NotImplementedError
+
+    def render_deny(self, reason: str, native_event: str | None) -> NativeAnswer:
+        raise NotImplementedError
+
+    def render_nothing(self, native_event: str | None) -> NativeAnswer:
+        return NativeAnswer()
+
+    def is_pre_tool(self, native_event: str | None) -> bool:
+        return native_event in self.pre_tool_events
+
+    def exit2_deny(self, reason: str) -> NativeAnswer:
+        """The blocking form every supported dialect shares: exit 2, reason on stderr."""
+        return NativeAnswer(stderr=clip(reason) + "\n", exit_code=2)
+
+    def capabilities(self, native_event: str) -> dict[str, Any]:
+        """What the adapter can enforce at this pre-tool event: ``deny`` only.
+
+        ``allow`` is never advertised: encoding it would mean emitting the
+        native allow, which skips the harness's own permission prompt.
+        """
+        return {"effects": ["deny"]}
+
+    def manifest_gaps(self) -> list[dict[str, str]]:
+        return []
+
+    def tool_paths(self) -> list[str]:
+        return [TOOL_PATH_NATIVE, TOOL_PATH_MCP]
+
+    def observed_events(self) -> list[str]:
+        return ["tool.before", "tool.after", "session.start", "session.end", "hook.failure"]

@@ -1,0 +1,301 @@
+"""Claude Code hooks (``PreToolUse``, ``PostToolUse``, ``PostToolUseFailure``, sessions).
+
+Owns the Claude Code codec and the codecs of the harnesses that load Claude's
+hook files (VS Code agent hooks; Cursor with third-party configs): the caller
+is told from the payload (``cursor_version``/``conversation_id``: Cursor;
+camelCase ``hookEventName``/``sessionId``: VS Code) and the right codec reads
+it and answers in its own blocking form.
+
+Deny: exit 0 with ``hookSpecificOutput.permissionDecision: "deny"`` (the
+documented JSON form). No effect: exit 0, empty stdout; never ``allow``, which
+would skip Claude's permission prompt. Fact source: docs/native-dialects §1,
+§2.5, §7 (Claude Agent SDK types, official hooks reference).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from ahp_adapters.dialects.base import (
+    TOOL_PATH_MCP,
+    TOOL_PATH_NATIVE,
+    Dialect,
+    NativeAnswer,
+    Parsed,
+    PayloadError,
+    clip,
+    mcp_tool,
+    output_items,
+    text,
+    tool_input,
+    unknown_connection,
+)
+
+CLAUDE_KINDS: dict[str, str] = {
+    "Bash": "shell",
+    "PowerShell": "shell",
+    "Monitor": "shell",
+    "Read": "file_read",
+    "Write": "file_write",
+    "Edit": "file_edit",
+    "MultiEdit": "file_edit",
+    "NotebookEdit": "file_edit",
+    "Glob": "search",
+    "Grep": "search",
+    "WebSearch": "search",
+    "LSP": "search",
+    "WebFetch": "fetch",
+    "Agent": "task",
+    "Task": "task",
+}
+"""Claude Code tool names -> AHP kind (anything else is ``other``; MCP tools are ``mcp``)."""
+
+SESSION_TRIGGERS = {"startup": "startup", "resume": "resume", "compact": "compact"}
+SESSION_END_OUTCOMES = {
+    "clear": "completed",
+    "logout": "completed",
+    "prompt_input_exit": "completed",
+    "exit": "completed",
+}
+
+
+def split_mcp(name: str, prefix: str = "mcp__") -> tuple[str, str] | None:
+    """``mcp__<server>__<tool>`` -> (server, tool), else ``None``."""
+    if not name.startswith(prefix):
+        return None
+    server, sep, tool = name[len(prefix) :].partition("__")
+    if not (sep and server and tool):
+        return None
+    return server, tool
+
+
+def describe_tool(
+    name: str, arguments: dict[str, Any], kinds: Mapping[str, str]
+) -> tuple[dict[str, Any], str]:
+    """(``tool``, ``path``) for a Claude-style tool name (``mcp__server__tool`` is MCP)."""
+    mcp = split_mcp(name)
+    if mcp is not None:
+        server, tool = mcp
+        descriptor = mcp_tool(
+            server,
+            tool,
+            provenance="inferred",
+            connection=unknown_connection("the hook payload names only the server"),
+        )
+        tool_obj = {
+            "name": name,
+            "kind": "mcp",
+            "input": arguments,
+            "origin": "mcp",
+            "mcp": descriptor,
+        }
+        return tool_obj, TOOL_PATH_MCP
+    kind = kinds.get(name, "other")
+    return {"name": name, "kind": kind, "input": arguments, "origin": "native"}, TOOL_PATH_NATIVE
+
+
+def session_of(payload: Mapping[str, Any], *, id_key: str = "session_id") -> dict[str, Any] | None:
+    sid = text(payload, id_key)
+    if sid is None:
+        return None
+    session: dict[str, Any] = {"id": sid}
+    cwd = text(payload, "cwd")
+    if cwd:
+        session["cwd"] = cwd
+    model = payload.get("model")
+    if isinstance(model, str) and model:
+        session["model"] = model
+    agent_id = text(payload, "agent_id")
+    if agent_id:
+        agent: dict[str, Any] = {"id": agent_id}
+        agent_type = text(payload, "agent_type")
+        if agent_type:
+            agent["type"] = agent_type
+        session["agent"] = agent
+    return session
+
+
+def with_session(fields: dict[str, Any], session: dict[str, Any] | None) -> dict[str, Any]:
+    if session is not None:
+        fields["session"] = session
+    return fields
+
+
+class ClaudeCode(Dialect):
+    name: ClassVar[str] = "claude-code"
+    harness_name: ClassVar[str] = "claude-code"
+    provider: ClassVar[str] = "claude-code"
+    pre_tool_events: ClassVar[frozenset[str]] = frozenset({"PreToolUse"})
+    all_events: ClassVar[frozenset[str]] = frozenset(
+        {"PreToolUse", "PostToolUse", "PostToolUseFailure", "SessionStart", "SessionEnd"}
+    )
+    kinds: ClassVar[Mapping[str, str]] = CLAUDE_KINDS
+    documented_timeout_s: ClassVar[float] = 600.0
+
+    def resolve(self, payload: Mapping[str, Any]) -> Dialect:
+        if "cursor_version" in payload or "conversation_id" in payload:
+            from ahp_adapters.dialects.cursor import CursorViaClaude
+
+            return CursorViaClaude()
+        if "hookEventName" in payload or "sessionId" in payload:
+            return VSCode()
+        return self
+
+    def parse(self, payload: Mapping[str, Any], *, options: Mapping[str, Any]) -> Parsed:
+        event = self.event_name(payload) or options.get("event")
+        if not isinstance(event, str) or event not in self.all_events:
+            return Parsed("ignore", str(event or ""))
+        session = session_of(payload)
+        if event == "SessionStart":
+            return self._session_start(payload, session, event)
+        if event == "SessionEnd":
+            return self._session_end(payload, session, event)
+        name = text(payload, "tool_name", required=True)
+        assert name is not None
+        arguments = tool_input(payload.get("tool_input"))
+        call_id = text(payload, "tool_use_id", required=True)
+        tool, path = describe_tool(name, arguments, self.kinds)
+        fields = with_session({"call": {"id": call_id}, "tool": tool, "path": path}, session)
+        self._extra(payload, fields)
+        if event in self.pre_tool_events:
+            return Parsed("tool.before", event, fields)
+        return Parsed("tool.after", event, self._after(payload, fields, event))
+
+    def _extra(self, payload: Mapping[str, Any], fields: dict[str, Any]) -> None:
+        """Dialect-specific fields (Codex adds ``turn``)."""
+
+    def _after(
+        self, payload: Mapping[str, Any], fields: dict[str, Any], event: str
+    ) -> dict[str, Any]:
+        call_id = fields["call"]["id"]
+        fields["execution"] = {"status": "executed"}
+        if event == "PostToolUseFailure":
+            if payload.get("is_interrupt") is True:
+                fields.update(outcome="cancelled", items=[])
+                return fields
+            message = payload.get("error")
+            fields["outcome"] = "error"
+            fields["error"] = {
+                "message": clip(message) if isinstance(message, str) else "the tool failed",
+                "class": "tool_error",
+            }
+            fields["items"] = []
+            return fields
+        fields["outcome"] = "ok"
+        fields["items"] = output_items(call_id, payload.get("tool_response"))
+        return fields
+
+    def _session_start(
+        self, payload: Mapping[str, Any], session: dict[str, Any] | None, event: str
+    ) -> Parsed:
+        if session is None:
+            raise PayloadError("missing field session_id")
+        source = payload.get("source")
+        fields: dict[str, Any] = {"session": session, "items": []}
+        trigger = SESSION_TRIGGERS.get(source) if isinstance(source, str) else None
+        if trigger is None:
+            # "clear" needs the previous session's id (resumedFrom), which the payload lacks.
+            fields["trigger"] = "startup"
+            fields["gaps"] = [
+                {"path": "trigger", "reason": "native source has no AHP trigger without its origin"}
+            ]
+        else:
+            fields["trigger"] = trigger
+        mode = payload.get("permission_mode")
+        fields["permissionMode"] = mode if isinstance(mode, str) and mode else "unknown"
+        return Parsed("session.start", event, fields)
+
+    def _session_end(
+        self, payload: Mapping[str, Any], session: dict[str, Any] | None, event: str
+    ) -> Parsed:
+        if session is None:
+            raise PayloadError("missing field session_id")
+        reason = payload.get("reason")
+        reason = reason if isinstance(reason, str) and reason else "unknown"
+        outcome = SESSION_END_OUTCOMES.get(reason, "unknown")
+        return Parsed(
+            "session.end", event, {"session": session, "outcome": outcome, "reason": reason}
+        )
+
+    def render_deny(self, reason: str, native_event: str | None) -> NativeAnswer:
+        if native_event not in self.pre_tool_events:
+            return self.exit2_deny(reason)
+        output = {
+            "hookSpecificOutput": {
+                "hookEventName": native_event,
+                "permissionDecision": "deny",
+                "permissionDecisionReason": clip(reason),
+            }
+        }
+        return NativeAnswer(stdout=json.dumps(output, ensure_ascii=False) + "\n")
+
+    def manifest_gaps(self) -> list[dict[str, str]]:
+        return [
+            {"path": "toolPaths.mention", "reason": "@file mentions do not fire PreToolUse"},
+            {"path": "toolPaths.skill", "reason": "a typed /skill does not fire PreToolUse"},
+            {
+                "path": "tool.mcp.connection",
+                "reason": "MCP tools are named mcp__server__tool; no connection details",
+            },
+        ]
+
+
+VSCODE_KINDS: dict[str, str] = {
+    "run_in_terminal": "shell",
+    "run_task": "shell",
+    "create_and_run_task": "shell",
+    "read_file": "file_read",
+    "read_notebook_cell_output": "file_read",
+    "create_file": "file_write",
+    "create_directory": "file_write",
+    "replace_string_in_file": "file_edit",
+    "multi_replace_string_in_file": "file_edit",
+    "insert_edit_into_file": "file_edit",
+    "apply_patch": "file_edit",
+    "edit_notebook_file": "file_edit",
+    "file_search": "search",
+    "grep_search": "search",
+    "semantic_search": "search",
+    "list_dir": "search",
+    "search_workspace_symbols": "search",
+    "list_code_usages": "search",
+    "fetch_webpage": "fetch",
+    "runSubagent": "task",
+}
+
+
+class VSCode(ClaudeCode):
+    """VS Code agent hooks running a Claude-format hook (camelCase common fields).
+
+    Same blocking form as Claude Code (``hookSpecificOutput`` deny); VS Code's
+    ``allow`` auto-approves, so no effect stays empty output.
+    """
+
+    name: ClassVar[str] = "vscode"
+    harness_name: ClassVar[str] = "vscode"
+    provider: ClassVar[str] = "vscode"
+    all_events: ClassVar[frozenset[str]] = frozenset({"PreToolUse", "PostToolUse", "SessionStart"})
+    kinds: ClassVar[Mapping[str, str]] = VSCODE_KINDS
+    documented_timeout_s: ClassVar[float] = 30.0
+
+    def resolve(self, payload: Mapping[str, Any]) -> Dialect:
+        return self
+
+    def event_name(self, payload: Mapping[str, Any]) -> str | None:
+        value = payload.get("hookEventName") or payload.get("hook_event_name")
+        return value if isinstance(value, str) and value else None
+
+    def parse(self, payload: Mapping[str, Any], *, options: Mapping[str, Any]) -> Parsed:
+        normalized = dict(payload)
+        if "sessionId" in payload and "session_id" not in payload:
+            normalized["session_id"] = payload["sessionId"]
+        normalized.pop("model", None)
+        return super().parse(normalized, options=options)
+
+    def manifest_gaps(self) -> list[dict[str, str]]:
+        return [
+            {"path": "tool.mcp", "reason": "VS Code's MCP tool naming is not documented"},
+            {"path": "matcher", "reason": "VS Code ignores hook matchers"},
+        ]

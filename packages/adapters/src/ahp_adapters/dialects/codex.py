@@ -1,0 +1,80 @@
+"""OpenAI Codex CLI hooks (``PreToolUse``, ``PostToolUse``, ``SessionStart``).
+
+Owns the Codex codec. Codex fires ``PreToolUse`` only for shell tools (all
+reported as ``Bash``), ``apply_patch`` and MCP tools (``mcp__server__tool``):
+the manifest says so in ``gaps``, and ``deny`` is advertised only for what goes
+through the hook. ``turn_id`` becomes ``turn.id``, ``model`` ``session.model``.
+
+Deny: exit 0 with ``hookSpecificOutput.permissionDecision: "deny"``; when the
+event cannot be told, exit 2 with a non-empty stderr reason (Codex treats exit
+2 with an empty stderr as a failure, which fails open). No effect: exit 0,
+empty stdout; a bare ``allow`` is "unsupported" in Codex and the run fails
+(open), so it is never written. Fact source: docs/native-dialects §4 (codex-rs
+hooks source and generated schemas).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from ahp_adapters.dialects.claude import ClaudeCode
+
+CODEX_KINDS: dict[str, str] = {"Bash": "shell", "apply_patch": "file_edit"}
+
+_PATCH_HEADER = re.compile(r"^\*\*\* (Add|Update|Delete) File: ", re.MULTILINE)
+
+
+def patch_kind(arguments: Mapping[str, Any]) -> str:
+    """``file_write`` for a patch that only adds files, else ``file_edit``."""
+    body = arguments.get("command")
+    if not isinstance(body, str):
+        return "file_edit"
+    operations = set(_PATCH_HEADER.findall(body))
+    return "file_write" if operations == {"Add"} else "file_edit"
+
+
+class Codex(ClaudeCode):
+    name: ClassVar[str] = "codex"
+    harness_name: ClassVar[str] = "codex"
+    provider: ClassVar[str] = "codex"
+    pre_tool_events: ClassVar[frozenset[str]] = frozenset({"PreToolUse"})
+    all_events: ClassVar[frozenset[str]] = frozenset({"PreToolUse", "PostToolUse", "SessionStart"})
+    kinds: ClassVar[Mapping[str, str]] = CODEX_KINDS
+    documented_timeout_s: ClassVar[float] = 600.0
+
+    def resolve(self, payload: Mapping[str, Any]) -> ClaudeCode:
+        return self
+
+    def _extra(self, payload: Mapping[str, Any], fields: dict[str, Any]) -> None:
+        turn = payload.get("turn_id")
+        if isinstance(turn, str) and turn:
+            fields["turn"] = {"id": turn}
+        tool = fields["tool"]
+        if tool["name"] == "apply_patch":
+            tool["kind"] = patch_kind(tool["input"])
+
+    def _after(
+        self, payload: Mapping[str, Any], fields: dict[str, Any], event: str
+    ) -> dict[str, Any]:
+        if "tool_response" not in payload and "tool_output" in payload:
+            payload = {**payload, "tool_response": payload["tool_output"]}
+        return super()._after(payload, fields, event)
+
+    def manifest_gaps(self) -> list[dict[str, str]]:
+        return [
+            {
+                "path": "toolPaths.native",
+                "reason": "Codex fires PreToolUse only for shell, apply_patch and MCP tools; "
+                "read_file, web_search and other native tools are not intercepted",
+            },
+            {
+                "path": "tool.mcp.connection",
+                "reason": "MCP tools are named mcp__server__tool; no connection details",
+            },
+            {"path": "events.session.end", "reason": "Codex has no session end hook"},
+        ]
+
+    def observed_events(self) -> list[str]:
+        return ["tool.before", "tool.after", "session.start", "hook.failure"]

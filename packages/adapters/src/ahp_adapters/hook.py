@@ -1,0 +1,424 @@
+"""``ahp-adapter hook <dialect>``: what the native harness runs as its hook.
+
+For a pre-tool hook: read the native payload from stdin, build ``tool.before``,
+run the registration's chain (through the warm daemon, or in this process),
+and answer in the dialect's own form: its blocking answer on a deny (a
+backend's reason, or the generic reason after a fail-closed failure), and
+*nothing* (exit 0, empty stdout) otherwise. Never the native "allow": no
+effect is not permission, and the harness's own permission prompt must run.
+
+The failure policy lives here because every native harness fails open when a
+hook crashes or times out. Everything runs inside ``--budget`` seconds (well
+inside the native hook timeout the installer writes); a spent budget, a
+malformed payload, an unreadable registration, a daemon that died with the
+request, an internal error: each is a failure, and the strictest
+``tool.before`` interceptor's policy decides (fail-closed: the blocking
+answer with the generic reason; fail-open: nothing). Post-tool and session
+hooks become ``tool.after``, ``session.start`` and ``session.end``
+observations: best effort, never an answer.
+
+Stdout carries the native answer and nothing else (file descriptor 1 is
+pointed at stderr while the chain runs); no traceback ever reaches it.
+Diagnostics go to stderr where the dialect tolerates it (not Gemini, which
+reads stray text). The daemon path imports only the standard library.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ahp_adapters import dialects
+from ahp_adapters.decision import Verdict, read_policy, registration_path
+from ahp_adapters.dialects.base import Dialect, NativeAnswer, Parsed, PayloadError
+
+DEFAULT_BUDGET_S = 10.0
+MAX_INPUT_BYTES = 8 * 1024 * 1024
+EXIT_RESERVE_S = 0.25
+"""Kept back from the budget for rendering, writing and exiting."""
+IN_PROCESS_CLOSE_S = 0.75
+"""Kept back when the chain runs in-process: closing backends (stdin EOF, then kill) takes time."""
+OBSERVE_BUDGET_S = 2.0
+WATCHDOG_GRACE_S = 0.5
+"""How long past its budget the hook may run before the watchdog answers and exits."""
+
+DaemonMode = Literal["auto", "off", "require"]
+
+
+@dataclass(frozen=True)
+class HookOptions:
+    dialect: str
+    registration: str
+    event: str | None = None
+    budget: float = DEFAULT_BUDGET_S
+    daemon: DaemonMode = "auto"
+    skip_shell_mcp: bool = False
+    harness_version: str | None = None
+    idle_timeout: float = 900.0
+
+
+class InputTimeout(Exception):
+    """Stdin did not reach EOF within the budget."""
+
+
+class _Log:
+    """Diagnostics, held until the answer is known: written to stderr only when the
+    dialect tolerates it there and the answer does not use stderr itself (exit 2)."""
+
+    def __init__(self, enabled: bool, stream: Any) -> None:
+        self.enabled = enabled
+        self.stream = stream
+        self.lines: list[str] = []
+
+    def __call__(self, message: str) -> None:
+        self.lines.append(f"ahp-adapter: {message}\n")
+
+    def flush(self, answer: NativeAnswer) -> None:
+        if self.enabled and answer.exit_code == 0 and self.lines:
+            with contextlib.suppress(Exception):
+                self.stream.write("".join(self.lines))
+                self.stream.flush()
+
+
+def read_input(fd: int, deadline: float, limit: int = MAX_INPUT_BYTES) -> bytes:
+    """Everything on ``fd`` until EOF, bounded in time and size."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise InputTimeout
+        ready, _, _ = select.select([fd], [], [], remaining)
+        if not ready:
+            raise InputTimeout
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > limit:
+            raise PayloadError("payload larger than the adapter accepts")
+        chunks.append(chunk)
+
+
+def parse_payload(raw: bytes) -> dict[str, Any]:
+    try:
+        payload = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise PayloadError("payload is not UTF-8 JSON") from None
+    if not isinstance(payload, dict):
+        raise PayloadError("payload is not a JSON object")
+    return payload
+
+
+def decide(
+    event: Mapping[str, Any],
+    capabilities: Mapping[str, Any],
+    options: HookOptions,
+    deadline: float,
+    log: _Log,
+) -> Verdict:
+    """Run ``event`` through the chain: the daemon first (unless ``off``), else in-process."""
+    registration = registration_path(options.registration)
+    if options.daemon != "off":
+        from ahp_adapters import client
+
+        budget = deadline - time.monotonic() - EXIT_RESERVE_S
+        message = {
+            "op": "intercept",
+            "event": event,
+            "capabilities": capabilities,
+            "budget": max(budget, 0.001),
+        }
+        try:
+            answer = client.call(
+                message,
+                registration=registration,
+                deadline=deadline - EXIT_RESERVE_S / 2,
+                idle_timeout=options.idle_timeout,
+            )
+        except client.DaemonUnreachable as exc:
+            log(f"daemon unreachable ({exc})")
+            if options.daemon == "require":
+                return Verdict("failure", policy=read_policy(registration), detail=str(exc))
+        except client.DaemonFailed as exc:
+            log(f"daemon failed ({exc})")
+            return Verdict("failure", policy=read_policy(registration), detail=str(exc))
+        else:
+            if answer.get("ok") is not True:
+                return Verdict("failure", policy=read_policy(registration), detail="daemon refused")
+            return Verdict.from_json(answer)
+    budget = deadline - time.monotonic() - EXIT_RESERVE_S - IN_PROCESS_CLOSE_S
+    if budget <= 0:
+        return Verdict("failure", policy=read_policy(registration), detail="budget exhausted")
+    return _in_process(registration, "intercept", event, capabilities, budget, log)
+
+
+def _in_process(
+    registration: str,
+    op: str,
+    event: Mapping[str, Any],
+    capabilities: Mapping[str, Any],
+    budget: float,
+    log: _Log,
+) -> Verdict:
+    import logging
+
+    class _Into(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            log(record.getMessage())
+
+    root = logging.getLogger()
+    if not any(isinstance(h, _Into) for h in root.handlers):
+        root.addHandler(_Into(logging.WARNING))
+        root.setLevel(logging.WARNING)
+    try:
+        from ahp_adapters.engine import run_once
+
+        return run_once(registration, op, event, capabilities, budget)
+    except Exception:
+        return Verdict("failure", policy=read_policy(registration), detail="internal error")
+
+
+def observe(
+    event: Mapping[str, Any], capabilities: Mapping[str, Any], options: HookOptions, log: _Log
+) -> None:
+    """Deliver one observation (best effort, bounded); never an answer to the harness."""
+    registration = registration_path(options.registration)
+    if not _has_observers(registration):
+        return  # nobody observes: spawn nothing
+    deadline = time.monotonic() + min(OBSERVE_BUDGET_S, options.budget)
+    message = {"op": "observe", "event": event, "capabilities": capabilities}
+    if options.daemon != "off":
+        from ahp_adapters import client
+
+        try:
+            client.call(
+                {**message, "budget": max(deadline - time.monotonic() - EXIT_RESERVE_S, 0.001)},
+                registration=registration,
+                deadline=deadline,
+                idle_timeout=options.idle_timeout,
+            )
+            return
+        except client.DaemonUnreachable as exc:
+            log(f"daemon unreachable ({exc})")
+            if options.daemon == "require":
+                return
+        except client.DaemonFailed as exc:
+            log(f"observation not delivered ({exc})")
+            return
+    budget = deadline - time.monotonic() - EXIT_RESERVE_S
+    if budget > 0:
+        _in_process(registration, "observe", event, capabilities, budget, log)
+
+
+def _has_observers(registration: str) -> bool:
+    try:
+        with open(registration, "rb") as handle:
+            doc = json.loads(handle.read(1024 * 1024 + 1))
+    except (OSError, ValueError):
+        return False
+    hooks = doc.get("hooks") if isinstance(doc, dict) else None
+    if not isinstance(hooks, list):
+        return False
+    for hook in hooks:
+        subs = hook.get("subscriptions") if isinstance(hook, dict) else None
+        if subs is None:
+            return True  # discovered at start-up: may observe
+        if isinstance(subs, list) and any(
+            isinstance(s, dict) and s.get("mode") == "observe" for s in subs
+        ):
+            return True
+    return False
+
+
+def _failure_answer(dialect: Dialect, native_event: str | None, registration: str) -> NativeAnswer:
+    """The answer when nothing could be run for a pre-tool (or unknown) event."""
+    if native_event is not None and not dialect.is_pre_tool(native_event):
+        return dialect.render_nothing(native_event)  # an observation failure never blocks
+    from ahp_adapters.decision import GENERIC_DENIAL_REASON
+
+    if read_policy(registration_path(registration)) == "fail-closed":
+        return dialect.render_deny(GENERIC_DENIAL_REASON, native_event)
+    return dialect.render_nothing(native_event)
+
+
+class _Watchdog:
+    """The last resort: if the hook is still running ``WATCHDOG_GRACE_S`` after its budget
+    (a bug, a blocked call), SIGALRM writes the failure answer and ends the process,
+    before the native harness kills it and fails open."""
+
+    def __init__(self, options: HookOptions, answer_fd: int) -> None:
+        self.options = options
+        self.answer_fd = answer_fd
+        self.policy = read_policy(registration_path(options.registration))
+        self.answer = NativeAnswer()
+        self._armed_at = 0.0
+        self._previous: tuple[Any, float] | None = None
+
+    def update(self, dialect: Dialect, native_event: str | None) -> None:
+        from ahp_adapters.decision import GENERIC_DENIAL_REASON
+
+        pre_tool = native_event is None or dialect.is_pre_tool(native_event)
+        if pre_tool and self.policy == "fail-closed":
+            self.answer = dialect.render_deny(GENERIC_DENIAL_REASON, native_event)
+        else:
+            self.answer = dialect.render_nothing(native_event)
+
+    def arm(self, seconds: float) -> None:
+        """Set the timer (keeping whatever SIGALRM handler and timer were there before)."""
+        self._armed_at = time.monotonic()
+        if hasattr(signal, "setitimer"):
+            handler = signal.signal(signal.SIGALRM, self._fire)
+            delay, _interval = signal.setitimer(signal.ITIMER_REAL, seconds)
+            self._previous = (handler, delay)
+
+    def disarm(self) -> None:
+        """Stop the timer; restore the previous handler and what was left of its timer."""
+        if self._previous is None:
+            return
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        handler, delay = self._previous
+        signal.signal(signal.SIGALRM, handler)
+        if delay > 0:
+            left = delay - (time.monotonic() - self._armed_at)
+            signal.setitimer(signal.ITIMER_REAL, max(left, 0.001))
+
+    def _fire(self, _signum: int, _frame: object) -> None:
+        with contextlib.suppress(Exception):
+            if self.answer.stdout:
+                _write_all(self.answer_fd, self.answer.stdout.encode("utf-8"))
+            if self.answer.stderr:
+                os.write(2, self.answer.stderr.encode("utf-8"))
+        os._exit(self.answer.exit_code)
+
+
+_watchdog: _Watchdog | None = None
+
+
+def _pair(parsed: Parsed, event: dict[str, Any]) -> None:
+    """Keep a synthesized call id the same from the pre-tool to the post-tool hook."""
+    if parsed.pairing is None or not event.get("call", {}).get("synthesized"):
+        return
+    from ahp_adapters import pairing
+
+    session, key = parsed.pairing
+    if parsed.kind == "tool.before":
+        pairing.remember(session, key, event["call"]["id"])
+    elif parsed.kind == "tool.after":
+        found = pairing.recall(session, key)
+        if found:
+            event["call"] = {"id": found, "synthesized": True}
+
+
+def handle(options: HookOptions, raw: bytes | None, started: float, log: _Log) -> NativeAnswer:
+    """The native answer for one invocation (``raw`` ``None``: stdin could not be read)."""
+    dialect = dialects.get(options.dialect)
+    deadline = started + options.budget
+    native_event = options.event
+    try:
+        if raw is None:
+            raise PayloadError("stdin not readable in time")
+        payload = parse_payload(raw)
+        dialect = dialect.resolve(payload)
+        native_event = dialect.event_name(payload) or options.event
+        if _watchdog is not None:
+            _watchdog.update(dialect, native_event)
+        parsed = dialect.parse(
+            payload, options={"event": options.event, "skip_shell_mcp": options.skip_shell_mcp}
+        )
+    except PayloadError as exc:
+        log(f"malformed native payload ({exc})")
+        return _failure_answer(dialect, native_event, options.registration)
+    if parsed.kind == "ignore":
+        return dialect.render_nothing(parsed.native_event)
+    from ahp_adapters.events import build_event
+
+    event = build_event(
+        dialect,
+        parsed,
+        payload,
+        version=options.harness_version,
+        budget_ms=int(options.budget * 1000),
+    )
+    _pair(parsed, event)
+    capabilities = dialect.capabilities(parsed.native_event)
+    if parsed.kind != "tool.before":
+        observe(event, capabilities, options, log)
+        return dialect.render_nothing(parsed.native_event)
+    verdict = decide(event, capabilities, options, deadline, log)
+    if verdict.decision == "failure":
+        log(f"no decision ({verdict.detail}); policy {verdict.policy}")
+    elif verdict.synthetic:
+        log(f"fail-closed backend failure ({verdict.detail})")
+    if verdict.blocks:
+        return dialect.render_deny(verdict.block_reason, parsed.native_event)
+    return dialect.render_nothing(parsed.native_event)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def run(options: HookOptions, *, stdin_fd: int = 0, stdout_fd: int = 1) -> int:
+    """The hook process: read, decide, answer. Returns the exit code; never raises."""
+    started = time.monotonic()
+    try:
+        dialect = dialects.get(options.dialect)
+    except dialects.UnknownDialect as exc:
+        sys.stderr.write(f"ahp-adapter: {exc}\n")
+        return 1  # a usage error: every harness treats exit 1 as a non-blocking error
+    log = _Log(dialect.stderr_ok or bool(os.environ.get("AHP_ADAPTER_DEBUG")), sys.stderr)
+    # Nothing but the native answer may reach stdout: point fd 1 at stderr meanwhile.
+    answer_fd = os.dup(stdout_fd)
+    saved_stdout = sys.stdout
+    with contextlib.suppress(OSError):
+        os.dup2(2, stdout_fd)
+    sys.stdout = sys.stderr
+    global _watchdog
+    try:
+        _watchdog = _Watchdog(options, answer_fd)
+        _watchdog.update(dialect, options.event)
+        _watchdog.arm(max(options.budget - (time.monotonic() - started), 0) + WATCHDOG_GRACE_S)
+        try:
+            raw: bytes | None = read_input(stdin_fd, started + options.budget / 2)
+        except (InputTimeout, PayloadError, OSError):
+            raw = None
+        answer = handle(options, raw, started, log)
+    except BaseException as exc:  # a hook must answer, whatever happened
+        log(f"internal error ({type(exc).__name__})")
+        if os.environ.get("AHP_ADAPTER_DEBUG"):
+            import traceback
+
+            traceback.print_exc(file=sys.stderr)
+        try:
+            answer = _failure_answer(dialect, options.event, options.registration)
+        except Exception:
+            answer = NativeAnswer()
+    finally:
+        if _watchdog is not None:
+            _watchdog.disarm()
+            _watchdog = None
+        sys.stdout = saved_stdout
+    log.flush(answer)
+    try:
+        if answer.stdout:
+            _write_all(answer_fd, answer.stdout.encode("utf-8"))
+        if answer.stderr:
+            sys.stderr.write(answer.stderr)
+            sys.stderr.flush()
+    except OSError:
+        pass
+    finally:
+        os.close(answer_fd)
+    return answer.exit_code

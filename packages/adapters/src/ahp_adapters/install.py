@@ -1,0 +1,420 @@
+"""``ahp-adapter install|uninstall <dialect>``: our hook entries in a harness's config file.
+
+Owns where each dialect keeps its hooks (project ``--project DIR`` or user
+scope, or an explicit ``--config FILE``), the entries we add (one per native
+event the dialect has, each running ``ahp-adapter hook <dialect> --registration
+FILE --event EVENT --budget S`` with a native timeout well above the budget),
+and the merge: existing hooks are kept as they are, in order; our earlier
+entries are replaced, never duplicated; ``uninstall`` removes only entries
+whose command runs ``ahp-adapter hook`` (or ``python -m ahp_adapters hook``)
+and the groups and event lists that become empty because of it.
+
+Never writes a file it cannot parse (an invalid config is an error, untouched),
+never writes partially (a temporary file, then an atomic rename, keeping the
+file's mode). ``--print`` shows the resulting file and writes nothing.
+
+Per dialect (docs/native-dialects): Claude Code ``.claude/settings.json``,
+Codex ``.codex/hooks.json`` (root keys ``hooks`` and ``description`` only;
+Codex asks you to review and trust new hooks in ``/hooks``), Gemini CLI
+``.gemini/settings.json`` (timeouts in milliseconds), Cursor
+``.cursor/hooks.json`` (``version: 1``; ``failClosed: true`` on the pre-tool
+entries when the registration has a fail-closed interceptor, so even a hook
+that cannot start blocks). Cursor's double firing is avoided by wiring one
+surface per tool family (``--surface pretool``, the default, or ``split``).
+Kimi CLI keeps ``[[hooks]]`` tables in ``~/.kimi/config.toml`` (user scope
+only): ours go in one block between marker comments, and the result is parsed
+as TOML before anything is written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import shlex
+import shutil
+import sys
+import tempfile
+import tomllib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from ahp_adapters import dialects
+from ahp_adapters.decision import read_policy, registration_path
+
+Surface = Literal["pretool", "split"]
+
+EVENTS: dict[str, tuple[str, ...]] = {
+    "claude-code": ("PreToolUse", "PostToolUse", "SessionStart", "SessionEnd"),
+    "codex": ("PreToolUse", "PostToolUse", "SessionStart"),
+    "gemini": ("BeforeTool", "AfterTool", "SessionStart", "SessionEnd"),
+    "cursor": ("preToolUse", "postToolUse", "sessionStart", "sessionEnd"),
+    "kimi": ("PreToolUse", "PostToolUse", "SessionStart", "SessionEnd"),
+}
+CURSOR_SPLIT_EXTRA = ("beforeShellExecution", "beforeMCPExecution")
+TOOL_EVENTS = frozenset(
+    {"PreToolUse", "PostToolUse", "BeforeTool", "AfterTool", "preToolUse", "postToolUse"}
+)
+DIRS = {
+    "claude-code": ".claude",
+    "codex": ".codex",
+    "gemini": ".gemini",
+    "cursor": ".cursor",
+    "kimi": ".kimi",
+}
+FILES = {
+    "claude-code": "settings.json",
+    "codex": "hooks.json",
+    "gemini": "settings.json",
+    "cursor": "hooks.json",
+    "kimi": "config.toml",
+}
+KIMI_BEGIN = "# >>> ahp-adapter hooks (managed: `ahp-adapter uninstall kimi` removes this block)"
+KIMI_END = "# <<< ahp-adapter hooks"
+
+
+class InstallError(Exception):
+    """A config file or registration this command will not touch (fixed message)."""
+
+
+@dataclass
+class Plan:
+    """What ``install`` (or ``uninstall``) would write, and what it should say."""
+
+    path: Path
+    document: dict[str, Any]
+    added: int = 0
+    removed: int = 0
+    notes: list[str] = field(default_factory=list)
+    raw: str | None = None
+    """The whole file as text, for formats kept as text (Kimi's TOML)."""
+
+    def text(self) -> str:
+        if self.raw is not None:
+            return self.raw
+        return json.dumps(self.document, indent=2, ensure_ascii=False) + "\n"
+
+
+def config_path(dialect: str, project: str | None) -> Path:
+    if project is not None and dialect == "kimi":
+        raise InstallError("Kimi CLI has no project hooks; use the user scope or --config FILE")
+    if project is not None:
+        return Path(project).resolve() / DIRS[dialect] / FILES[dialect]
+    if dialect == "codex" and os.environ.get("CODEX_HOME"):
+        return Path(os.environ["CODEX_HOME"]) / FILES[dialect]
+    return Path.home() / DIRS[dialect] / FILES[dialect]
+
+
+def default_command() -> list[str]:
+    """How the harness should start the adapter: the installed entry point, by absolute path."""
+    found = shutil.which("ahp-adapter")
+    if found:
+        return [os.path.abspath(found)]
+    return [sys.executable, "-m", "ahp_adapters"]
+
+
+def is_ours(command: object) -> bool:
+    """True for a command that runs ``ahp-adapter hook`` (any path, or ``-m ahp_adapters``)."""
+    if not isinstance(command, str):
+        return False
+    try:
+        argv = shlex.split(command)
+    except ValueError:
+        return False
+    if "hook" not in argv:
+        return False
+    runs_us = any(os.path.basename(a) == "ahp-adapter" for a in argv[: argv.index("hook")])
+    as_module = any(argv[i] == "-m" and argv[i + 1] == "ahp_adapters" for i in range(len(argv) - 1))
+    return runs_us or as_module
+
+
+def native_timeout(dialect: str, budget: float) -> int:
+    """The native timeout to write: at least 30 s and twice the budget plus 5 s."""
+    seconds = max(30, math.ceil(budget) * 2 + 5)
+    return seconds * 1000 if dialects.get(dialect).native_timeout_unit == "ms" else seconds
+
+
+def _load(path: Path) -> dict[str, Any]:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise InstallError(f"{path}: cannot be read ({type(exc).__name__})") from None
+    if not raw.strip():
+        return {}
+    try:
+        doc = json.loads(raw.decode("utf-8-sig"))
+    except (UnicodeDecodeError, ValueError):
+        raise InstallError(f"{path}: not valid JSON; fix it first (left untouched)") from None
+    if not isinstance(doc, dict):
+        raise InstallError(f"{path}: not a JSON object (left untouched)")
+    return doc
+
+
+def _hooks_table(doc: dict[str, Any], path: Path) -> dict[str, Any]:
+    hooks = doc.setdefault("hooks", {})
+    if not isinstance(hooks, dict):
+        raise InstallError(f"{path}: 'hooks' is not an object (left untouched)")
+    return hooks
+
+
+def remove_ours(dialect: str, doc: dict[str, Any], path: Path) -> int:
+    """Remove our entries from ``doc`` in place; the number removed."""
+    hooks = doc.get("hooks")
+    if not isinstance(hooks, dict):
+        return 0
+    removed = 0
+    for event in list(hooks):
+        entries = hooks[event]
+        if not isinstance(entries, list):
+            continue
+        kept: list[Any] = []
+        touched = False
+        for entry in entries:
+            if dialect == "cursor":
+                if isinstance(entry, dict) and is_ours(entry.get("command")):
+                    removed += 1
+                    touched = True
+                    continue
+                kept.append(entry)
+                continue
+            handlers = entry.get("hooks") if isinstance(entry, dict) else None
+            if not isinstance(handlers, list):
+                kept.append(entry)
+                continue
+            rest = [h for h in handlers if not (isinstance(h, dict) and is_ours(h.get("command")))]
+            if len(rest) != len(handlers):
+                removed += len(handlers) - len(rest)
+                touched = True
+                if not rest:
+                    continue
+                entry = {**entry, "hooks": rest}
+            kept.append(entry)
+        if touched and not kept:
+            del hooks[event]
+        elif touched:
+            hooks[event] = kept
+    return removed
+
+
+def _entry(
+    dialect: str, event: str, command: str, timeout: int, fail_closed: bool
+) -> dict[str, Any]:
+    if dialect == "cursor":
+        entry: dict[str, Any] = {"command": command, "timeout": timeout}
+        if fail_closed and event in dialects.get("cursor").pre_tool_events:
+            entry["failClosed"] = True
+        return entry
+    handler: dict[str, Any] = {"type": "command", "command": command, "timeout": timeout}
+    if dialect == "gemini":
+        handler["name"] = f"ahp-adapter-{event}"
+    group: dict[str, Any] = {}
+    if event in TOOL_EVENTS:
+        group["matcher"] = "*"
+    group["hooks"] = [handler]
+    return group
+
+
+def plan_install(
+    dialect: str,
+    registration: str,
+    *,
+    project: str | None = None,
+    config: str | None = None,
+    budget: float = 10.0,
+    surface: Surface = "pretool",
+    command: Sequence[str] | None = None,
+    pre_tool_only: bool = False,
+) -> Plan:
+    """The config file with our entries merged in (nothing written)."""
+    dialect = dialects.canonical_name(dialect)
+    registration = registration_path(registration)
+    path = Path(config).resolve() if config else config_path(dialect, project)
+    if dialect == "kimi":
+        return _plan_kimi(path, registration, budget, command, pre_tool_only)
+    doc = _load(path)
+    removed = remove_ours(dialect, doc, path)
+    hooks = _hooks_table(doc, path)
+    if dialect == "cursor":
+        doc.setdefault("version", 1)
+    events = list(EVENTS[dialect])
+    if dialect == "cursor" and surface == "split":
+        events[1:1] = CURSOR_SPLIT_EXTRA
+    codec = dialects.get(dialect)
+    if pre_tool_only:
+        events = [e for e in events if codec.is_pre_tool(e)]
+    prefix = list(command) if command else default_command()
+    timeout = native_timeout(dialect, budget)
+    fail_closed = read_policy(registration) == "fail-closed"
+    plan = Plan(path, doc, removed=removed)
+    for event in events:
+        argv = [
+            *prefix,
+            "hook",
+            dialect,
+            "--registration",
+            registration,
+            "--event",
+            event,
+            "--budget",
+            f"{budget:g}",
+        ]
+        if dialect == "cursor" and surface == "split" and event == "preToolUse":
+            argv.append("--skip-shell-mcp")
+        entries = hooks.setdefault(event, [])
+        if not isinstance(entries, list):
+            raise InstallError(f"{path}: hooks.{event} is not a list (left untouched)")
+        entries.append(_entry(dialect, event, shlex.join(argv), timeout, fail_closed))
+        plan.added += 1
+    if dialect == "codex":
+        plan.notes.append(
+            "Codex runs new or changed hooks only after you review and trust them in /hooks"
+        )
+        unknown = [k for k in doc if k not in ("hooks", "description")]
+        if unknown:
+            plan.notes.append(
+                f"Codex rejects a hooks.json with other root keys: {', '.join(sorted(unknown))}"
+            )
+    if dialect == "cursor" and fail_closed:
+        plan.notes.append("pre-tool entries set failClosed: a hook that cannot start blocks")
+    if dialect == "gemini":
+        plan.notes.append("Gemini fingerprints project hooks: a changed command is re-reviewed")
+    return plan
+
+
+def _kimi_text(path: Path) -> str:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return ""
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InstallError(f"{path}: cannot be read ({type(exc).__name__})") from None
+    try:
+        tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        raise InstallError(f"{path}: not valid TOML; fix it first (left untouched)") from None
+    return text
+
+
+def _kimi_strip(text: str) -> tuple[str, int]:
+    """``text`` without our marked block(s); the number of hook tables removed."""
+    out: list[str] = []
+    removed = 0
+    inside = False
+    for line in text.splitlines(keepends=True):
+        if line.rstrip("\n") == KIMI_BEGIN:
+            inside = True
+            continue
+        if inside:
+            if line.rstrip("\n") == KIMI_END:
+                inside = False
+            elif line.strip() == "[[hooks]]":
+                removed += 1
+            continue
+        out.append(line)
+    return "".join(out).rstrip("\n") + ("\n" if out else ""), removed
+
+
+def _toml_string(value: str) -> str:
+    return json.dumps(value, ensure_ascii=False)  # a JSON string is a valid TOML basic string
+
+
+def _plan_kimi(
+    path: Path,
+    registration: str,
+    budget: float,
+    command: Sequence[str] | None,
+    pre_tool_only: bool,
+) -> Plan:
+    """Kimi keeps hooks as ``[[hooks]]`` tables in TOML: ours go in one marked block."""
+    text, removed = _kimi_strip(_kimi_text(path))
+    prefix = list(command) if command else default_command()
+    codec = dialects.get("kimi")
+    events = [e for e in EVENTS["kimi"] if codec.is_pre_tool(e) or not pre_tool_only]
+    timeout = min(native_timeout("kimi", budget), 600)  # Kimi accepts 1-600 s
+    lines = [KIMI_BEGIN]
+    for event in events:
+        argv = [
+            *prefix,
+            "hook",
+            "kimi",
+            "--registration",
+            registration,
+            "--event",
+            event,
+            "--budget",
+            f"{budget:g}",
+        ]
+        lines += [
+            "[[hooks]]",
+            f"event = {_toml_string(event)}",
+            'matcher = ""',
+            f"command = {_toml_string(shlex.join(argv))}",
+            f"timeout = {timeout}",
+        ]
+    lines.append(KIMI_END)
+    raw = (text + "\n" if text else "") + "\n".join(lines) + "\n"
+    tomllib.loads(raw)  # never write what Kimi could not read
+    plan = Plan(path, {}, added=len(events), removed=removed, raw=raw)
+    plan.notes.append("Kimi fails open by design: a hook that cannot start lets the call through")
+    return plan
+
+
+def plan_uninstall(dialect: str, *, project: str | None = None, config: str | None = None) -> Plan:
+    dialect = dialects.canonical_name(dialect)
+    path = Path(config).resolve() if config else config_path(dialect, project)
+    if dialect == "kimi":
+        text, removed = _kimi_strip(_kimi_text(path))
+        return Plan(path, {}, removed=removed, raw=text)
+    doc = _load(path)
+    return Plan(path, doc, removed=remove_ours(dialect, doc, path))
+
+
+def write(plan: Plan) -> None:
+    """Write the plan's document atomically (same directory, then rename), keeping the mode."""
+    path = plan.path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode: int | None = path.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        mode = None
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(plan.text())
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def check_registration(path: str, budget: float) -> list[str]:
+    """Load and check the registration as the hook will; warnings (raises on errors)."""
+    from ahp_adapters.engine import Engine, EngineError
+
+    try:
+        engine = Engine(registration_path(path))
+        engine.dispatcher({"effects": ["deny"]})
+    except EngineError as exc:
+        raise InstallError(f"registration {path}: {exc}") from None
+    warnings = []
+    total = 0
+    for hook in engine.registration.hooks:
+        for sub in hook.subscriptions or ():
+            if sub.mode == "intercept" and any(
+                e in ("*", "tool.*", "tool.before") for e in sub.events
+            ):
+                total += int(getattr(sub, "timeout_ms", 0) or 0)
+    if total > budget * 1000:
+        warnings.append(
+            f"the tool.before interceptors' timeouts add up to {total} ms, more than the "
+            f"--budget of {budget:g} s: a slow chain will be cut by the budget (failure policy)"
+        )
+    return warnings
