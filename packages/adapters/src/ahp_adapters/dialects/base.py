@@ -241,3 +241,25 @@ class Dialect:
 
     def observed_events(self) -> list[str]:
         return ["tool.before", "tool.after", "session.start", "session.end", "hook.failure"]
+
+
+def session_of(payload: Mapping[str, Any], *, id_key: str = "session_id") -> dict[str, Any] | None:
+    """The AHP ``session`` from a native payload's id, cwd, model and agent (``None``: no id)."""
+    sid = text(payload, id_key)
+    if sid is None:
+        return None
+    session: dict[str, Any] = {"id": sid}
+    cwd = text(payload, "cwd")
+    if cwd:
+        session["cwd"] = cwd
+    model = payload.get("model")
+    if isinstance(model, str) and model:
+        session["model"] = model
+    agent_id = text(payload, "agent_id")
+    if agent_id:
+        agent: dict[str, Any] = {"id": agent_id}
+        agent_type = text(payload, "agent_type")
+        if agent_type:
+            agent["type"] = agent_type
+        session["agent"] = agent
+    return session

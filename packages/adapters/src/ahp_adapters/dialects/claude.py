@@ -28,6 +28,7 @@ from ahp_adapters.dialects.base import (
     clip,
     mcp_tool,
     output_items,
+    session_of,
     text,
     tool_input,
     unknown_connection,
@@ -94,27 +95,6 @@ def describe_tool(
         return tool_obj, TOOL_PATH_MCP
     kind = kinds.get(name, "other")
     return {"name": name, "kind": kind, "input": arguments, "origin": "native"}, TOOL_PATH_NATIVE
-
-
-def session_of(payload: Mapping[str, Any], *, id_key: str = "session_id") -> dict[str, Any] | None:
-    sid = text(payload, id_key)
-    if sid is None:
-        return None
-    session: dict[str, Any] = {"id": sid}
-    cwd = text(payload, "cwd")
-    if cwd:
-        session["cwd"] = cwd
-    model = payload.get("model")
-    if isinstance(model, str) and model:
-        session["model"] = model
-    agent_id = text(payload, "agent_id")
-    if agent_id:
-        agent: dict[str, Any] = {"id": agent_id}
-        agent_type = text(payload, "agent_type")
-        if agent_type:
-            agent["type"] = agent_type
-        session["agent"] = agent
-    return session
 
 
 def with_session(fields: dict[str, Any], session: dict[str, Any] | None) -> dict[str, Any]:

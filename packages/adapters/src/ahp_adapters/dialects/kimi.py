@@ -28,6 +28,7 @@ from ahp_adapters.dialects.base import (
     PayloadError,
     clip,
     output_items,
+    session_of,
     stable_id,
     text,
     tool_input,
@@ -62,13 +63,8 @@ class Kimi(Dialect):
         event = self.event_name(payload) or options.get("event")
         if not isinstance(event, str) or event not in self.all_events:
             return Parsed("ignore", str(event or ""))
-        sid = text(payload, "session_id")
-        session: dict[str, Any] | None = None
-        if sid is not None:
-            session = {"id": sid}
-            cwd = text(payload, "cwd")
-            if cwd:
-                session["cwd"] = cwd
+        session = session_of(payload)
+        sid = session["id"] if session else None
         if event in ("SessionStart", "SessionEnd"):
             if session is None:
                 raise PayloadError("missing field session_id")
