@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
@@ -180,7 +181,7 @@ def clip(reason: str) -> str:
     return reason if len(reason) <= MAX_REASON_CHARS else reason[: MAX_REASON_CHARS - 1] + "…"
 
 
-class Dialect:
+class Dialect(ABC):
     """One native hook dialect. Subclasses fill the class attributes and the three methods.
 
     - :meth:`parse`: native payload -> :class:`Parsed` (or :class:`PayloadError`);
@@ -209,11 +210,13 @@ class Dialect:
         value = payload.get("hook_event_name")
         return value if isinstance(value, str) and value else None
 
+    @abstractmethod
     def parse(self, payload: Mapping[str, Any], *, options: Mapping[str, Any]) -> Parsed:
-        raise NotImplementedError
+        """What one native payload is: which hook, and the canonical event fields."""
 
+    @abstractmethod
     def render_deny(self, reason: str, native_event: str | None) -> NativeAnswer:
-        raise NotImplementedError
+        """The dialect's own blocking answer for ``native_event``."""
 
     def render_nothing(self, native_event: str | None) -> NativeAnswer:
         return NativeAnswer()
