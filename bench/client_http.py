@@ -25,80 +25,37 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import math
 import os
 import queue
-import statistics
 import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import IO, Any
 
 import anyio
 import httpx
 from ahp_protocol.client import Dispatcher
 from ahp_protocol.wire.registration import parse_registration
+from client_common import (
+    BACKEND,
+    CAPABILITIES,
+    DENY_REASON,
+    HARNESS,
+    SOURCE,
+    TIMEOUT_S,
+    command,
+    request_body,
+    summary,
+    tool_event,
+    verdict,
+)
 
-REPO = Path(__file__).resolve().parent.parent
-BACKEND = REPO / "packages" / "protocol" / "tests" / "backends" / "kit_denylist.py"
-SOURCE = "urn:uuid:5b7de29e-a9e0-41a8-bf26-d94b05f0656d"
-HARNESS = {"name": "bench-harness", "version": "1.0"}
-CAPABILITIES = {"tool.before": {"effects": ["deny", "allow"]}}
 HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}
-DENY_REASON = "No recursive deletes."
-TIMEOUT_S = 60.0
 
 TARGETS = (("ours/bare", "ours", "bare", 2.0),)  # (label, numerator, denominator, at most)
 NAMES = ("bare", "ours", "bare-sync")
-
-
-def command(index: int) -> str:
-    return "rm -rf /tmp/build" if index % 2 else "ls -la /repo"
-
-
-def tool_event(index: int) -> dict[str, Any]:
-    return {
-        "id": f"evt_{index:06d}_{uuid.uuid4().hex[:8]}",
-        "source": SOURCE,
-        "type": "tool.before",
-        "time": "2026-08-24T08:51:14Z",
-        "harness": HARNESS,
-        "session": {"id": "sess_123", "cwd": "/repo", "workspaceRoots": ["/repo"]},
-        "tool": {
-            "name": "Bash",
-            "kind": "shell",
-            "input": {"command": command(index), "timeout": 120000},
-            "origin": "native",
-        },
-        "call": {"id": f"call_{index:06d}"},
-        "path": "native",
-    }
-
-
-def request_body(event: dict[str, Any]) -> bytes:
-    message = {
-        "jsonrpc": "2.0",
-        "id": event["id"],
-        "method": "hooks/intercept",
-        "params": {
-            "protocolVersion": "draft",
-            "event": event,
-            "capabilities": CAPABILITIES["tool.before"],
-            "state": {"permission": "none", "candidate": None, "flow": "none"},
-        },
-    }
-    return json.dumps(message, separators=(",", ":")).encode()
-
-
-def verdict(name: str, event: dict[str, Any], body: bytes) -> bool:
-    reply = json.loads(body)
-    if reply.get("id") != event["id"]:
-        raise SystemExit(f"{name}: reply id {reply.get('id')!r} for {event['id']!r}")
-    return any(e.get("type") == "deny" for e in reply["result"]["effects"])
 
 
 class Server:
@@ -213,12 +170,6 @@ async def timed(name: str, call: Call, indexes: range) -> list[float]:
         if denied != bool(index % 2):
             raise SystemExit(f"{name}: wrong verdict for call {index} ({command(index)!r})")
     return times
-
-
-def summary(values: list[float]) -> dict[str, float]:
-    ordered = sorted(values)
-    p90 = ordered[max(0, math.ceil(0.9 * len(ordered)) - 1)]
-    return {"n": len(values), "median": statistics.median(ordered), "p90": p90}
 
 
 async def measure(url: str, calls: int, rounds: int, warmup: int) -> dict[str, list[float]]:
