@@ -500,6 +500,28 @@ def test_null_is_a_literal_value_but_absent_optionals_stay_absent() -> None:
     assert fx.parse_effect({"type": "return", "value": None}) == fx.ReturnEffect(value=None)
     assert "code" not in fx.DenyEffect(reason="x", code=None).to_wire()
     assert "instruction" not in fx.FlowContinueEffect(instruction=None).to_wire()
+    assert "extensions" not in fx.DenyEffect(reason="x", extensions=None).to_wire()
+    # to_wire drops them by wire name: it must be the field name.
+    models = [m for m in vars(fx).values() if isinstance(m, type) and issubclass(m, fx.BaseEffect)]
+    for model in models:
+        for name in model.absent_when_none:
+            assert model.model_fields[name].alias in (None, name), (model, name)
+
+
+def test_constants_are_written_however_the_model_was_built() -> None:
+    assert fx.FlowStopEffect(reason="r").to_wire() == {
+        "type": "flow",
+        "operation": "stop",
+        "reason": "r",
+    }
+    constructed = fx.InjectEffect.model_construct(deliver_at="now", value=[])
+    assert constructed.to_wire() == {
+        "type": "inject",
+        "target": "context",
+        "operation": "append",
+        "deliverAt": "now",
+        "value": [],
+    }
 
 
 def test_effect_models_are_strict_and_frozen() -> None:

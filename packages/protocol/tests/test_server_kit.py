@@ -435,6 +435,41 @@ def test_a_handler_cannot_widen_a_remembered_grant(
         assert error_of(call(backend, allowed, official_schema)) == (-32603, f"a{n}")
 
 
+def test_remembered_effect_verdicts_are_per_grant_and_per_wire_form(
+    official_schema: SchemaCheck,
+) -> None:
+    """The kit remembers which wire form of a handler's effect models it accepted under
+    which grant; another grant, or another form (a ``model_construct`` forgery, a new
+    reason), is judged anew, also once the bounded memory has been cleared."""
+    backend = Backend("com.example.kit.memo")
+    returned: list[Any] = []
+
+    @backend.intercept("tool.before")
+    def guard(request: InterceptRequest) -> Any:
+        return returned[-1]
+
+    valid = DenyEffect(reason="No.", code="com.example.no")
+    forged = DenyEffect.model_construct(reason="", code="com.example.no")
+    for n in range(3):
+        returned.append(valid)
+        ok = call(backend, intercept(tool_before(f"ok{n}"), ["deny"]), official_schema)
+        assert ok["result"]["effects"] == [
+            {"type": "deny", "reason": "No.", "code": "com.example.no"}
+        ]
+        unadvertised = call(backend, intercept(tool_before(f"un{n}"), ["allow"]), official_schema)
+        assert error_of(unadvertised) == (-32603, f"un{n}")
+        returned.append(forged)
+        refused = call(backend, intercept(tool_before(f"fg{n}"), ["deny"]), official_schema)
+        assert error_of(refused) == (-32603, f"fg{n}")
+    for i in range(300):  # more distinct forms than are remembered
+        returned.append(DenyEffect(reason=f"reason {i}"))
+        ok = call(backend, intercept(tool_before(f"m{i}"), ["deny"]), official_schema)
+        assert ok["result"]["effects"] == [{"type": "deny", "reason": f"reason {i}"}]
+    returned.append(forged)
+    refused = call(backend, intercept(tool_before("last"), ["deny"]), official_schema)
+    assert error_of(refused) == (-32603, "last")
+
+
 def test_id_mismatch_is_invalid_params_even_for_a_valid_event(
     kit: tuple[Backend, list[Any]], official_schema: SchemaCheck
 ) -> None:

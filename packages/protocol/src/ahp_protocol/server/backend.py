@@ -165,7 +165,7 @@ class _InterceptCall:
     handler: InterceptHandler
     is_async: bool
     request: InterceptRequest
-    capabilities: dict[str, Any]  # the remembered private copy: never handed to a handler
+    grant: _Grant  # judges the handler's effects; never handed to a handler
     limit: int
 
 
@@ -270,8 +270,9 @@ class _EventsApi:
 
 @dataclass(frozen=True, slots=True)
 class _EffectsApi:
-    check_effects: Callable[[str, Mapping[str, Any], object], list[Any]]
+    check_effects: Callable[[str, Any, object], list[Any]]
     effects_to_wire: Callable[[Iterable[Any]], list[dict[str, Any]]]
+    model: type[Any]  # BaseEffect
 
 
 @functools.cache
@@ -290,9 +291,9 @@ def _events_api() -> _EventsApi:
 @functools.cache
 def _effects_api() -> _EffectsApi:
     """The effect checks, imported on first use and kept."""
-    from ahp_protocol.wire.effects import check_effects, effects_to_wire
+    from ahp_protocol.wire.effects import BaseEffect, check_effects, effects_to_wire
 
-    return _EffectsApi(check_effects, effects_to_wire)
+    return _EffectsApi(check_effects, effects_to_wire, BaseEffect)
 
 
 def _error_reply(
@@ -333,6 +334,9 @@ _NO_STATE: Final[Any] = object()
 _GRANT_VERDICTS: Final = 512
 _GRANT_KEY_MAX: Final = 16 * 1024
 """Larger grants are judged every time (the cache must stay small)."""
+_ACCEPTED_EFFECTS: Final = 256
+_EFFECTS_KEY_MAX: Final = 16 * 1024
+"""Remembered effect verdicts (at most this many, each key at most this long)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -342,21 +346,25 @@ class _Grant:
 
     ``shape`` is the reason the capabilities are unusable (checked before the
     event); ``grant`` the reason they or the state are invalid at the event
-    (checked after it). When both are ``None``, ``advertised`` and ``copy`` (a
-    private copy of the capabilities, never handed to a handler) are set.
+    (checked after it). When both are ``None``, ``advertised`` and ``judge`` (what
+    ``check_effects`` reads of the capabilities, built from a private copy and
+    never handed to a handler) are set. ``key`` is the ``repr`` it is remembered
+    by (``None`` when it is not remembered).
     """
 
     shape: str | None
     grant: str | None
     advertised: frozenset[str] = frozenset()
-    copy: dict[str, Any] | None = None
+    judge: Any = None  # wire.effects.Grants
+    key: str | None = None
 
 
-def _judge_grant(event_type: str, capabilities: Any, state: Any) -> _Grant:
+def _judge_grant(event_type: str, capabilities: Any, state: Any, key: str | None = None) -> _Grant:
     shape = _validate_capabilities(capabilities)
     if shape is not None:
         return _Grant(shape, None)
     from ahp_protocol.wire.capabilities import parse_capabilities
+    from ahp_protocol.wire.effects import Grants
 
     try:
         parse_capabilities(capabilities, event_type=event_type)
@@ -369,7 +377,8 @@ def _judge_grant(event_type: str, capabilities: Any, state: Any) -> _Grant:
             parse_state(state, event_type=event_type)
         except Exception:
             return _Grant(None, "params.state is not a valid chain state")
-    return _Grant(None, None, frozenset(capabilities["effects"]), _json_copy(capabilities))
+    judge = Grants(_json_copy(capabilities))
+    return _Grant(None, None, frozenset(capabilities["effects"]), judge, key)
 
 
 def _is_reverse_dns(name: str) -> bool:
@@ -463,6 +472,7 @@ class Backend:
         self._intercept_cache: dict[str, tuple[InterceptHandler, bool] | None] = {}
         self._observe_cache: dict[str, tuple[tuple[ObserveHandler, bool], ...]] = {}
         self._grant_verdicts: dict[str, _Grant] = {}
+        self._accepted_effects: dict[tuple[str, str], list[dict[str, Any]]] = {}
 
     # -- registration -----------------------------------------------------------------
 
@@ -628,15 +638,12 @@ class Backend:
         wire: list[Any] = []
         if effects:
             try:
-                api = _effects_api()
-                checked = api.check_effects(request.event_type, step.capabilities, effects)
-                wire = list(api.effects_to_wire(checked))
+                accepted = self._accepted(step, effects)
             except Exception as exc:
                 return self._bad_effects(step, exc)
-            for effect in wire:
-                # Belt and braces: never send a type the request did not advertise.
-                if not isinstance(effect, dict) or effect.get("type") not in request.advertised:
-                    return self._bad_effects(step, None)
+            if accepted is None:
+                return self._bad_effects(step, None)
+            wire = accepted
         try:
             line = _encode_result(request.id, wire)
         except (TypeError, ValueError) as exc:
@@ -645,6 +652,39 @@ class Backend:
             _log("%s: response exceeds the frame size limit", self.name)
             return _error_reply(request.id, ErrorCode.INTERNAL_ERROR, "response too large")
         return Reply(line)
+
+    def _accepted(self, step: _InterceptCall, effects: list[Any]) -> list[dict[str, Any]] | None:
+        """The wire form of a handler's effects once judged (``check_effects``), or
+        ``None`` when one has a type the request did not advertise; raises when the
+        effects are refused.
+
+        Effect models are judged by their wire form, so the verdict on the same wire
+        form under the same grant is remembered (bounded): a handler that denies with
+        the same effect again and again pays for one serialization and one ``repr``.
+        Plain dicts are judged every time.
+        """
+        api = _effects_api()
+        grant = step.grant
+        memo: tuple[str, str] | None = None
+        if grant.key is not None and all(isinstance(e, api.model) for e in effects):
+            effects = [e.to_wire() for e in effects]  # JSON values: their repr is exact
+            text = repr(effects)
+            if len(text) <= _EFFECTS_KEY_MAX:
+                memo = (grant.key, text)
+                remembered = self._accepted_effects.get(memo)
+                if remembered is not None:
+                    return remembered
+        checked = api.check_effects(step.request.event_type, grant.judge, effects)
+        wire = list(api.effects_to_wire(checked))
+        for effect in wire:
+            # Belt and braces: never send a type the request did not advertise.
+            if not isinstance(effect, dict) or effect.get("type") not in grant.advertised:
+                return None
+        if memo is not None:
+            if len(self._accepted_effects) >= _ACCEPTED_EFFECTS:
+                self._accepted_effects.clear()
+            self._accepted_effects[memo] = wire
+        return wire
 
     def _prepare(self, message: bytes, limit: int) -> Reply | _InterceptCall | _ObserveCall:
         decoded = self._decode(message, limit)
@@ -738,7 +778,7 @@ class Backend:
             return _error_reply(rid, problem[0], problem[1])
         if grant.grant is not None:
             return _error_reply(rid, bad, grant.grant)
-        assert isinstance(capabilities, dict) and grant.copy is not None
+        assert isinstance(capabilities, dict) and grant.judge is not None
         request = InterceptRequest(
             id=rid,
             event=event,
@@ -748,7 +788,7 @@ class Backend:
             advertised=grant.advertised,
             params=params,
         )
-        return _InterceptCall(found[0], found[1], request, grant.copy, limit)
+        return _InterceptCall(found[0], found[1], request, grant, limit)
 
     def _event_problem(self, event: dict[str, Any]) -> tuple[ErrorCode, str] | None:
         """Validate the event with the wire models; a code and fixed reason if invalid."""
@@ -787,7 +827,7 @@ class Backend:
             return verdicts[key]
         except KeyError:
             pass
-        grant = _judge_grant(event_type, capabilities, state)
+        grant = _judge_grant(event_type, capabilities, state, key)
         if len(verdicts) >= _GRANT_VERDICTS:
             verdicts.clear()
         verdicts[key] = grant

@@ -18,18 +18,17 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping
+from functools import cache
 from types import MappingProxyType
-from typing import Annotated, Any, ClassVar, Final, Literal, Self, cast
+from typing import Annotated, Any, ClassVar, Final, Literal, TypeGuard, cast
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    PrivateAttr,
     ValidationError,
     ValidationInfo,
     field_validator,
-    model_validator,
 )
 from pydantic.alias_generators import to_camel
 
@@ -54,6 +53,7 @@ __all__ = [
     "EffectError",
     "FlowContinueEffect",
     "FlowStopEffect",
+    "Grants",
     "InjectEffect",
     "MessageEffect",
     "ModifyEffect",
@@ -433,26 +433,26 @@ class BaseEffect(BaseModel):
     absent_when_none: ClassVar[frozenset[str]] = frozenset()
     """Optional fields for which ``None`` means "absent" (never a JSON null on the wire)."""
 
-    _validated: bool = PrivateAttr(default=False)
-
-    @model_validator(mode="after")
-    def _mark_validated(self) -> Self:
-        # Set only by validation: ``model_construct`` leaves it False, so such an
-        # instance is serialized and parsed again before it is trusted.
-        self._validated = True
-        return self
-
-    @property
-    def validated(self) -> bool:
-        """True when this instance went through validation (not ``model_construct``)."""
-        return self._validated
+    def model_post_init(self, context: Any, /) -> None:
+        # The constants count as given, so :meth:`to_wire` writes them. A hook that
+        # pydantic-core calls directly: much cheaper than a validator or a private
+        # attribute on every construction.
+        self.__pydantic_fields_set__.update(self.always_on_wire)
 
     def to_wire(self) -> dict[str, Any]:
-        """The wire object: ``type`` always, other fields only when set; a ``value`` of
-        ``None`` stays a JSON ``null`` (a literal, not a deletion)."""
-        include = set(self.model_fields_set) | self.always_on_wire
-        include -= {name for name in self.absent_when_none if getattr(self, name) is None}
-        return self.model_dump(mode="json", by_alias=True, include=include)
+        """The wire object: the constants (``type``, ...) always, other fields only when
+        set; a ``value`` of ``None`` stays a JSON ``null`` (a literal, not a deletion).
+
+        A plain serialization: an instance built with ``model_construct`` is not
+        validated by it; :func:`check_effects` judges what this returns.
+        """
+        wire: dict[str, Any] = self.__pydantic_serializer__.to_python(
+            self, mode="json", by_alias=True, exclude_unset=True
+        )
+        for name in self.absent_when_none:  # field and wire names are the same here
+            if name in wire and wire[name] is None:
+                del wire[name]
+        return wire
 
 
 def _json_field(value: object) -> Any:
@@ -619,6 +619,7 @@ _FLOW_MODELS: Final[Mapping[str, type[BaseEffect]]] = MappingProxyType(
 )
 
 
+@cache
 def _wire_names(model: type[BaseEffect]) -> frozenset[str]:
     return frozenset(field.alias or name for name, field in model.model_fields.items())
 
@@ -719,25 +720,28 @@ def parse_effect(obj: object, path: str = "effects[0]", *, check_values: bool = 
 # --------------------------------------------------------------------------- checking
 
 
-class _Grants:
-    """A tolerant read of the request's capabilities (already validated upstream)."""
+class Grants:
+    """A tolerant read of a request's capabilities (validated upstream), for
+    :func:`check_effects`. Build it once to judge many responses to the same grant."""
 
-    def __init__(self, capabilities: object) -> None:
+    __slots__ = ("deliver_at", "effects", "flow", "modify")
+
+    def __init__(self, capabilities: Mapping[str, Any] | BaseModel) -> None:
         if isinstance(capabilities, BaseModel):
             to_wire = getattr(capabilities, "to_wire", None)
             capabilities = to_wire() if callable(to_wire) else capabilities.model_dump()
-        caps: Mapping[str, Any] = capabilities if isinstance(capabilities, Mapping) else {}
+        caps: Mapping[str, Any] = capabilities if _is_mapping(capabilities) else {}
         effects = caps.get("effects")
         self.effects = frozenset(
             e for e in (effects if isinstance(effects, list) else ()) if isinstance(e, str)
         )
         modify = caps.get("modify")
-        self.modify: Mapping[str, Any] = modify if isinstance(modify, Mapping) else {}
+        self.modify: Mapping[str, Any] = modify if _is_mapping(modify) else {}
         flow = caps.get("flow")
-        self.flow: Mapping[str, Any] = flow if isinstance(flow, Mapping) else {}
+        self.flow: Mapping[str, Any] = flow if _is_mapping(flow) else {}
         inject = caps.get("inject")
-        context = inject.get("context") if isinstance(inject, Mapping) else None
-        deliver = context.get("deliverAt") if isinstance(context, Mapping) else None
+        context = inject.get("context") if _is_mapping(inject) else None
+        deliver = context.get("deliverAt") if _is_mapping(context) else None
         self.deliver_at = frozenset(deliver if isinstance(deliver, list) else ())
 
     def flow_operations(self) -> frozenset[str]:
@@ -747,6 +751,10 @@ class _Grants:
     def continuations_left(self) -> bool:
         left = self.flow.get("remainingContinuations")
         return isinstance(left, int) and not isinstance(left, bool) and left > 0
+
+
+def _is_mapping(value: object) -> TypeGuard[Mapping[str, Any]]:
+    return isinstance(value, (dict, Mapping))  # dict first: a cheap exact test
 
 
 def _holds_withheld_text(current: object) -> bool:
@@ -777,7 +785,7 @@ def _at_event(event_type: str) -> str:
 
 def _check_modify(
     event_type: str,
-    grants: _Grants,
+    grants: Grants,
     effect: ModifyEffect,
     path: str,
     context: Mapping[str, Any],
@@ -839,7 +847,7 @@ def _check_modify(
 
 def _check_one(
     event_type: str,
-    grants: _Grants,
+    grants: Grants,
     effect: AnyEffect,
     path: str,
     context: Mapping[str, Any],
@@ -905,7 +913,7 @@ def _wire_item(item: object, path: str) -> object:
 
 def check_effects(
     event_type: str,
-    capabilities: Mapping[str, Any] | BaseModel,
+    capabilities: Mapping[str, Any] | BaseModel | Grants,
     effects: object,
     *,
     edit_context: Mapping[str, Any] | None = None,
@@ -913,8 +921,9 @@ def check_effects(
     """Validate a response's whole ``effects`` value atomically; return the parsed list.
 
     ``effects`` is the wire value (``None`` means ``[]``) or what a handler returned: a
-    list mixing effect models and plain dicts. ``capabilities`` is the request's grant
-    (a mapping or a ``Capabilities`` model). Each element is checked in order: shape and
+    list mixing effect models and plain dicts (a model is judged by its wire form).
+    ``capabilities`` is the request's grant (a mapping, a ``Capabilities`` model, or
+    :class:`Grants` built from one). Each element is checked in order: shape and
     unknown values, legal at ``event_type``, advertised, then per type (modify target
     legal, advertised with that operation, value type; flow operation legal, advertised,
     continuation left; inject ``deliverAt`` advertised; return value type). The first
@@ -930,18 +939,14 @@ def check_effects(
         return []
     if not isinstance(effects, (list, tuple)):
         raise EffectError("effects", "must be an array")
-    grants = _Grants(capabilities)
+    grants = capabilities if isinstance(capabilities, Grants) else Grants(capabilities)
     context: Mapping[str, Any] = edit_context if isinstance(edit_context, Mapping) else {}
     out: list[AnyEffect] = []
     for index, item in enumerate(effects):
         path = f"effects[{index}]"
-        # An effect model validated when it was built (frozen since) is used as it is;
-        # plain values and unvalidated models (``model_construct``) are parsed.
-        effect = (
-            cast("AnyEffect", item)
-            if isinstance(item, BaseEffect) and item.validated
-            else parse_effect(_wire_item(item, path), path, check_values=False)
-        )
+        # An effect model is judged by its wire form, like a plain value: what is
+        # accepted is exactly what would be sent, however the model was built.
+        effect = parse_effect(_wire_item(item, path), path, check_values=False)
         _check_one(event_type, grants, effect, path, context)
         out.append(effect)
     return out
