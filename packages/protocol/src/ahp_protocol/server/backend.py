@@ -45,9 +45,10 @@ effect and needs no event loop.
 
 Per-request cost: the verdict on ``(event type, capabilities, state)`` is a pure
 function of them and is remembered (bounded), so a repeated grant is one ``repr``;
-frames are decoded by ``pydantic_core.from_json`` once pydantic is loaded (the
-stdlib judges whatever it refuses, so what is accepted does not change); the event
-is validated by the wire models on every request.
+so is the verdict on a handler's effect models, by their wire form under that grant
+(plain dicts are judged every time); frames are decoded by ``pydantic_core.from_json``
+once pydantic is loaded (the stdlib judges whatever it refuses, so what is accepted
+does not change); the event is validated by the wire models on every request.
 """
 
 from __future__ import annotations
@@ -211,12 +212,17 @@ _ENCODER: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), al
 _ASCII_ENCODER: Final = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 
 
-def _encode(message: Mapping[str, Any]) -> bytes:
-    """One compact UTF-8 line; lone surrogates are escaped instead of failing."""
+def _json_bytes(value: Any) -> bytes:
+    """Compact JSON in UTF-8; lone surrogates are escaped instead of failing."""
     try:
-        return _ENCODER.encode(message).encode("utf-8") + b"\n"
+        return _ENCODER.encode(value).encode("utf-8")
     except UnicodeEncodeError:
-        return _ASCII_ENCODER.encode(message).encode("ascii") + b"\n"
+        return _ASCII_ENCODER.encode(value).encode("ascii")
+
+
+def _encode(message: Mapping[str, Any]) -> bytes:
+    """One compact JSON line."""
+    return _json_bytes(message) + b"\n"
 
 
 _NOT_DECODED: Final[Any] = object()
@@ -243,22 +249,10 @@ _RESULT_MIDDLE: Final = (
 _RESULT_TAIL: Final = b"}}\n"
 
 
-def _encode_result(id: RequestId, effects: list[Any]) -> bytes:
-    """``_encode`` of the intercept success for ``id``, byte for byte, without
-    encoding the constant frame each time (only the id and the effects are)."""
-    try:
-        return b"".join(
-            (
-                _RESULT_HEAD,
-                _ENCODER.encode(id).encode("utf-8"),
-                _RESULT_MIDDLE,
-                _ENCODER.encode(effects).encode("utf-8") if effects else b"[]",
-                _RESULT_TAIL,
-            )
-        )
-    except UnicodeEncodeError:  # a lone surrogate: the whole line is escaped, as _encode does
-        result = {"protocolVersion": PROTOCOL_VERSION, "effects": effects}
-        return _encode({"jsonrpc": "2.0", "id": id, "result": result})
+def _encode_result(id: RequestId, effects: bytes) -> bytes:
+    """The intercept success line for ``id`` with the encoded ``effects`` array, without
+    encoding the constant frame each time (the same bytes ``_encode`` would write)."""
+    return b"".join((_RESULT_HEAD, _json_bytes(id), _RESULT_MIDDLE, effects, _RESULT_TAIL))
 
 
 @dataclass(frozen=True, slots=True)
@@ -472,7 +466,7 @@ class Backend:
         self._intercept_cache: dict[str, tuple[InterceptHandler, bool] | None] = {}
         self._observe_cache: dict[str, tuple[tuple[ObserveHandler, bool], ...]] = {}
         self._grant_verdicts: dict[str, _Grant] = {}
-        self._accepted_effects: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self._accepted_effects: dict[tuple[str, str], bytes] = {}
 
     # -- registration -----------------------------------------------------------------
 
@@ -635,7 +629,7 @@ class Backend:
 
     def _finish(self, step: _InterceptCall, effects: list[Any]) -> Reply:
         request = step.request
-        wire: list[Any] = []
+        encoded = b"[]"
         if effects:
             try:
                 accepted = self._accepted(step, effects)
@@ -643,9 +637,9 @@ class Backend:
                 return self._bad_effects(step, exc)
             if accepted is None:
                 return self._bad_effects(step, None)
-            wire = accepted
+            encoded = accepted
         try:
-            line = _encode_result(request.id, wire)
+            line = _encode_result(request.id, encoded)
         except (TypeError, ValueError) as exc:
             return self._bad_effects(step, exc)
         if len(line) - 1 > step.limit:
@@ -653,10 +647,10 @@ class Backend:
             return _error_reply(request.id, ErrorCode.INTERNAL_ERROR, "response too large")
         return Reply(line)
 
-    def _accepted(self, step: _InterceptCall, effects: list[Any]) -> list[dict[str, Any]] | None:
-        """The wire form of a handler's effects once judged (``check_effects``), or
-        ``None`` when one has a type the request did not advertise; raises when the
-        effects are refused.
+    def _accepted(self, step: _InterceptCall, effects: list[Any]) -> bytes | None:
+        """The encoded wire form of a handler's effects once judged (``check_effects``),
+        or ``None`` when one has a type the request did not advertise; raises when the
+        effects are refused or cannot be encoded.
 
         Effect models are judged by their wire form, so the verdict on the same wire
         form under the same grant is remembered (bounded): a handler that denies with
@@ -680,11 +674,12 @@ class Backend:
             # Belt and braces: never send a type the request did not advertise.
             if not isinstance(effect, dict) or effect.get("type") not in grant.advertised:
                 return None
+        encoded = _json_bytes(wire)
         if memo is not None:
             if len(self._accepted_effects) >= _ACCEPTED_EFFECTS:
                 self._accepted_effects.clear()
-            self._accepted_effects[memo] = wire
-        return wire
+            self._accepted_effects[memo] = encoded
+        return encoded
 
     def _prepare(self, message: bytes, limit: int) -> Reply | _InterceptCall | _ObserveCall:
         decoded = self._decode(message, limit)
