@@ -13,10 +13,8 @@ unknown modify targets are dropped. Pure models and functions: no I/O, no
 negotiation. Errors are :class:`~ahp_protocol.wire.errors.WireErrors` with JSON paths.
 """
 
-from __future__ import annotations
-
 from collections.abc import Mapping
-from typing import Annotated, Any, Final, Literal, TypeVar
+from typing import Annotated, Any, Final, Literal, Self, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -125,7 +123,7 @@ class ModifyGrant(_Open):
     merge: StrictBool
 
     @model_validator(mode="after")
-    def _one_true(self) -> ModifyGrant:
+    def _one_true(self) -> Self:
         if not (self.replace or self.merge):
             raise ValueError("must grant replace or merge")
         return self
@@ -140,7 +138,7 @@ class FlowGrant(_Open):
     max_continuations: NonNegativeInt | None = None
 
     @model_validator(mode="after")
-    def _counters(self) -> FlowGrant:
+    def _counters(self) -> Self:
         if "continue" in self.operations and (
             self.remaining_continuations is None or self.continuation_count is None
         ):
@@ -321,7 +319,7 @@ class ManifestEvent(_Open):
     capabilities: Capabilities | None = None
 
     @model_validator(mode="after")
-    def _rules(self) -> ManifestEvent:
+    def _rules(self) -> Self:
         intercept = "intercept" in self.modes
         if intercept and not is_interceptable(self.event):
             raise ValueError("an observe-only event cannot list 'intercept'")
@@ -360,7 +358,7 @@ class ManagedPolicy(_Open):
     disableable: StrictBool
 
     @model_validator(mode="after")
-    def _managed(self) -> ManagedPolicy:
+    def _managed(self) -> Self:
         if "managed" in self.scopes and self.disableable:
             raise ValueError("disableable must be false when scopes contains 'managed'")
         return self

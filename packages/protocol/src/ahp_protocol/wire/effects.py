@@ -13,8 +13,6 @@ Values are plain JSON; canonical message and text-part lists are checked by
 texts that never quote effect values.
 """
 
-from __future__ import annotations
-
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -228,7 +226,7 @@ class EffectError(WireError):
         super().__init__(path, reason)
         self.kind: ErrorKind = kind
 
-    def at(self, *prefix: PathPart) -> EffectError:
+    def at(self, *prefix: PathPart) -> "EffectError":
         moved = super().at(*prefix)
         return EffectError(moved.path, moved.reason, self.kind)
 

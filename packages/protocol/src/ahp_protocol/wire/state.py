@@ -7,8 +7,6 @@ Folding responses into a state is the client's job; this module only says what a
 state is. Unknown fields are kept and round-tripped. No I/O.
 """
 
-from __future__ import annotations
-
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
