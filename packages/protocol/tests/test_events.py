@@ -12,10 +12,14 @@ Three kinds of evidence:
   reverse-DNS extension keys, removed names, lossless round trips.
 """
 
+import ast
 import copy
 import datetime
+import importlib
 import json
 import re
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from functools import cache
 from importlib import resources
@@ -1116,3 +1120,57 @@ def test_python_api_builds_wire_events(official_schema: Schema) -> None:
     assert wire["parentEventId"] == "e0"
     assert official_schema("tool-before.schema.json", wire) == []
     assert parse_event(wire).to_wire() == wire
+
+
+# --------------------------------------------------------------------------- lazy families
+
+
+def test_lazy_names_agree_with_the_family_modules() -> None:
+    """The table ``__getattr__`` reads, the imports type checkers read and ``__all__``
+    name the same classes in the same modules."""
+    init = Path(events_module.__file__)
+    typed: dict[str, str] = {}
+    for node in ast.parse(init.read_text()).body:
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            for imp in node.body:
+                assert isinstance(imp, ast.ImportFrom) and imp.module is not None
+                for alias in imp.names:
+                    typed[alias.name] = imp.module.rsplit(".", 1)[1]
+    assert typed == dict(events_module._HOME)
+    for name, module in typed.items():
+        home = importlib.import_module(f"ahp_protocol.wire.events.{module}")
+        assert getattr(events_module, name) is getattr(home, name)
+    public = set(events_module.__all__)
+    assert set(typed) <= public
+    assert all(hasattr(events_module, name) for name in public)
+    with pytest.raises(AttributeError):
+        events_module.NoSuchEvent  # noqa: B018
+
+
+def test_importing_events_builds_only_what_an_event_needs() -> None:
+    """A per-event backend pays for the family it receives, not for all 32 events."""
+    code = (
+        "import json, sys\n"
+        "import ahp_protocol.wire.events as ev\n"
+        "def loaded():\n"
+        "    return sorted(m for m in sys.modules if m.startswith('ahp_protocol.wire.events.'))\n"
+        "first = loaded()\n"
+        "assert len(ev.EVENT_MODELS) == 32 and 'tool.before' in ev.EVENT_MODELS\n"
+        "second = loaded()\n"
+        "ev.parse_event(json.loads(sys.stdin.read()))\n"
+        "print(json.dumps([first, second, loaded()]))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        input=json.dumps(sample("tool.before")),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    first, second, third = json.loads(out.stdout)
+    envelope = ["ahp_protocol.wire.events.envelope"]
+    assert first == envelope and second == envelope
+    assert third == sorted(
+        [*envelope, "ahp_protocol.wire.events.results", "ahp_protocol.wire.events.tool"]
+    )

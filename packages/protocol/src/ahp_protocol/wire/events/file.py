@@ -1,0 +1,33 @@
+"""The file event: ``file.changed`` (files changed on disk, by the agent or not).
+
+Builds on :mod:`.envelope`; imported on first use by
+:mod:`ahp_protocol.wire.events` (import the names from there). No I/O.
+"""
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from ahp_protocol.wire.content import ClosedModel, ContentItem, NonEmptyStr, Omittable
+from ahp_protocol.wire.events.envelope import Event
+
+# --------------------------------------------------------------------------- payloads
+
+
+class ChangedFile(ClosedModel):
+    """One entry of ``file.changed.changes``; snapshots are content parts."""
+
+    path: NonEmptyStr
+    operation: Literal["create", "update", "remove"]
+    agent_caused: bool
+    before: Omittable[ContentItem] = None
+    after: Omittable[ContentItem] = None
+
+
+# --------------------------------------------------------------------------- events
+
+
+class FileChanged(Event):
+    type: Literal["file.changed"] = "file.changed"
+    changes: Annotated[list[ChangedFile], Field(min_length=1)]
+    items: Omittable[list[ContentItem]] = None

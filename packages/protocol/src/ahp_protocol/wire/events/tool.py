@@ -1,0 +1,298 @@
+"""The tool events: ``tool.before``, ``tool.after``, ``tool.permission.request``,
+``tool.permission.resolved``, ``tool.progress`` and ``tool.batch.after``.
+
+Owns the tool detail of draft §3.3 (``tool`` with its MCP origin and the
+server ``connection``, ``batch``), ``fileChanges``, the calls of a batch, and
+the outcome/execution/error consistency rules of tool events. Builds on
+:mod:`.envelope` and :mod:`.results`; imported on first use by
+:mod:`ahp_protocol.wire.events` (import the names from there). No I/O.
+"""
+
+import re
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar, Literal, Self, TypeAlias
+
+from pydantic import AfterValidator, Discriminator, Field, field_validator, model_validator
+
+from ahp_protocol.wire.content import (
+    ClosedModel,
+    ContentItem,
+    Message,
+    NonEmptyStr,
+    NonNegativeNumber,
+    Omittable,
+    WireConstants,
+    rule,
+    union_tag,
+)
+from ahp_protocol.wire.events.envelope import ClosedTurn, Event, HttpUrl, JsonObject, Ref
+from ahp_protocol.wire.events.results import (
+    ErrorInfo,
+    Executed,
+    Execution,
+    Skipped,
+    SuppliedResult,
+    _is_skipped,
+)
+
+# --------------------------------------------------------------------------- tool detail
+
+
+class McpServer(ClosedModel):
+    id: NonEmptyStr
+    name: Omittable[NonEmptyStr] = None
+
+
+class ConnectionGap(ClosedModel):
+    path: NonEmptyStr
+    reason: NonEmptyStr
+
+
+class _Connection(WireConstants):
+    """A connection names where the server is, or says in ``gaps`` what it cannot tell."""
+
+    _always = frozenset({"transport"})
+    _located: ClassVar[tuple[str, ...]] = ()
+
+    gaps: Omittable[Annotated[list[ConnectionGap], Field(min_length=1)]] = None
+
+    @model_validator(mode="after")
+    def _located_or_gap(self) -> Self:
+        gapped = {g.path for g in self.gaps or ()}
+        for name in self._located:
+            field = type(self).model_fields[name]
+            wire = field.alias or name
+            if name not in self.model_fields_set and wire not in gapped:
+                raise rule(f'{wire} is required, or a gaps entry whose path is "{wire}"')
+        return self
+
+
+class HttpConnection(_Connection):
+    _located = ("url",)
+    transport: Literal["http"] = "http"
+    url: Omittable[HttpUrl] = None
+
+
+class SseConnection(_Connection):
+    _located = ("url",)
+    transport: Literal["sse"] = "sse"
+    url: Omittable[HttpUrl] = None
+
+
+class StdioConnection(_Connection):
+    _located = ("command", "args", "cwd")
+    transport: Literal["stdio"] = "stdio"
+    command: Omittable[NonEmptyStr] = None
+    args: Omittable[list[str]] = None
+    cwd: Omittable[NonEmptyStr] = None
+
+
+def _extension_transport(value: str) -> str:
+    if not re.match(r"_.", value):
+        raise rule('an extension transport starts with "_"')
+    return value
+
+
+class ExtensionConnection(_Connection):
+    """An extension transport (``_unix``, ...): ``addressForm`` and ``address``."""
+
+    _located = ("address_form", "address")
+    transport: Annotated[str, AfterValidator(_extension_transport)]
+    address_form: Omittable[NonEmptyStr] = None
+    address: Omittable[NonEmptyStr] = None
+
+
+def _connection_tag(value: Any) -> str | None:
+    transport = (
+        value.get("transport") if isinstance(value, Mapping) else getattr(value, "transport", None)
+    )
+    if transport in ("http", "sse", "stdio"):
+        return f"connection:{transport}"
+    if isinstance(transport, str) and transport.startswith("_"):
+        return "connection:extension"
+    return None
+
+
+Connection: TypeAlias = Annotated[
+    Annotated[HttpConnection, union_tag("connection:http")]
+    | Annotated[SseConnection, union_tag("connection:sse")]
+    | Annotated[StdioConnection, union_tag("connection:stdio")]
+    | Annotated[ExtensionConnection, union_tag("connection:extension")],
+    Discriminator(
+        _connection_tag,
+        custom_error_type="invalid_connection",
+        custom_error_message='transport must be "http", "sse", "stdio" or an extension "_name"',
+    ),
+]
+
+
+class Mcp(ClosedModel):
+    """Where an MCP tool lives; credentials, userinfo, headers and secret args are stripped."""
+
+    server: McpServer
+    tool_name: NonEmptyStr
+    provenance: Literal["runtime", "inferred"]
+    connection: Connection
+
+
+class Tool(ClosedModel):
+    """``tool``: the name verbatim, the parsed input object (never a string), the origin."""
+
+    name: NonEmptyStr
+    kind: Omittable[NonEmptyStr] = None
+    input: JsonObject
+    origin: Literal["native", "mcp"]
+    mcp: Omittable[Mcp] = None
+
+    def model_post_init(self, context: Any, /) -> None:
+        # A rule checked here rather than in an after-validator: pydantic-core calls
+        # this directly (much cheaper) and reports what it raises like a validator's
+        # error. Being a hook, it also runs for ``model_construct``.
+        if self.origin == "mcp" and self.mcp is None:
+            raise rule('mcp is required when origin is "mcp"')
+        if self.origin != "mcp" and self.mcp is not None:
+            raise rule('is allowed only when origin is "mcp"', "mcp")
+
+
+class Batch(ClosedModel):
+    """``batch`` on a tool call: ``{id, callIds[≥1, unique]}``."""
+
+    id: NonEmptyStr
+    call_ids: Annotated[list[NonEmptyStr], Field(min_length=1)]
+    synthesized: Omittable[bool] = None
+
+    @field_validator("call_ids")
+    @classmethod
+    def _unique(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise rule("call ids must be unique")
+        return value
+
+
+# --------------------------------------------------------------------------- payloads
+
+
+class FileChange(ClosedModel):
+    """One file a tool changed: ``moved`` needs ``previousPath``; no ``before`` when created."""
+
+    path: NonEmptyStr
+    change: Literal["created", "modified", "deleted", "moved"]
+    previous_path: Omittable[NonEmptyStr] = None
+    before: Omittable[ContentItem] = None
+    after: Omittable[ContentItem] = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if self.change == "moved" and self.previous_path is None:
+            raise rule('previousPath is required when change is "moved"')
+        if self.change == "created" and self.before is not None:
+            raise rule('is not allowed when change is "created"', "before")
+        if self.change == "deleted" and self.after is not None:
+            raise rule('is not allowed when change is "deleted"', "after")
+        return self
+
+
+class BatchCall(ClosedModel):
+    """One resolved call in ``tool.batch.after.calls``."""
+
+    call: Ref
+    tool: Tool
+    path: NonEmptyStr
+    batch: Omittable[Batch] = None
+    outcome: Literal["ok", "error", "denied", "cancelled", "timeout"]
+    execution: Execution
+
+    @model_validator(mode="after")
+    def _denied(self) -> Self:
+        _check_denied(self.outcome, self.execution)
+        return self
+
+
+def _check_denied(outcome: str, execution: Executed | SuppliedResult | Skipped) -> None:
+    if outcome == "denied" and not (
+        isinstance(execution, Skipped) and execution.reason == "policy"
+    ):
+        raise rule(
+            'must be {"status": "skipped", "reason": "policy"} when outcome is "denied"',
+            "execution",
+        )
+
+
+# --------------------------------------------------------------------------- events
+
+
+class _ToolEvent(Event):
+    call: Ref
+    tool: Tool
+    path: NonEmptyStr
+    batch: Omittable[Batch] = None
+
+
+class ToolBefore(_ToolEvent):
+    """``tool.before``: before side effects and the host permission stage."""
+
+    _forbidden = ("outcome", "execution", "durationMs", "fileChanges")
+    type: Literal["tool.before"] = "tool.before"
+    items: Omittable[list[ContentItem]] = None
+
+
+class ToolAfter(_ToolEvent):
+    """``tool.after``: exactly one per resolved call (executed, denied or supplied)."""
+
+    type: Literal["tool.after"] = "tool.after"
+    outcome: Literal["ok", "error", "denied", "cancelled", "timeout"]
+    execution: Execution
+    items: list[Message]
+    error: Omittable[ErrorInfo] = None
+    duration_ms: Omittable[NonNegativeNumber] = None
+    file_changes: Omittable[list[FileChange]] = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if self.outcome == "error" and self.error is None:
+            raise rule('error is required when outcome is "error"')
+        if self.outcome != "error" and self.error is not None:
+            raise rule('is allowed only when outcome is "error"', "error")
+        _check_denied(self.outcome, self.execution)
+        if _is_skipped(self.execution):
+            if self.duration_ms is not None:
+                raise rule("is not allowed when execution is skipped", "durationMs")
+            if self.file_changes is not None:
+                raise rule("is not allowed when execution is skipped", "fileChanges")
+        return self
+
+
+class ToolPermissionRequest(_ToolEvent):
+    """``tool.permission.request``: the host is about to prompt for this call."""
+
+    _forbidden = ("decision", "decidedBy", "outcome", "execution")
+    type: Literal["tool.permission.request"] = "tool.permission.request"
+    turn: Omittable[ClosedTurn] = None
+    suggestions: list[JsonObject]
+    sandbox_bypass: bool
+    items: Omittable[list[ContentItem]] = None
+
+
+class ToolPermissionResolved(_ToolEvent):
+    type: Literal["tool.permission.resolved"] = "tool.permission.resolved"
+    turn: Omittable[ClosedTurn] = None
+    decision: Literal["allow", "deny"]
+    decided_by: Literal["user", "policy", "hook", "auto", "classifier"]
+    items: Omittable[list[ContentItem]] = None
+
+
+class ToolProgress(_ToolEvent):
+    _forbidden = ("outcome", "execution")
+    type: Literal["tool.progress"] = "tool.progress"
+    turn: Omittable[ClosedTurn] = None
+    partial_output: Message
+    backgrounded: bool
+    items: Omittable[list[ContentItem]] = None
+
+
+class ToolBatchAfter(Event):
+    type: Literal["tool.batch.after"] = "tool.batch.after"
+    turn: Omittable[ClosedTurn] = None
+    batch: Ref
+    calls: Annotated[list[BatchCall], Field(min_length=1)]
+    items: Omittable[list[ContentItem]] = None
