@@ -15,7 +15,8 @@ Measured in one run, interleaved so machine noise hits all alike:
 
 1. per request, persistent stdio: a bare NDJSON client writes one line and reads
    one line (round trip), ``--requests`` per backend (default 500) in ``--rounds``
-   rounds (default 10), the backend order rotating every round, after a warm-up;
+   rounds (default 10), the backend order rotating every round, after a warm-up,
+   the client and the backends on one CPU unless ``--no-pin`` (see ``pinned``);
 2. cold start, per_event stdio: spawn to first reply line (request written at once,
    stdin left open as a harness does), ``--spawns`` per backend (default 15), the
    order rotating every spawn; ``python -c pass`` (spawn to exit) for context.
@@ -34,11 +35,14 @@ import argparse
 import gc
 import json
 import math
+import os
 import statistics
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -223,6 +227,30 @@ def summary(values: list[float]) -> dict[str, float]:
     return {"n": len(values), "median": statistics.median(ordered), "p90": p90}
 
 
+@contextmanager
+def pinned(enabled: bool) -> Iterator[int | None]:
+    """Run this process, and the backends it starts meanwhile, on one CPU.
+
+    A round trip wakes the backend, then the client. When the two run on different
+    CPUs, each wake-up of an idle CPU costs what the (virtual) machine makes it cost,
+    often more than the work measured, and whether the scheduler keeps a pair on one
+    CPU differs from backend to backend and run to run. On one CPU every backend pays
+    the same two context switches per round trip and the rest is its own work.
+    Yields the CPU, or ``None`` when not pinned (disabled, or unsupported here).
+    """
+    setaffinity = getattr(os, "sched_setaffinity", None)
+    if not enabled or setaffinity is None:
+        yield None
+        return
+    before = os.sched_getaffinity(0)
+    cpu = min(before)
+    setaffinity(0, {cpu})
+    try:
+        yield cpu
+    finally:
+        setaffinity(0, before)
+
+
 def measure_requests(requests: int, rounds: int, warmup: int) -> dict[str, list[float]]:
     per_round = max(1, requests // rounds)
     backends = {name: Persistent(name) for name in NAMES}
@@ -278,7 +306,12 @@ def print_table(report: dict[str, Any]) -> None:
     print(
         f"\nPer request, persistent stdio (round trip, us; "
         f"{report['settings']['requests']} requests x backend, "
-        f"{report['settings']['rounds']} interleaved rounds)"
+        f"{report['settings']['rounds']} interleaved rounds, "
+        + (
+            "unpinned)"
+            if report["settings"]["per_request_cpu"] is None
+            else f"client and backends on CPU {report['settings']['per_request_cpu']})"
+        )
     )
     print(f"  {'backend':<16}{'median':>10}{'p90':>10}")
     for name, stats in report["per_request"].items():
@@ -305,13 +338,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spawns", type=int, default=15, help="per backend (>= 15)")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument(
+        "--no-pin",
+        action="store_true",
+        help="do not run the per-request phase on one CPU (see pinned())",
+    )
     args = parser.parse_args(argv)
     if args.requests < 1 or args.rounds < 1 or args.spawns < 1 or args.warmup < 1:
         parser.error("counts must be positive")
     requests = max(1, args.requests // args.rounds) * args.rounds
-    per_request = {
-        k: summary(v) for k, v in measure_requests(requests, args.rounds, args.warmup).items()
-    }
+    with pinned(not args.no_pin) as cpu:
+        measured = measure_requests(requests, args.rounds, args.warmup)
+    per_request = {k: summary(v) for k, v in measured.items()}
     cold = {k: summary(v) for k, v in measure_cold(args.spawns).items()}
     report: dict[str, Any] = {
         "settings": {
@@ -319,6 +357,7 @@ def main(argv: list[str] | None = None) -> int:
             "rounds": args.rounds,
             "warmup": args.warmup,
             "spawns": args.spawns,
+            "per_request_cpu": cpu,
             "units": {"per_request": "us", "cold_start": "ms"},
         },
         "per_request": per_request,
