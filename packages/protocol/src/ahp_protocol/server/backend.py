@@ -59,7 +59,7 @@ import json
 import sys
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, NoReturn, TypeAlias, TypeVar
 
 from ahp_protocol.wire import catalogue
 from ahp_protocol.wire.jsonrpc import (
@@ -146,8 +146,7 @@ class InterceptRequest:
         return None
 
 
-@dataclass(frozen=True, slots=True)
-class Reply:
+class Reply(NamedTuple):
     """What the core decided: the encoded line (``None``: stay silent).
 
     ``parse_error`` is true when the bytes were not one decodable JSON value
@@ -161,8 +160,7 @@ class Reply:
 _SILENT: Final = Reply(None)
 
 
-@dataclass(slots=True)
-class _InterceptCall:
+class _InterceptCall(NamedTuple):
     handler: InterceptHandler
     is_async: bool
     request: InterceptRequest
@@ -170,8 +168,7 @@ class _InterceptCall:
     limit: int
 
 
-@dataclass(frozen=True, slots=True)
-class _ObserveCall:
+class _ObserveCall(NamedTuple):
     handlers: tuple[tuple[ObserveHandler, bool], ...]
     event: dict[str, Any]
 
@@ -255,15 +252,13 @@ def _encode_result(id: RequestId, effects: bytes) -> bytes:
     return b"".join((_RESULT_HEAD, _json_bytes(id), _RESULT_MIDDLE, effects, _RESULT_TAIL))
 
 
-@dataclass(frozen=True, slots=True)
-class _EventsApi:
+class _EventsApi(NamedTuple):
     parse_event: Callable[[object], object]
     unsupported: type[Exception]
     invalid: tuple[type[Exception], ...]
 
 
-@dataclass(frozen=True, slots=True)
-class _EffectsApi:
+class _EffectsApi(NamedTuple):
     check_effects: Callable[[str, Any, object], list[Any]]
     effects_to_wire: Callable[[Iterable[Any]], list[dict[str, Any]]]
     model: type[Any]  # BaseEffect
@@ -366,8 +361,7 @@ _EFFECTS_KEY_MAX: Final = 16 * 1024
 """Remembered effect verdicts (at most this many, each key at most this long)."""
 
 
-@dataclass(frozen=True, slots=True)
-class _Grant:
+class _Grant(NamedTuple):
     """Everything about one request's grant that is a pure function of
     ``(event type, capabilities, state)``: remembered, so a repeat costs one ``repr``.
 
