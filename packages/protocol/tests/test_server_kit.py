@@ -461,6 +461,17 @@ def test_remembered_effect_verdicts_are_per_grant_and_per_wire_form(
         returned.append(forged)
         refused = call(backend, intercept(tool_before(f"fg{n}"), ["deny"]), official_schema)
         assert error_of(refused) == (-32603, f"fg{n}")
+    variants = [  # same values in other fields or classes: each is its own wire form
+        (DenyEffect(reason="No."), {"type": "deny", "reason": "No."}),
+        (DenyEffect(reason="No.", code=None), {"type": "deny", "reason": "No."}),
+        (MessageEffect(text="No."), {"type": "message", "text": "No."}),
+        (DenyEffect(reason="No.", extensions={"com.example.x": 1}), None),
+    ]
+    for effect, wire in variants:
+        returned.append(effect)
+        answer = call(backend, intercept(tool_before("v"), ["deny", "message"]), official_schema)
+        expected = wire or {"type": "deny", "reason": "No.", "extensions": {"com.example.x": 1}}
+        assert answer["result"]["effects"] == [expected]
     for i in range(300):  # more distinct forms than are remembered
         returned.append(DenyEffect(reason=f"reason {i}"))
         ok = call(backend, intercept(tool_before(f"m{i}"), ["deny"]), official_schema)
