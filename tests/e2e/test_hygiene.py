@@ -391,7 +391,7 @@ def test_a_harness_stopped_by_a_signal_leaves_no_process_behind(e2e: Any, signum
     try:
         assert wait_for_line(fifo, 30.0).strip() == "started"  # mid-session: the tool runs
         harness.send_signal(signum)
-        harness.wait(timeout=15)
+        assert harness.wait(timeout=15) == 128 + signum  # ended by the signal, cleanly
         leftovers = living(str(e2e.tmp)) + living(f"29.{token}")
         shown = {pid: cmdline(str(pid)) for pid in leftovers}
         assert leftovers == [], f"alive after the harness got {signum!r}: {shown}"

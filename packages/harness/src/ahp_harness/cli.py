@@ -116,15 +116,18 @@ async def _run(args: argparse.Namespace) -> int:
         permission_mode=args.mode,
         ui=ui,
     )
-    terminated = False
+    stopped_by: int | None = None
 
     async def stop_on_signal(scope: anyio.CancelScope) -> None:
-        # SIGTERM/SIGHUP end the session like Ctrl-C: every backend and tool process
-        # is closed by the ``finally`` below, none outlives the harness.
-        nonlocal terminated
-        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
-            async for _ in signals:
-                terminated = True
+        # Ctrl-C (SIGINT), SIGTERM and SIGHUP end the session by cancelling it: every
+        # backend and tool process is closed by the ``finally`` below, none outlives
+        # the harness. SIGINT is taken here too, not left to the event loop's own
+        # handler: that one cancels the main task natively, which can cut a shielded
+        # clean-up short and leave the loop waiting for a child nobody reaps.
+        nonlocal stopped_by
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
+            async for signum in signals:
+                stopped_by = signum
                 scope.cancel()
                 return
 
@@ -146,9 +149,9 @@ async def _run(args: argparse.Namespace) -> int:
         audit.close()
         transcript.close()
         sandbox.close()
-    if terminated or summary is None:
+    if stopped_by is not None or summary is None:
         ui.note("session ended by a signal")
-        return 143
+        return 128 + (stopped_by or signal.SIGTERM)
     refused = sum(1 for c in summary.calls if c.outcome == "denied")
     ui.note(f"session over: {len(summary.calls)} tool calls, {refused} refused")
     if summary.stopped:
