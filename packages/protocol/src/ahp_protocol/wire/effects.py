@@ -431,12 +431,6 @@ class BaseEffect(BaseModel):
     absent_when_none: ClassVar[frozenset[str]] = frozenset()
     """Optional fields for which ``None`` means "absent" (never a JSON null on the wire)."""
 
-    def model_post_init(self, context: Any, /) -> None:
-        # The constants count as given, so :meth:`to_wire` writes them. A hook that
-        # pydantic-core calls directly: much cheaper than a validator or a private
-        # attribute on every construction.
-        self.__pydantic_fields_set__.update(self.always_on_wire)
-
     def to_wire(self) -> dict[str, Any]:
         """The wire object: the constants (``type``, ...) always, other fields only when
         set; a ``value`` of ``None`` stays a JSON ``null`` (a literal, not a deletion).
@@ -450,7 +444,17 @@ class BaseEffect(BaseModel):
         for name in self.absent_when_none:  # field and wire names are the same here
             if name in wire and wire[name] is None:
                 del wire[name]
+        if not self.always_on_wire <= wire.keys():
+            # Constants left at their defaults: written first, in declaration order
+            # (their field and wire names are the same).
+            constants = {name: getattr(self, name) for name in _constants(type(self))}
+            wire = {**constants, **wire}
         return wire
+
+
+@cache
+def _constants(model: type[BaseEffect]) -> tuple[str, ...]:
+    return tuple(name for name in model.model_fields if name in model.always_on_wire)
 
 
 def _json_field(value: object) -> Any:
