@@ -429,7 +429,7 @@ def parse_event(obj: object) -> Event:
     Raises :class:`UnsupportedEvent` when ``type`` names no standard event,
     and :class:`WireErrors` (paths relative to the event) for anything else.
     """
-    if not isinstance(obj, Mapping):
+    if not isinstance(obj, (dict, Mapping)):  # dict first: a cheap exact test
         raise WireErrors([WireError("$", "an event must be a JSON object")])
     if "type" not in obj:
         raise UnsupportedEvent("$", "type is required")
@@ -440,9 +440,9 @@ def parse_event(obj: object) -> Event:
         raise UnsupportedEvent(
             "type", f'"{name}" was removed from the draft; it is not a standard event'
         )
-    model = EVENT_MODELS.get(name)
-    if model is None:
+    if name not in EVENT_MODELS:
         raise UnsupportedEvent("type", "is not a standard event type")
+    model = EVENT_MODELS[name]
     data = obj if type(obj) is dict else dict(obj)
     try:
         # ``model_validate`` without its Python wrapper (the same call).
