@@ -15,7 +15,7 @@ Measured in one run, interleaved so machine noise hits all alike:
 
 1. per request, persistent stdio: a bare NDJSON client writes one line and reads
    one line (round trip), ``--requests`` per backend (default 500) in ``--rounds``
-   rounds (default 10), the backend order rotating every round, after a warm-up,
+   rounds (default 50), the backend order rotating every round, after a warm-up,
    the client and the backends on one CPU unless ``--no-pin`` (see ``pinned``);
 2. cold start, per_event stdio: spawn to first reply line (request written at once,
    stdin left open as a harness does), ``--spawns`` per backend (default 15), the
@@ -251,10 +251,17 @@ def pinned(enabled: bool) -> Iterator[int | None]:
         setaffinity(0, before)
 
 
-def measure_requests(requests: int, rounds: int, warmup: int) -> dict[str, list[float]]:
+def measure_requests(
+    requests: int, rounds: int, warmup: int
+) -> tuple[dict[str, list[float]], dict[str, dict[str, list[float]]]]:
+    """Round trips per backend, and the same split by request kind (``passed``: the
+    even requests, answered with no effect; ``denied``: the odd ``rm -rf`` ones)."""
     per_round = max(1, requests // rounds)
     backends = {name: Persistent(name) for name in NAMES}
     times: dict[str, list[float]] = {name: [] for name in NAMES}
+    by_kind: dict[str, dict[str, list[float]]] = {
+        name: {"passed": [], "denied": []} for name in NAMES
+    }
     try:
         warm = [(i, request_line(i)) for i in range(warmup)]
         for backend in backends.values():  # start-up and lazy imports are not per request
@@ -267,13 +274,16 @@ def measure_requests(requests: int, rounds: int, warmup: int) -> dict[str, list[
             index += per_round
             order = NAMES[r % 3 :] + NAMES[: r % 3]
             for name in order:
-                times[name].extend(backends[name].run(lines))
+                measured = backends[name].run(lines)
+                times[name].extend(measured)
+                for (i, _), us in zip(lines, measured, strict=True):
+                    by_kind[name]["denied" if i % 2 else "passed"].append(us)
             gc.collect()
     finally:
         gc.enable()
         for backend in backends.values():
             backend.close()
-    return times
+    return times, by_kind
 
 
 def measure_cold(spawns: int) -> dict[str, list[float]]:
@@ -316,6 +326,15 @@ def print_table(report: dict[str, Any]) -> None:
     print(f"  {'backend':<16}{'median':>10}{'p90':>10}")
     for name, stats in report["per_request"].items():
         print(f"  {name:<16}{stats['median']:>10.1f}{stats['p90']:>10.1f}")
+    raw = report["per_request"]["raw"]["median"]
+    print("  by request kind (median; x raw's median), for context:")
+    for name in ("kit", "sdk"):
+        kinds = report["per_request_by_kind"][name]
+        cells = "  ".join(
+            f"{kind} {kinds[kind]['median']:.1f} ({kinds[kind]['median'] / raw:.2f}x)"
+            for kind in ("passed", "denied")
+        )
+        print(f"    {name:<14}{cells}")
     print(
         f"\nCold start, per_event stdio (spawn to first reply, ms; "
         f"{report['settings']['spawns']} spawns each, interleaved)"
@@ -333,7 +352,7 @@ def print_table(report: dict[str, Any]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=500, help="per backend (>= 300)")
-    parser.add_argument("--rounds", type=int, default=10, help="interleaved rounds")
+    parser.add_argument("--rounds", type=int, default=50, help="interleaved rounds")
     parser.add_argument("--warmup", type=int, default=30, help="untimed requests first")
     parser.add_argument("--spawns", type=int, default=15, help="per backend (>= 15)")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
@@ -348,8 +367,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("counts must be positive")
     requests = max(1, args.requests // args.rounds) * args.rounds
     with pinned(not args.no_pin) as cpu:
-        measured = measure_requests(requests, args.rounds, args.warmup)
+        measured, by_kind = measure_requests(requests, args.rounds, args.warmup)
     per_request = {k: summary(v) for k, v in measured.items()}
+    per_kind = {
+        name: {kind: summary(v) for kind, v in kinds.items()} for name, kinds in by_kind.items()
+    }
     cold = {k: summary(v) for k, v in measure_cold(args.spawns).items()}
     report: dict[str, Any] = {
         "settings": {
@@ -361,6 +383,7 @@ def main(argv: list[str] | None = None) -> int:
             "units": {"per_request": "us", "cold_start": "ms"},
         },
         "per_request": per_request,
+        "per_request_by_kind": per_kind,
         "cold_start": cold,
     }
     report["targets"] = evaluate(per_request, cold)
