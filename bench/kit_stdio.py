@@ -16,7 +16,8 @@ Measured in one run, interleaved so machine noise hits all alike:
 1. per request, persistent stdio: a bare NDJSON client writes one line and reads
    one line (round trip), ``--requests`` per backend (default 500) in ``--rounds``
    rounds (default 50), the backend order rotating every round, after a warm-up,
-   the client and the backends on one CPU unless ``--no-pin`` (see ``pinned``);
+   client and backends placed by ``--cpus`` (default: the scheduler's choice; see
+   ``placement``);
 2. cold start, per_event stdio: spawn to first reply line (request written at once,
    stdin left open as a harness does), ``--spawns`` per backend (default 15), the
    order rotating every spawn; ``python -c pass`` (spawn to exit) for context.
@@ -140,6 +141,7 @@ class Persistent:
     """A persistent stdio backend driven by a bare NDJSON client (write a line, read a line)."""
 
     name: str
+    cpus: set[int] | None = None
     proc: subprocess.Popen[bytes] = field(init=False)
     stdin: IO[bytes] = field(init=False)
     stdout: IO[bytes] = field(init=False)
@@ -153,6 +155,8 @@ class Persistent:
         )
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
+        if self.cpus is not None:
+            os.sched_setaffinity(self.proc.pid, self.cpus)
 
     def exchange(self, line: bytes) -> bytes:
         self.stdin.write(line)
@@ -227,37 +231,56 @@ def summary(values: list[float]) -> dict[str, float]:
     return {"n": len(values), "median": statistics.median(ordered), "p90": p90}
 
 
-@contextmanager
-def pinned(enabled: bool) -> Iterator[int | None]:
-    """Run this process, and the backends it starts meanwhile, on one CPU.
+PLACEMENTS = ("any", "same", "split")
+"""Where the per-request phase runs (``--cpus``); see :func:`placement`."""
 
-    A round trip wakes the backend, then the client. When the two run on different
-    CPUs, each wake-up of an idle CPU costs what the (virtual) machine makes it cost,
-    often more than the work measured, and whether the scheduler keeps a pair on one
-    CPU differs from backend to backend and run to run. On one CPU every backend pays
-    the same two context switches per round trip and the rest is its own work.
-    Yields the CPU, or ``None`` when not pinned (disabled, or unsupported here).
+
+@contextmanager
+def placement(mode: str) -> Iterator[tuple[str, set[int] | None]]:
+    """Place the client (this process) and the backends it starts meanwhile.
+
+    A round trip wakes the backend, then the client; where they run changes the floor:
+
+    - ``any`` (default): the scheduler decides, as in a deployment. A pair may share
+      a CPU or not, and that can differ from backend to backend and run to run.
+    - ``same``: everything on one CPU. Two context switches per round trip and no
+      idle CPU to wake, but the client's work evicts the backend's caches between
+      requests: the smallest floor, and the hardest case for a larger backend.
+    - ``split``: the client on one CPU, every backend on another. Each keeps its own
+      caches; each round trip wakes an idle CPU, which on a virtual machine can cost
+      more than the work measured: the largest floor.
+
+    Yields a description and the CPUs given to backends (``None``: not placed).
     """
     setaffinity = getattr(os, "sched_setaffinity", None)
-    if not enabled or setaffinity is None:
-        yield None
+    if mode == "any":
+        yield "scheduler's choice", None
         return
+    if setaffinity is None:
+        raise SystemExit(f"--cpus {mode} needs os.sched_setaffinity (Linux)")
     before = os.sched_getaffinity(0)
-    cpu = min(before)
-    setaffinity(0, {cpu})
+    cpus = sorted(before)
+    if mode == "split" and len(cpus) < 2:
+        raise SystemExit("--cpus split needs two CPUs")
+    client = {cpus[0]}
+    backends = client if mode == "same" else {cpus[1]}
+    setaffinity(0, client)
     try:
-        yield cpu
+        where = (
+            f"CPU {cpus[0]}" if mode == "same" else f"client CPU {cpus[0]}, backends CPU {cpus[1]}"
+        )
+        yield where, backends
     finally:
         setaffinity(0, before)
 
 
 def measure_requests(
-    requests: int, rounds: int, warmup: int
+    requests: int, rounds: int, warmup: int, cpus: set[int] | None = None
 ) -> tuple[dict[str, list[float]], dict[str, dict[str, list[float]]]]:
     """Round trips per backend, and the same split by request kind (``passed``: the
     even requests, answered with no effect; ``denied``: the odd ``rm -rf`` ones)."""
     per_round = max(1, requests // rounds)
-    backends = {name: Persistent(name) for name in NAMES}
+    backends = {name: Persistent(name, cpus) for name in NAMES}
     times: dict[str, list[float]] = {name: [] for name in NAMES}
     by_kind: dict[str, dict[str, list[float]]] = {
         name: {"passed": [], "denied": []} for name in NAMES
@@ -317,11 +340,8 @@ def print_table(report: dict[str, Any]) -> None:
         f"\nPer request, persistent stdio (round trip, us; "
         f"{report['settings']['requests']} requests x backend, "
         f"{report['settings']['rounds']} interleaved rounds, "
-        + (
-            "unpinned)"
-            if report["settings"]["per_request_cpu"] is None
-            else f"client and backends on CPU {report['settings']['per_request_cpu']})"
-        )
+        f"--cpus {report['settings']['per_request_cpus']['mode']}: "
+        f"{report['settings']['per_request_cpus']['where']})"
     )
     print(f"  {'backend':<16}{'median':>10}{'p90':>10}")
     for name, stats in report["per_request"].items():
@@ -358,16 +378,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument(
-        "--no-pin",
-        action="store_true",
-        help="do not run the per-request phase on one CPU (see pinned())",
+        "--cpus",
+        choices=PLACEMENTS,
+        default="any",
+        help="where the per-request phase runs: any (the scheduler decides), same "
+        "(client and backends on one CPU), split (client on one, backends on another)",
     )
     args = parser.parse_args(argv)
     if args.requests < 1 or args.rounds < 1 or args.spawns < 1 or args.warmup < 1:
         parser.error("counts must be positive")
     requests = max(1, args.requests // args.rounds) * args.rounds
-    with pinned(not args.no_pin) as cpu:
-        measured, by_kind = measure_requests(requests, args.rounds, args.warmup)
+    with placement(args.cpus) as (where, cpus):
+        measured, by_kind = measure_requests(requests, args.rounds, args.warmup, cpus)
     per_request = {k: summary(v) for k, v in measured.items()}
     per_kind = {
         name: {kind: summary(v) for kind, v in kinds.items()} for name, kinds in by_kind.items()
@@ -379,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
             "rounds": args.rounds,
             "warmup": args.warmup,
             "spawns": args.spawns,
-            "per_request_cpu": cpu,
+            "per_request_cpus": {"mode": args.cpus, "where": where},
             "units": {"per_request": "us", "cold_start": "ms"},
         },
         "per_request": per_request,
