@@ -147,6 +147,7 @@ class Dispatcher:
         self._subscriptions: dict[str, Sequence[Subscription]] = {}
         self._routes: dict[tuple[str, str], list[Route]] = {}
         self._grants: dict[tuple[str, str, int], dict[str, Any]] = {}
+        self._judges: dict[tuple[str, str, int], Any] = {}  # wire.effects.Grants per grant
         self._started = False
         self._closed = False
         self._check_registration()
@@ -339,6 +340,17 @@ class Dispatcher:
             cached = self._grants[key] = self._narrow(event_type, route)
         return cached
 
+    def _judge(self, event_type: str, route: Route) -> Any:
+        """What ``check_effects`` reads of :meth:`grant` (``wire.effects.Grants``), built
+        once per route like the grant itself."""
+        key = (event_type, route.hook.id, route.index)
+        judge = self._judges.get(key)
+        if judge is None:
+            from ahp_protocol.wire.effects import Grants
+
+            judge = self._judges[key] = Grants(self.grant(event_type, route))
+        return judge
+
     def _narrow(self, event_type: str, route: Route) -> dict[str, Any]:
         from ahp_protocol.wire.capabilities import capabilities_for, parse_capabilities
 
@@ -376,7 +388,7 @@ class Dispatcher:
         return result
 
     def _accept(
-        self, event_type: str, grant: Mapping[str, Any], response: Mapping[str, Any], rid: object
+        self, event_type: str, judge: Any, response: Mapping[str, Any], rid: object
     ) -> list[Any]:
         from ahp_protocol.wire.effects import EffectError, check_effects
         from ahp_protocol.wire.errors import WireErrors
@@ -385,7 +397,7 @@ class Dispatcher:
         if "manifest" in result or "configuration" in result:
             raise OperationalFailure(FailureClass.INVALID_RESULT, "discovery payload in a decision")
         try:
-            return check_effects(event_type, grant, result.get("effects", []))
+            return check_effects(event_type, judge, result.get("effects", []))
         except EffectError as exc:
             raise OperationalFailure(
                 _EFFECT_FAILURES[exc.kind], f"effect rejected ({exc.kind})"
@@ -411,7 +423,7 @@ class Dispatcher:
             if exc.failure not in RETRYABLE:
                 raise
             response = await transport.request(message)  # same ids, same content, same deadline
-        effects = self._accept(event_type, grant, response, message["id"])
+        effects = self._accept(event_type, self._judge(event_type, route), response, message["id"])
         folded = fold_response(state, effects, backend=route.hook.id, subscription=route.index)
         return folded, len(effects)
 
