@@ -203,6 +203,8 @@ def _json_copy(value: Any) -> Any:
     return value
 
 
+_encode_string: Final[Callable[[str], str]] = json.encoder.encode_basestring
+
 # Built once: ``json.loads``/``json.dumps`` with options build a codec per call.
 _DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant)
 _ENCODER: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
@@ -212,6 +214,8 @@ _ASCII_ENCODER: Final = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 def _json_bytes(value: Any) -> bytes:
     """Compact JSON in UTF-8; lone surrogates are escaped instead of failing."""
     try:
+        if type(value) is str:  # a request id: the C string encoder, as _ENCODER uses
+            return _encode_string(value).encode("utf-8")
         return _ENCODER.encode(value).encode("utf-8")
     except UnicodeEncodeError:
         return _ASCII_ENCODER.encode(value).encode("ascii")
@@ -756,13 +760,13 @@ class Backend:
         return msg
 
     def _request(self, msg: dict[str, Any], limit: int) -> Reply | _InterceptCall:
-        rid = recoverable_id(msg)
         try:
             kind = classify(msg)
         except DecodeError as exc:
-            return _error_reply(rid, ErrorCode.INVALID_REQUEST, exc.reason)
-        if kind != "request" or rid is None:
+            return _error_reply(recoverable_id(msg), ErrorCode.INVALID_REQUEST, exc.reason)
+        if kind != "request":
             return _SILENT  # a response sent to a backend: nothing to answer
+        rid: RequestId = msg["id"]  # classify checked it
         method = msg["method"]
         params = msg.get("params")
         if method == INTERCEPT:

@@ -127,29 +127,40 @@ def classify(message: Mapping[str, Any]) -> Kind:
 
     Request ids are non-empty strings or integers; response ids may also be null.
     """
-    rid = recoverable_id(message)
     if message.get("jsonrpc") != "2.0":
-        raise DecodeError(ErrorCode.INVALID_REQUEST, 'jsonrpc must be "2.0"', rid)
+        raise DecodeError(
+            ErrorCode.INVALID_REQUEST, 'jsonrpc must be "2.0"', recoverable_id(message)
+        )
     if "method" in message:
         method = message["method"]
         if not isinstance(method, str) or not method:
-            raise DecodeError(ErrorCode.INVALID_REQUEST, "method must be a non-empty string", rid)
-        if "result" in message or "error" in message:
-            raise DecodeError(ErrorCode.INVALID_REQUEST, "a request has no result or error", rid)
-        if "params" in message and not isinstance(message["params"], dict | list):
             raise DecodeError(
-                ErrorCode.INVALID_REQUEST, "params must be an object or an array", rid
+                ErrorCode.INVALID_REQUEST,
+                "method must be a non-empty string",
+                recoverable_id(message),
+            )
+        if "result" in message or "error" in message:
+            raise DecodeError(
+                ErrorCode.INVALID_REQUEST,
+                "a request has no result or error",
+                recoverable_id(message),
+            )
+        if "params" in message and not isinstance(message["params"], (dict, list)):
+            raise DecodeError(
+                ErrorCode.INVALID_REQUEST,
+                "params must be an object or an array",
+                recoverable_id(message),
             )
         if "id" not in message:
             return "notification"
-        if rid is None:
+        if not _valid_id(message["id"]):
             raise DecodeError(
                 ErrorCode.INVALID_REQUEST, "id must be a non-empty string or an integer"
             )
         return "request"
     if "id" not in message:
         raise DecodeError(ErrorCode.INVALID_REQUEST, "a message needs a method or an id")
-    if message["id"] is not None and rid is None:
+    if message["id"] is not None and not _valid_id(message["id"]):
         raise DecodeError(ErrorCode.INVALID_REQUEST, "id must be a non-empty string or an integer")
     has_result, has_error = "result" in message, "error" in message
     if has_result == has_error:
