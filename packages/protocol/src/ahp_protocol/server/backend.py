@@ -44,11 +44,12 @@ errors need none of them; an answer without effects from a sync handler validate
 effect and needs no event loop.
 
 Per-request cost: the verdict on ``(event type, capabilities, state)`` is a pure
-function of them and is remembered (bounded), so a repeated grant is one ``repr``;
-so is the verdict on a handler's effect models, by their wire form under that grant
-(plain dicts are judged every time); frames are decoded by ``pydantic_core.from_json``
-once pydantic is loaded (the stdlib judges whatever it refuses, so what is accepted
-does not change); the event is validated by the wire models on every request.
+function of them and is remembered (bounded), so a repeated grant costs one exact
+key (``_exact_key``); so is the verdict on a handler's effect models, by their wire
+form under that grant (plain dicts are judged every time); frames are decoded by
+``pydantic_core.from_json`` once pydantic is loaded (the stdlib judges whatever it
+refuses, so what is accepted does not change); the event is validated by the wire
+models on every request.
 """
 
 from __future__ import annotations
@@ -367,13 +368,13 @@ _EFFECTS_KEY_MAX: Final = 16 * 1024
 
 class _Grant(NamedTuple):
     """Everything about one request's grant that is a pure function of
-    ``(event type, capabilities, state)``: remembered, so a repeat costs one ``repr``.
+    ``(event type, capabilities, state)``: remembered, so a repeat costs one key.
 
     ``shape`` is the reason the capabilities are unusable (checked before the
     event); ``grant`` the reason they or the state are invalid at the event
     (checked after it). When both are ``None``, ``advertised`` and ``judge`` (what
     ``check_effects`` reads of the capabilities, built from a private copy and
-    never handed to a handler) are set. ``key`` is the ``repr`` it is remembered
+    never handed to a handler) are set. ``key`` is the exact key it is remembered
     by (``None`` when it is not remembered).
     """
 
