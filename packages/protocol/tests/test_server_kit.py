@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from ahp_protocol.server import Backend, InterceptRequest
-from ahp_protocol.wire.effects import AllowEffect, DenyEffect, MessageEffect
+from ahp_protocol.wire.effects import AllowEffect, DenyEffect, MessageEffect, ModifyEffect
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -479,6 +479,26 @@ def test_remembered_effect_verdicts_are_per_grant_and_per_wire_form(
     returned.append(forged)
     refused = call(backend, intercept(tool_before("last"), ["deny"]), official_schema)
     assert error_of(refused) == (-32603, "last")
+
+
+def test_an_effect_with_a_lone_surrogate_is_sent_escaped(official_schema: SchemaCheck) -> None:
+    """Valid effects whose text JSON can carry only as an escape are still sent (and,
+    not being rememberable by their JSON text, judged every time)."""
+    backend = Backend("com.example.kit.surrogate")
+
+    @backend.intercept("tool.before")
+    def edit(request: InterceptRequest) -> Any:
+        return ModifyEffect(target="input", operation="merge", value={"note": "\ud800"})
+
+    for n in range(2):
+        message = intercept(tool_before(f"s{n}"), ["modify"])
+        message["params"]["capabilities"]["modify"] = {"input": {"replace": False, "merge": True}}
+        out = backend.handle_sync(line(message))
+        assert out is not None and b"\\ud800" in out
+        response = emitted(official_schema, out, INTERCEPT_RESPONSE)
+        assert response["result"]["effects"] == [
+            {"type": "modify", "target": "input", "operation": "merge", "value": {"note": "\ud800"}}
+        ]
 
 
 def test_id_mismatch_is_invalid_params_even_for_a_valid_event(

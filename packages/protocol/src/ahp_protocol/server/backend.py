@@ -699,8 +699,11 @@ class Backend:
             flat = [_flat_effect_key(e) for e in effects]
             if None in flat:
                 effects = [e.to_wire() for e in effects]  # JSON values: an exact key
-                text = _exact_key(effects)
-                if len(text) <= _EFFECTS_KEY_MAX:
+                try:
+                    text = _exact_key(effects)
+                except Exception:  # a lone surrogate: judged, not remembered
+                    text = None
+                if text is not None and len(text) <= _EFFECTS_KEY_MAX:
                     memo = (grant.key, text)
             else:
                 memo = (grant.key, tuple(flat))
