@@ -34,6 +34,7 @@ from ahp_protocol.wire import catalogue, jsonrpc
 
 if TYPE_CHECKING:
     from ahp_protocol.client.transports import Transport
+    from ahp_protocol.wire.effects import Grants
     from ahp_protocol.wire.registration import Hook, Registration, Subscription
 
 log = logging.getLogger("ahp_protocol.client")
@@ -147,7 +148,7 @@ class Dispatcher:
         self._subscriptions: dict[str, Sequence[Subscription]] = {}
         self._routes: dict[tuple[str, str], list[Route]] = {}
         self._grants: dict[tuple[str, str, int], dict[str, Any]] = {}
-        self._judges: dict[tuple[str, str, int], Any] = {}  # wire.effects.Grants per grant
+        self._judges: dict[tuple[str, str, int], Grants] = {}
         self._started = False
         self._closed = False
         self._check_registration()
@@ -340,9 +341,9 @@ class Dispatcher:
             cached = self._grants[key] = self._narrow(event_type, route)
         return cached
 
-    def _judge(self, event_type: str, route: Route) -> Any:
-        """What ``check_effects`` reads of :meth:`grant` (``wire.effects.Grants``), built
-        once per route like the grant itself."""
+    def _judge(self, event_type: str, route: Route) -> Grants:
+        """What ``check_effects`` reads of :meth:`grant`, built once per route like the
+        grant itself."""
         key = (event_type, route.hook.id, route.index)
         judge = self._judges.get(key)
         if judge is None:
@@ -388,7 +389,7 @@ class Dispatcher:
         return result
 
     def _accept(
-        self, event_type: str, judge: Any, response: Mapping[str, Any], rid: object
+        self, event_type: str, judge: Grants, response: Mapping[str, Any], rid: object
     ) -> list[Any]:
         from ahp_protocol.wire.effects import EffectError, check_effects
         from ahp_protocol.wire.errors import WireErrors

@@ -78,6 +78,7 @@ from ahp_protocol.wire.jsonrpc import (
 from ahp_protocol.wire.jsonrpc import error as _rpc_error
 
 if TYPE_CHECKING:
+    from ahp_protocol.wire.effects import Grants
     from ahp_protocol.wire.jsonrpc import RequestId
 
 __all__ = [
@@ -381,7 +382,7 @@ class _Grant(NamedTuple):
     shape: str | None
     grant: str | None
     advertised: frozenset[str] = frozenset()
-    judge: Any = None  # wire.effects.Grants
+    judge: Grants | None = None
     key: str | bytes | None = None
 
 
