@@ -902,6 +902,130 @@ def test_mutated_messages_never_crash(
         assert SECRET not in json.dumps(response)
 
 
+# --------------------------------------------------------------------- the usual-request path
+# Once a backend has answered an event type under a grant, the next such requests take
+# a shorter path (``_usual_intercept``; a repeated accepted effect, ``_remembered_reply``).
+# Whatever arrives, a warm backend must answer exactly as one that never saw a request.
+
+WARM_UP = [
+    intercept(tool_before("warm1", "ls")),
+    intercept(tool_before("warm2", "rm -rf /")),
+    intercept(
+        tool_before("warm3", "ls"),
+        ["deny", "allow"],
+        state={"candidate": None, "permission": "none"},
+    ),
+    intercept(tool_after("warm4"), ["message"]),
+]
+
+
+def _warm() -> tuple[Backend, list[Any]]:
+    backend, seen = make_backend(CONFIGURATION)
+    for message in WARM_UP:
+        assert backend.handle_sync(line(message)) is not None
+    seen.clear()
+    return backend, seen
+
+
+def _answers_like_a_fresh_backend(raw: bytes) -> None:
+    warm, warm_seen = _warm()
+    fresh, fresh_seen = make_backend(CONFIGURATION)
+    decoded = warm._decode(raw, warm.max_frame_bytes)
+    if isinstance(decoded, dict):
+        usual = warm._usual_intercept(decoded, warm.max_frame_bytes)
+        if usual is not None:  # the short path decides only what the general one would
+            assert usual == warm._request(json.loads(raw), warm.max_frame_bytes)
+            warm_seen.clear()
+    assert warm.handle_sync(raw) == fresh.handle_sync(raw)
+    assert warm_seen == fresh_seen
+
+
+def test_a_warm_backend_takes_the_usual_path() -> None:
+    """The differential tests below are not vacuous: the short paths are taken."""
+    warm, seen = _warm()
+    limit = warm.max_frame_bytes
+    fresh, _ = make_backend(CONFIGURATION)
+    for message in WARM_UP:
+        assert fresh._usual_intercept(json.loads(line(message)), limit) is None
+    for n, message in enumerate(WARM_UP):
+        renamed = json.loads(json.dumps(message).replace("warm", "next"))
+        step = warm._usual_intercept(renamed, limit)
+        assert step is not None and step.request.id == f"next{n + 1}"
+        assert step == warm._request(renamed, limit)
+    step = warm._usual_intercept(intercept(tool_before("again", "rm -rf /")), limit)
+    assert step is not None
+    reply = warm._remembered_reply(step, step.handler(step.request))
+    assert reply is not None and reply.body == fresh.handle_sync(
+        line(intercept(tool_before("again", "rm -rf /")))
+    )
+    assert warm._remembered_reply(step, DenyEffect(reason="Another reason.")) is None
+    assert seen == [("intercept", "again")]  # judging a request never runs the handler
+
+
+@pytest.mark.parametrize(
+    "build", [b for _, b in INVALID_PARAMS], ids=[n for n, _ in INVALID_PARAMS]
+)
+def test_a_warm_backend_refuses_invalid_params_alike(build: Callable[[], dict[str, Any]]) -> None:
+    _answers_like_a_fresh_backend(line(build()))
+
+
+@st.composite
+def near_usual_requests(draw: st.DrawFn) -> dict[str, Any]:
+    """A request like the warm-up ones, often with a part deep inside replaced or removed."""
+    base = draw(st.sampled_from(WARM_UP))
+    message: dict[str, Any] = json.loads(json.dumps(base))
+    command = draw(st.sampled_from(["ls", "rm -rf /", "allow-me", "boom", "as-dict", "huge"]))
+    if message["params"]["event"]["type"] == "tool.before":
+        message["params"]["event"]["tool"]["input"]["command"] = command
+    for _ in range(draw(st.integers(0, 2))):
+        path = draw(
+            st.sampled_from(
+                [
+                    ("id",),
+                    ("jsonrpc",),
+                    ("result",),
+                    ("params", "protocolVersion"),
+                    ("params", "capabilities"),
+                    ("params", "capabilities", "effects"),
+                    ("params", "state"),
+                    ("params", "state", "permission"),
+                    ("params", "event", "id"),
+                    ("params", "event", "type"),
+                    ("params", "event", "time"),
+                    ("params", "event", "harness"),
+                    ("params", "event", "path"),
+                    ("params", "event", "tool", "origin"),
+                    ("params", "event", "tool", "input"),
+                    ("params", "event", "tool", "mcp"),
+                    ("params", "event", "call", "id"),
+                    ("params", "event", "outcome"),
+                ]
+            )
+        )
+        target: Any = message
+        for key in path[:-1]:
+            target = target.get(key) if isinstance(target, dict) else None
+        if not isinstance(target, dict):
+            continue
+        if draw(st.booleans()):
+            target.pop(path[-1], None)
+        else:
+            target[path[-1]] = draw(JSON_VALUES | st.sampled_from(["warm1", "draft", "none"]))
+    return message
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(message=near_usual_requests())
+def test_a_warm_backend_answers_like_a_fresh_one(message: dict[str, Any]) -> None:
+    _answers_like_a_fresh_backend(json.dumps(message).encode())
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(message=messages())
+def test_a_warm_backend_answers_any_message_like_a_fresh_one(message: dict[str, Any]) -> None:
+    _answers_like_a_fresh_backend(json.dumps(message).encode())
+
+
 # --------------------------------------------------------------------- import hygiene
 
 

@@ -49,7 +49,11 @@ key (``_exact_key``); so is the verdict on a handler's effect models, by their w
 form under that grant (plain dicts are judged every time); frames are decoded by
 ``pydantic_core.from_json`` once pydantic is loaded (the stdlib judges whatever it
 refuses, so what is accepted does not change); the event is validated by the wire
-models on every request.
+models on every request. Most of what is left is Python calls, so a request like one
+already answered (same method, event type and a grant already judged valid) is judged
+by a shorter path, ``_usual_intercept``, and a repeated accepted effect model is
+answered from the remembered verdict (``_remembered_reply``); anything else takes the
+general path, and tests check that the answers are the same either way.
 """
 
 from __future__ import annotations
@@ -135,7 +139,8 @@ class InterceptRequest:
     @property
     def tool_input(self) -> dict[str, Any]:
         """``event.tool.input`` when it is an object, else ``{}``."""
-        value = self.tool.get("input")
+        tool = self.event.get("tool")  # not ``self.tool``: one call fewer on a hot path
+        value = tool.get("input") if isinstance(tool, dict) else None
         return value if isinstance(value, dict) else {}
 
     @property
@@ -260,8 +265,17 @@ def _encode_result(id: RequestId, effects: bytes) -> bytes:
 
 class _EventsApi(NamedTuple):
     parse_event: Callable[[object], object]
+    event_validator: Callable[[str], Callable[[dict[str, Any]], object]]
     unsupported: type[Exception]
     invalid: tuple[type[Exception], ...]
+
+
+class _Usual(NamedTuple):
+    """What the usual-request path needs for one event type (see ``_usual_intercept``)."""
+
+    handler: InterceptHandler
+    is_async: bool
+    validate: Callable[[dict[str, Any]], object]  # raises when the event is invalid
 
 
 class _EffectsApi(NamedTuple):
@@ -285,11 +299,11 @@ def _events_api() -> _EventsApi:
     from pydantic_core import from_json, to_json
 
     from ahp_protocol.wire.errors import WireError, WireErrors
-    from ahp_protocol.wire.events import UnsupportedEvent, parse_event
+    from ahp_protocol.wire.events import UnsupportedEvent, event_validator, parse_event
 
     _fast_loads = functools.partial(from_json, allow_inf_nan=False)
     _exact_key = to_json
-    return _EventsApi(parse_event, UnsupportedEvent, (WireError, WireErrors))
+    return _EventsApi(parse_event, event_validator, UnsupportedEvent, (WireError, WireErrors))
 
 
 @functools.cache
@@ -499,9 +513,11 @@ class Backend:
         self._intercepts: list[tuple[str, InterceptHandler, bool]] = []
         self._observers: list[tuple[str, ObserveHandler, bool]] = []
         self._intercept_cache: dict[str, tuple[InterceptHandler, bool] | None] = {}
+        self._usual: dict[str, _Usual] = {}
         self._observe_cache: dict[str, tuple[tuple[ObserveHandler, bool], ...]] = {}
         self._grant_verdicts: dict[str | bytes, _Grant] = {}
         self._accepted_effects: dict[tuple[str | bytes, Any], bytes] = {}
+        self._flat_types: set[type[Any]] = set()  # effect classes remembered by flat keys
 
     # -- registration -----------------------------------------------------------------
 
@@ -521,6 +537,7 @@ class Backend:
         def register(fn: _F) -> _F:
             self._intercepts.append((selector, fn, _is_async_callable(fn)))
             self._intercept_cache.clear()
+            self._usual.clear()
             return fn
 
         return register
@@ -597,7 +614,15 @@ class Backend:
             return _SILENT
         try:
             result = step.handler(step.request)
-            if result is not None and _is_awaitable(result):
+        except Exception as exc:
+            return self._handler_raised(step, exc)
+        if result is None:
+            return self._finish(step, [])
+        remembered = self._remembered_reply(step, result)
+        if remembered is not None:
+            return remembered
+        try:
+            if _is_awaitable(result):
                 result = _run_awaitable(result)
             effects = _as_effect_list(result)
         except _MalformedResult:
@@ -620,6 +645,12 @@ class Backend:
             return _SILENT
         try:
             result = await self._call(step.handler, step.request, step.is_async, offload_sync)
+        except Exception as exc:
+            return self._handler_raised(step, exc)
+        remembered = None if result is None else self._remembered_reply(step, result)
+        if remembered is not None:
+            return remembered
+        try:
             effects = _as_effect_list(result)
         except _MalformedResult:
             return self._bad_effects(step, None)
@@ -682,6 +713,21 @@ class Backend:
             return _error_reply(request.id, ErrorCode.INTERNAL_ERROR, "response too large")
         return Reply(line)
 
+    def _remembered_reply(self, step: _InterceptCall, result: Any) -> Reply | None:
+        """The reply for a handler that returned one effect model whose wire form was
+        already accepted under this grant (the usual repeated deny), straight from the
+        remembered verdicts; ``None`` for anything else (``_finish`` judges it)."""
+        key = step.grant.key
+        if key is None or type(result) not in self._flat_types:
+            return None
+        encoded = self._accepted_effects.get((key, (_flat_effect_key(result),)))
+        if encoded is None:
+            return None
+        line = _encode_result(step.request.id, encoded)
+        if len(line) - 1 > step.limit:
+            return None
+        return Reply(line)
+
     def _accepted(self, step: _InterceptCall, effects: list[Any]) -> bytes | None:
         """The encoded wire form of a handler's effects once judged (``check_effects``),
         or ``None`` when one has a type the request did not advertise; raises when the
@@ -708,6 +754,7 @@ class Backend:
                     memo = (grant.key, text)
             else:
                 memo = (grant.key, tuple(flat))
+                self._flat_types.update(type(e) for e in effects)
             if memo is not None:
                 remembered = self._accepted_effects.get(memo)
                 if remembered is not None:
@@ -729,6 +776,9 @@ class Backend:
         decoded = self._decode(message, limit)
         if isinstance(decoded, Reply):
             return decoded
+        usual = self._usual_intercept(decoded, limit)
+        if usual is not None:
+            return usual
         notification = "id" not in decoded and isinstance(decoded.get("method"), str)
         try:
             if notification:
@@ -818,16 +868,68 @@ class Backend:
         if grant.grant is not None:
             return _error_reply(rid, bad, grant.grant)
         assert isinstance(capabilities, dict) and grant.judge is not None
+        if event_type not in self._usual:
+            validate = _events_api().event_validator(event_type)
+            self._usual[event_type] = _Usual(found[0], found[1], validate)
         request = InterceptRequest(
-            id=rid,
-            event=event,
-            event_type=event_type,
-            capabilities=capabilities,
-            state=None if state is _NO_STATE else state,
-            advertised=grant.advertised,
-            params=params,
-        )
+            rid, event, event_type, capabilities, None if state is _NO_STATE else state,
+            grant.advertised, params,
+        )  # fmt: skip
         return _InterceptCall(found[0], found[1], request, grant, limit)
+
+    def _usual_intercept(self, msg: dict[str, Any], limit: int) -> _InterceptCall | None:
+        """The usual request, judged in fewer steps: ``hooks/intercept`` with a string
+        id, the current version, an event type this backend has already answered and
+        a grant already judged valid; ``None`` for anything else, which the general
+        path (``_request``) then judges from the start.
+
+        It returns a call only where ``_request`` returns the same call (a test
+        compares the two on valid and broken requests): every check of the general
+        path holds here, either tested again or implied by a remembered verdict (the
+        grant's, which covers the capabilities' shape and the state). Per-request
+        cost is most of a backend's overhead, and most of that is Python calls.
+        """
+        if msg.get("jsonrpc") != "2.0" or msg.get("method") != INTERCEPT:
+            return None
+        rid = msg.get("id")
+        params = msg.get("params")
+        if type(rid) is not str or not rid or type(params) is not dict:
+            return None
+        if "result" in msg or "error" in msg or params.get("protocolVersion") != PROTOCOL_VERSION:
+            return None
+        event = params.get("event")
+        if type(event) is not dict or event.get("id") != rid:
+            return None
+        event_type = event.get("type")
+        if type(event_type) is not str:
+            return None
+        usual = self._usual.get(event_type)
+        if usual is None:
+            return None
+        capabilities = params.get("capabilities")
+        state = params.get("state", _NO_STATE)
+        if type(capabilities) is not dict or (state is not _NO_STATE and type(state) is not dict):
+            return None
+        try:
+            key = _exact_key(
+                (event_type, capabilities)
+                if state is _NO_STATE
+                else (event_type, capabilities, state)
+            )
+        except Exception:
+            return None
+        grant = self._grant_verdicts.get(key)
+        if grant is None or grant.judge is None:
+            return None
+        try:
+            usual.validate(event)
+        except Exception:
+            return None
+        request = InterceptRequest(
+            rid, event, event_type, capabilities, None if state is _NO_STATE else state,
+            grant.advertised, params,
+        )  # fmt: skip
+        return _InterceptCall(usual.handler, usual.is_async, request, grant, limit)
 
     def _event_problem(self, event: dict[str, Any]) -> tuple[ErrorCode, str] | None:
         """Validate the event with the wire models; a code and fixed reason if invalid."""

@@ -95,12 +95,13 @@ class _Lines:
         self.stdin = stdin
         self.limit = limit
 
-    def next(self) -> bytes | str | None:
+    def next(self, line: bytes | None = None) -> bytes | str | None:
         """A complete non-blank line (with its newline, which the core ignores),
         ``None`` at EOF, or a framing error: ``"oversize"`` or ``"truncated"`` (EOF
-        inside a record)."""
+        inside a record). ``line`` is a read already made (the first one judged)."""
         while True:
-            line = self.stdin.readline(self.limit + 1)
+            if line is None:
+                line = self.stdin.readline(self.limit + 1)
             if not line:
                 return None
             if not line.endswith(b"\n"):
@@ -109,6 +110,7 @@ class _Lines:
                 return None if line.isspace() else "truncated"
             if not line.isspace():  # a line of only "\n" is blank too
                 return line
+            line = None
 
     def discard_rest(self) -> None:
         """Skip the rest of an oversized line, a bounded chunk at a time."""
@@ -127,10 +129,14 @@ def _write(out: IO[bytes], line: bytes) -> bool:
     return True
 
 
-def _read(backend: Backend, lines: _Lines, out: IO[bytes], once: bool) -> bytes | None:
-    """The next message to dispatch, or ``None`` when serving should stop."""
+def _read(
+    backend: Backend, lines: _Lines, out: IO[bytes], once: bool, line: bytes | None = None
+) -> bytes | None:
+    """The next message to dispatch, or ``None`` when serving should stop. ``line`` is a
+    read already made."""
     while True:
-        item = lines.next()
+        item = lines.next(line)
+        line = None
         if item is None or isinstance(item, bytes):
             return item
         _log("%s: stdio framing error (%s record)", backend.name, item)
@@ -157,13 +163,7 @@ def _serve(
     lines = _Lines(sys.stdin.buffer if stdin is None else stdin, limit)
     with _protocol_stdout(stdout) as out:
         if not backend.needs_event_loop:
-            while (message := _read(backend, lines, out, once)) is not None:
-                reply = backend._respond_sync(message, limit)
-                if reply.body is not None and not _write(out, reply.body):
-                    return False
-                if once:
-                    return True
-            return False
+            return _serve_sync(backend, lines, out, once)
 
         async def main() -> bool:
             while (message := _read(backend, lines, out, once)) is not None:
@@ -177,6 +177,30 @@ def _serve(
         import anyio
 
         return anyio.run(main)
+
+
+def _serve_sync(backend: Backend, lines: _Lines, out: IO[bytes], once: bool) -> bool:
+    """The loop without an event loop. A complete line, the usual read, goes straight
+    to the core (per-request cost is mostly Python calls); anything else (EOF, a
+    blank, oversized or cut-off line) is judged by ``_read``."""
+    readline, size, limit = lines.stdin.readline, lines.limit + 1, lines.limit
+    respond, write, flush = backend._respond_sync, out.write, out.flush
+    while True:
+        message = readline(size)
+        if not message.endswith(b"\n") or message.isspace():
+            judged = _read(backend, lines, out, once, message)
+            if judged is None:
+                return False
+            message = judged
+        body = respond(message, limit).body
+        if body is not None:
+            try:
+                write(body)
+                flush()
+            except (BrokenPipeError, ConnectionResetError):
+                return False
+        if once:
+            return True
 
 
 def serve_persistent(

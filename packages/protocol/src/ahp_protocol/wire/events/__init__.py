@@ -31,7 +31,8 @@ Import every name from this package; where each lives:
   ``tool.py`` (with the §3.3 tool detail), ``session.py``, ``turn.py``,
   ``model.py``, ``context.py``, ``config.py``, ``task.py``, ``workspace.py``,
   ``file.py``, ``user.py``, ``hook.py``;
-- here: :data:`EVENT_MODELS`, :func:`parse_event` and :class:`UnsupportedEvent`.
+- here: :data:`EVENT_MODELS`, :func:`parse_event`, :func:`event_validator` and
+  :class:`UnsupportedEvent`.
 
 No I/O. Importing this package creates only the envelope's classes: a family
 module is imported on first use of one of its names (PEP 562
@@ -42,7 +43,8 @@ Content shapes live in :mod:`ahp_protocol.wire.content`; which events exist
 and which can be intercepted, in :mod:`ahp_protocol.wire.catalogue`.
 """
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from functools import partial
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Final
 
@@ -234,6 +236,7 @@ __all__ = [
     "WorkspaceChange",
     "WorkspaceChangeAfter",
     "WorkspaceChangeBefore",
+    "event_validator",
     "is_uri",
     "parse_event",
 ]
@@ -442,13 +445,9 @@ def parse_event(obj: object) -> Event:
         )
     if name not in EVENT_MODELS:
         raise UnsupportedEvent("type", "is not a standard event type")
-    model = EVENT_MODELS[name]
     data = obj if type(obj) is dict else dict(obj)
     try:
-        # ``model_validate`` without its Python wrapper (the same call).
-        event: Event = model.__pydantic_validator__.validate_python(
-            data, strict=True, by_alias=True, by_name=False, context=WIRE_CONTEXT
-        )
+        event: Event = event_validator(name)(data)
     except ValidationError as exc:
         raise to_wire_errors(exc) from None
     # The open objects with renamed fields: the envelope and ``session`` (a test
@@ -459,3 +458,31 @@ def parse_event(obj: object) -> Event:
     if session is not None and session.__pydantic_extra__:
         unknown_stay_unknown(session, data["session"])
     return event
+
+
+_VALIDATORS: Final[dict[str, Callable[[dict[str, Any]], Any]]] = {}
+
+
+def event_validator(name: str) -> Callable[[dict[str, Any]], Any]:
+    """The strict wire validation of the standard event ``name`` as one callable.
+
+    ``event_validator(name)(event_dict)`` is the check :func:`parse_event` runs once
+    it has picked the model: the model's own validator (``model_validate`` without
+    its Python wrapper) on wire names, strictly, with the wire context. It raises
+    pydantic's ``ValidationError`` where :func:`parse_event` raises
+    :class:`~ahp_protocol.wire.errors.WireErrors`, and the model it returns still
+    counts an unknown Python-spelled key as its field given (:func:`parse_event`
+    puts that right). For callers that only need the verdict, such as a backend
+    judging each request. Built on first use per event and kept; ``KeyError`` for a
+    name that is not a standard event.
+    """
+    try:
+        return _VALIDATORS[name]
+    except KeyError:
+        pass
+    validator = EVENT_MODELS[name].__pydantic_validator__
+    # Reading ``validate_python`` builds a deferred model, so the real method is bound.
+    check = _VALIDATORS[name] = partial(
+        validator.validate_python, strict=True, by_alias=True, by_name=False, context=WIRE_CONTEXT
+    )
+    return check
