@@ -21,9 +21,9 @@ from ahp_adapters.decision import GENERIC_DENIAL_REASON, Verdict, registration_p
 from ahp_adapters.dialects.base import NativeAnswer, PayloadError, scrub_args, scrub_url
 from ahp_adapters.events import build_event, manifest, source_uri
 from ahp_protocol.client.chain import SYNTHETIC_DENIAL_REASON
-from ahp_protocol.wire.capabilities import parse_manifest
 from ahp_protocol.wire.content import project_event
 from ahp_protocol.wire.events import parse_event
+from ahp_protocol.wire.manifest import parse_manifest
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CASES = sorted((d.name, f.stem) for d in FIXTURES.iterdir() if d.is_dir() for f in d.glob("*.json"))

@@ -19,15 +19,14 @@ from ahp_protocol.wire.capabilities import (
     FlowGrant,
     InjectContextGrant,
     InjectGrant,
-    Manifest,
     ModifyGrant,
     capabilities_for,
     check_capabilities_at,
     parse_capabilities,
-    parse_manifest,
 )
 from ahp_protocol.wire.catalogue import EVENT_TYPES, INTERCEPTABLE, OBSERVE_ONLY
 from ahp_protocol.wire.errors import WireErrors
+from ahp_protocol.wire.manifest import Manifest, parse_manifest
 
 Schema = Callable[[str, Any], list[str]]
 

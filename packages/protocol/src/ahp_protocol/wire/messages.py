@@ -185,11 +185,11 @@ def full_grant(event_type: str) -> dict[str, Any]:
 
 
 def _capabilities_response(result: Mapping[str, Any]) -> None:
-    from ahp_protocol.wire import capabilities
+    from ahp_protocol.wire.manifest import parse_manifest
 
     _only(result, {"protocolVersion", "manifest"}, "result")
     try:
-        capabilities.parse_manifest(result["manifest"])
+        parse_manifest(result["manifest"])
     except (WireError, WireErrors) as exc:
         raise _prefixed(exc, "result", "manifest") from None
 

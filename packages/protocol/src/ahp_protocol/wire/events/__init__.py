@@ -13,7 +13,7 @@ Envelopes are open: unknown top-level fields are kept and written back by
 (``harness``, ``call``, ``tool``, ``execution``, ...) are closed, and so is
 ``turn`` on the 15 execution events (turn, model, permission, progress,
 batch, compact), as their schema says. ``session.start.manifest`` is checked
-by :func:`ahp_protocol.wire.capabilities.parse_manifest`. Parsing is
+by :func:`ahp_protocol.wire.manifest.parse_manifest`. Parsing is
 strict and never coerces. A missing, unknown or removed ``type`` raises
 :class:`UnsupportedEvent` (JSON-RPC -32002 at the server); every other
 problem raises :class:`~ahp_protocol.wire.errors.WireErrors` with paths
@@ -30,7 +30,9 @@ Import every name from this package; where each lives:
 - one module per event family with its events and the payloads only it uses:
   ``tool.py`` (with the §3.3 tool detail), ``session.py``, ``turn.py``,
   ``model.py``, ``context.py``, ``config.py``, ``task.py``, ``workspace.py``,
-  ``file.py``, ``user.py``, ``hook.py``;
+  ``file.py``, ``user.py``, ``hook.py``; the tool family is split in two, and
+  ``tool_outcome.py`` holds ``tool.after`` and ``tool.batch.after``, so that
+  ``tool.before`` needs none of the outcome models;
 - here: :data:`EVENT_MODELS`, :func:`parse_event`, :func:`event_validator` and
   :class:`UnsupportedEvent`.
 
@@ -108,23 +110,23 @@ if TYPE_CHECKING:
     from ahp_protocol.wire.events.task import TaskChangeAfter as TaskChangeAfter
     from ahp_protocol.wire.events.task import TaskChangeBefore as TaskChangeBefore
     from ahp_protocol.wire.events.tool import Batch as Batch
-    from ahp_protocol.wire.events.tool import BatchCall as BatchCall
     from ahp_protocol.wire.events.tool import Connection as Connection
     from ahp_protocol.wire.events.tool import ConnectionGap as ConnectionGap
     from ahp_protocol.wire.events.tool import ExtensionConnection as ExtensionConnection
-    from ahp_protocol.wire.events.tool import FileChange as FileChange
     from ahp_protocol.wire.events.tool import HttpConnection as HttpConnection
     from ahp_protocol.wire.events.tool import Mcp as Mcp
     from ahp_protocol.wire.events.tool import McpServer as McpServer
     from ahp_protocol.wire.events.tool import SseConnection as SseConnection
     from ahp_protocol.wire.events.tool import StdioConnection as StdioConnection
     from ahp_protocol.wire.events.tool import Tool as Tool
-    from ahp_protocol.wire.events.tool import ToolAfter as ToolAfter
-    from ahp_protocol.wire.events.tool import ToolBatchAfter as ToolBatchAfter
     from ahp_protocol.wire.events.tool import ToolBefore as ToolBefore
     from ahp_protocol.wire.events.tool import ToolPermissionRequest as ToolPermissionRequest
     from ahp_protocol.wire.events.tool import ToolPermissionResolved as ToolPermissionResolved
     from ahp_protocol.wire.events.tool import ToolProgress as ToolProgress
+    from ahp_protocol.wire.events.tool_outcome import BatchCall as BatchCall
+    from ahp_protocol.wire.events.tool_outcome import FileChange as FileChange
+    from ahp_protocol.wire.events.tool_outcome import ToolAfter as ToolAfter
+    from ahp_protocol.wire.events.tool_outcome import ToolBatchAfter as ToolBatchAfter
     from ahp_protocol.wire.events.turn import TurnEnd as TurnEnd
     from ahp_protocol.wire.events.turn import TurnFinishBefore as TurnFinishBefore
     from ahp_protocol.wire.events.turn import TurnOutcome as TurnOutcome
@@ -247,24 +249,21 @@ _FAMILY_NAMES: Final[Mapping[str, tuple[str, ...]]] = {
     "results": ("Cost", "ErrorInfo", "Executed", "Execution", "Skipped", "SuppliedResult", "Usage"),
     "tool": (
         "Batch",
-        "BatchCall",
         "Connection",
         "ConnectionGap",
         "ExtensionConnection",
-        "FileChange",
         "HttpConnection",
         "Mcp",
         "McpServer",
         "SseConnection",
         "StdioConnection",
         "Tool",
-        "ToolAfter",
-        "ToolBatchAfter",
         "ToolBefore",
         "ToolPermissionRequest",
         "ToolPermissionResolved",
         "ToolProgress",
     ),
+    "tool_outcome": ("BatchCall", "FileChange", "ToolAfter", "ToolBatchAfter"),
     "session": ("SessionEnd", "SessionStart"),
     "turn": (
         "TurnEnd",
@@ -380,7 +379,7 @@ class _EventModels(Mapping[str, type[Event]]):
 EVENT_MODELS: Final[Mapping[str, type[Event]]] = _EventModels(
     {
         "tool.before": ("tool", "ToolBefore"),
-        "tool.after": ("tool", "ToolAfter"),
+        "tool.after": ("tool_outcome", "ToolAfter"),
         "session.start": ("session", "SessionStart"),
         "session.end": ("session", "SessionEnd"),
         "config.change.before": ("config", "ConfigChangeBefore"),
@@ -397,7 +396,7 @@ EVENT_MODELS: Final[Mapping[str, type[Event]]] = _EventModels(
         "tool.permission.request": ("tool", "ToolPermissionRequest"),
         "tool.permission.resolved": ("tool", "ToolPermissionResolved"),
         "tool.progress": ("tool", "ToolProgress"),
-        "tool.batch.after": ("tool", "ToolBatchAfter"),
+        "tool.batch.after": ("tool_outcome", "ToolBatchAfter"),
         "context.compact.before": ("context", "ContextCompactBefore"),
         "context.compact.after": ("context", "ContextCompactAfter"),
         "task.change.before": ("task", "TaskChangeBefore"),

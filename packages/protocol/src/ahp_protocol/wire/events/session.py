@@ -1,5 +1,5 @@
 """The session events: ``session.start`` (its ``manifest`` checked by
-:func:`ahp_protocol.wire.capabilities.parse_manifest`) and ``session.end``.
+:func:`ahp_protocol.wire.manifest.parse_manifest`) and ``session.end``.
 
 Builds on :mod:`.envelope`; imported on first use by
 :mod:`ahp_protocol.wire.events` (import the names from there). No I/O.
@@ -36,10 +36,10 @@ class SessionStart(Event):
     @field_validator("manifest")
     @classmethod
     def _manifest(cls, value: JsonObject) -> JsonObject:
-        from ahp_protocol.wire import capabilities
+        from ahp_protocol.wire.manifest import parse_manifest
 
         try:
-            capabilities.parse_manifest(value)
+            parse_manifest(value)
         except (WireError, WireErrors) as exc:
             first = exc.first if isinstance(exc, WireErrors) else exc
             raise rule(first.reason, *(() if first.path == "$" else (first.path,))) from None

@@ -1,10 +1,11 @@
-"""The tool events: ``tool.before``, ``tool.after``, ``tool.permission.request``,
-``tool.permission.resolved``, ``tool.progress`` and ``tool.batch.after``.
+"""The tool events before and around a call: ``tool.before``,
+``tool.permission.request``, ``tool.permission.resolved`` and ``tool.progress``.
 
-Owns the tool detail of draft §3.3 (``tool`` with its MCP origin and the
-server ``connection``, ``batch``), ``fileChanges``, the calls of a batch, and
-the outcome/execution/error consistency rules of tool events. Builds on
-:mod:`.envelope` and :mod:`.results`; imported on first use by
+Owns the tool detail of draft §3.3 (``tool`` with its MCP origin and the server
+``connection``, ``batch``) that every tool event carries. The events that report a
+call's outcome (``tool.after``, ``tool.batch.after``) live in
+:mod:`.tool_outcome`, so a backend that receives ``tool.before`` does not create
+their models. Builds on :mod:`.envelope`; imported on first use by
 :mod:`ahp_protocol.wire.events` (import the names from there). No I/O.
 """
 
@@ -19,21 +20,12 @@ from ahp_protocol.wire.content import (
     ContentItem,
     Message,
     NonEmptyStr,
-    NonNegativeNumber,
     Omittable,
     WireConstants,
     rule,
     union_tag,
 )
 from ahp_protocol.wire.events.envelope import ClosedTurn, Event, HttpUrl, JsonObject, Ref
-from ahp_protocol.wire.events.results import (
-    ErrorInfo,
-    Executed,
-    Execution,
-    Skipped,
-    SuppliedResult,
-    _is_skipped,
-)
 
 # --------------------------------------------------------------------------- tool detail
 
@@ -169,55 +161,6 @@ class Batch(ClosedModel):
         return value
 
 
-# --------------------------------------------------------------------------- payloads
-
-
-class FileChange(ClosedModel):
-    """One file a tool changed: ``moved`` needs ``previousPath``; no ``before`` when created."""
-
-    path: NonEmptyStr
-    change: Literal["created", "modified", "deleted", "moved"]
-    previous_path: Omittable[NonEmptyStr] = None
-    before: Omittable[ContentItem] = None
-    after: Omittable[ContentItem] = None
-
-    @model_validator(mode="after")
-    def _consistent(self) -> Self:
-        if self.change == "moved" and self.previous_path is None:
-            raise rule('previousPath is required when change is "moved"')
-        if self.change == "created" and self.before is not None:
-            raise rule('is not allowed when change is "created"', "before")
-        if self.change == "deleted" and self.after is not None:
-            raise rule('is not allowed when change is "deleted"', "after")
-        return self
-
-
-class BatchCall(ClosedModel):
-    """One resolved call in ``tool.batch.after.calls``."""
-
-    call: Ref
-    tool: Tool
-    path: NonEmptyStr
-    batch: Omittable[Batch] = None
-    outcome: Literal["ok", "error", "denied", "cancelled", "timeout"]
-    execution: Execution
-
-    @model_validator(mode="after")
-    def _denied(self) -> Self:
-        _check_denied(self.outcome, self.execution)
-        return self
-
-
-def _check_denied(outcome: str, execution: Executed | SuppliedResult | Skipped) -> None:
-    if outcome == "denied" and not (
-        isinstance(execution, Skipped) and execution.reason == "policy"
-    ):
-        raise rule(
-            'must be {"status": "skipped", "reason": "policy"} when outcome is "denied"',
-            "execution",
-        )
-
-
 # --------------------------------------------------------------------------- events
 
 
@@ -234,32 +177,6 @@ class ToolBefore(_ToolEvent):
     _forbidden = ("outcome", "execution", "durationMs", "fileChanges")
     type: Literal["tool.before"] = "tool.before"
     items: Omittable[list[ContentItem]] = None
-
-
-class ToolAfter(_ToolEvent):
-    """``tool.after``: exactly one per resolved call (executed, denied or supplied)."""
-
-    type: Literal["tool.after"] = "tool.after"
-    outcome: Literal["ok", "error", "denied", "cancelled", "timeout"]
-    execution: Execution
-    items: list[Message]
-    error: Omittable[ErrorInfo] = None
-    duration_ms: Omittable[NonNegativeNumber] = None
-    file_changes: Omittable[list[FileChange]] = None
-
-    @model_validator(mode="after")
-    def _consistent(self) -> Self:
-        if self.outcome == "error" and self.error is None:
-            raise rule('error is required when outcome is "error"')
-        if self.outcome != "error" and self.error is not None:
-            raise rule('is allowed only when outcome is "error"', "error")
-        _check_denied(self.outcome, self.execution)
-        if _is_skipped(self.execution):
-            if self.duration_ms is not None:
-                raise rule("is not allowed when execution is skipped", "durationMs")
-            if self.file_changes is not None:
-                raise rule("is not allowed when execution is skipped", "fileChanges")
-        return self
 
 
 class ToolPermissionRequest(_ToolEvent):
@@ -287,12 +204,4 @@ class ToolProgress(_ToolEvent):
     turn: Omittable[ClosedTurn] = None
     partial_output: Message
     backgrounded: bool
-    items: Omittable[list[ContentItem]] = None
-
-
-class ToolBatchAfter(Event):
-    type: Literal["tool.batch.after"] = "tool.batch.after"
-    turn: Omittable[ClosedTurn] = None
-    batch: Ref
-    calls: Annotated[list[BatchCall], Field(min_length=1)]
     items: Omittable[list[ContentItem]] = None
