@@ -7,6 +7,7 @@ schema (which must reject it too); every accepted object validates against it.
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -536,3 +537,57 @@ def test_manifest_reasons_name_the_rule() -> None:
         with pytest.raises(WireErrors) as info:
             parse_manifest(copy.deepcopy(obj))
         assert fragment in info.value.first.reason
+
+
+# --------------------------------------------------------------------------- plain grants
+
+
+def _valid_at(event_type: str, capabilities: Any) -> bool:
+    try:
+        parse_capabilities(capabilities, event_type=event_type)
+    except WireErrors:
+        return False
+    return True
+
+
+def test_a_plain_grant_is_exactly_a_valid_grant_of_names_without_blocks() -> None:
+    """``is_plain_grant_at`` lets a backend skip the models; checked on every set of
+    standard effect names (in two orders) at every interceptable event."""
+    names = sorted(fx.EFFECT_TYPES)
+    plain = 0
+    for event in INTERCEPTABLE:
+        for size in range(len(names) + 1):
+            for combo in itertools.combinations(names, size):
+                for effects in (list(combo), list(reversed(combo))):
+                    caps = {"effects": effects}
+                    expected = _valid_at(event, caps) and not {"modify", "flow", "inject"} & set(
+                        effects
+                    )
+                    assert fx.is_plain_grant_at(event, caps) is expected, (event, effects)
+                    plain += expected
+    assert plain > 100
+
+
+@pytest.mark.parametrize(
+    "caps",
+    [
+        {"effects": ["deny", "deny"]},
+        {"effects": ["deny", "com.example.block"]},
+        {"effects": ["deny"], "com.example.note": 1},
+        {"effects": ["deny"], "elicitation": {}},
+        {"effects": ["deny", 1]},
+        {"effects": "deny"},
+        {"effects": ["modify"], "modify": {"input": {"replace": True, "merge": False}}},
+        {},
+        ["deny"],
+        None,
+    ],
+)
+def test_anything_more_than_names_is_not_a_plain_grant(caps: Any) -> None:
+    assert not fx.is_plain_grant_at("tool.before", caps)
+
+
+def test_a_plain_grant_needs_an_interceptable_event() -> None:
+    for event in ("session.end", "tool.call", "", "tool.*"):
+        assert not fx.is_plain_grant_at(event, {"effects": []})
+    assert fx.is_plain_grant_at("tool.before", {"effects": []})

@@ -17,7 +17,7 @@ import pytest
 from ahp_protocol.wire import effects as fx
 from ahp_protocol.wire.catalogue import INTERCEPTABLE, OBSERVE_ONLY
 from ahp_protocol.wire.errors import WireErrors
-from ahp_protocol.wire.state import Candidate, State, parse_state
+from ahp_protocol.wire.state import Candidate, State, is_plain_state, parse_state
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -1340,3 +1340,37 @@ def test_modify_construction_defers_the_target_value_type_to_checking() -> None:
     assert (error.kind, error.path) == ("malformed", "effects[0].value")
     with pytest.raises(fx.EffectError):
         fx.parse_effect(odd.to_wire())
+
+
+def _state_valid_at(event_type: str, obj: Any) -> bool:
+    try:
+        parse_state(obj, event_type=event_type)
+    except WireErrors:
+        return False
+    return True
+
+
+STATE_SHAPES: list[Any] = [
+    {"permission": permission, "candidate": candidate, **extra}
+    for permission in ("none", "allow", "ask", "deny", "maybe", "", 1, None)
+    for candidate in (None, {"value": None}, {"value": {"content": []}}, 0)
+    for extra in ({}, {"flow": "stop"}, {"com.example.note": 1})
+] + [{"permission": "none"}, {"candidate": None}, {}, [], None, "none"]
+
+
+def test_a_plain_state_is_exactly_permission_and_a_null_candidate() -> None:
+    """``is_plain_state`` lets a backend skip the state models: what it calls plain is
+    valid at every interceptable event, and it calls plain exactly that shape."""
+    plain = 0
+    for obj in STATE_SHAPES:
+        expected = (
+            isinstance(obj, dict)
+            and set(obj) == {"permission", "candidate"}
+            and obj["candidate"] is None
+            and obj["permission"] in ("none", "allow", "ask", "deny")
+        )
+        assert is_plain_state(obj) is expected, obj
+        if expected:
+            plain += 1
+            assert all(_state_valid_at(event, obj) for event in INTERCEPTABLE), obj
+    assert plain == 4

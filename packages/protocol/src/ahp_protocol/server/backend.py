@@ -406,18 +406,22 @@ def _judge_grant(
     shape = _validate_capabilities(capabilities)
     if shape is not None:
         return _Grant(shape, None)
-    from ahp_protocol.wire.capabilities import parse_capabilities
-    from ahp_protocol.wire.effects import Grants
+    from ahp_protocol.wire.effects import Grants, is_plain_grant_at
 
-    try:
-        parse_capabilities(capabilities, event_type=event_type)
-    except Exception:
-        return _Grant(None, "params.capabilities is not a valid grant at this event")
-    if state is not _NO_STATE:
-        from ahp_protocol.wire.state import parse_state
+    # The usual grant and state are judged without building their models.
+    if not is_plain_grant_at(event_type, capabilities):
+        from ahp_protocol.wire.capabilities import parse_capabilities
 
         try:
-            parse_state(state, event_type=event_type)
+            parse_capabilities(capabilities, event_type=event_type)
+        except Exception:
+            return _Grant(None, "params.capabilities is not a valid grant at this event")
+    if state is not _NO_STATE:
+        from ahp_protocol.wire.state import is_plain_state, parse_state
+
+        try:
+            if not is_plain_state(state):
+                parse_state(state, event_type=event_type)
         except Exception:
             return _Grant(None, "params.state is not a valid chain state")
     judge = Grants(_json_copy(capabilities))

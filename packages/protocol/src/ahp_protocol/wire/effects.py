@@ -59,6 +59,7 @@ __all__ = [
     "check_effects",
     "check_return_value",
     "effects_to_wire",
+    "is_plain_grant_at",
     "modify_value_kind",
     "parse_effect",
     "to_json_value",
@@ -720,6 +721,31 @@ def parse_effect(obj: object, path: str = "effects[0]", *, check_values: bool = 
 
 
 # --------------------------------------------------------------------------- checking
+
+_BLOCK_EFFECTS: Final = frozenset({"modify", "flow", "inject"})
+"""Effects a grant must qualify with a block of the same name."""
+
+
+def is_plain_grant_at(event_type: str, capabilities: object) -> bool:
+    """Whether ``capabilities`` is a plain grant at ``event_type``: an object with
+    ``effects`` only, naming distinct standard effects that the event allows and that
+    need no block (not ``modify``, ``flow`` or ``inject``).
+
+    Every plain grant is valid at its event:
+    :func:`ahp_protocol.wire.capabilities.parse_capabilities` accepts it (a test checks
+    every combination). ``False`` only means "not plain": anything else needs that
+    parse to be judged. It lets a backend judge the usual grant from the legality
+    table without creating the capabilities models.
+    """
+    if type(capabilities) is not dict or len(capabilities) != 1:
+        return False
+    effects = capabilities.get("effects")
+    allowed = EVENT_EFFECTS.get(event_type)
+    if type(effects) is not list or allowed is None or len(set(effects)) != len(effects):
+        return False
+    return all(
+        type(name) is str and name in allowed and name not in _BLOCK_EFFECTS for name in effects
+    )
 
 
 class Grants:

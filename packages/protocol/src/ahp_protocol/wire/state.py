@@ -8,16 +8,17 @@ state is. Unknown fields are kept and round-tripped. No I/O.
 """
 
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ahp_protocol.wire import effects as fx
 from ahp_protocol.wire.errors import WireError, WireErrors, from_validation_error
 
-__all__ = ["Candidate", "FlowState", "Permission", "State", "parse_state"]
+__all__ = ["Candidate", "FlowState", "Permission", "State", "is_plain_state", "parse_state"]
 
 Permission = Literal["none", "allow", "ask", "deny"]
+_PERMISSIONS: Final = frozenset(get_args(Permission))
 FlowState = Literal["none", "stop", "continue"]
 
 _CONFIG = ConfigDict(extra="allow", frozen=True, defer_build=True)
@@ -112,3 +113,19 @@ def parse_state(obj: object, *, event_type: str | None = None) -> State:
         return State.model_validate(data, by_alias=True, by_name=False)
     except ValidationError as exc:
         raise from_validation_error(exc) from None
+
+
+def is_plain_state(obj: object) -> bool:
+    """Whether ``obj`` is a plain state: ``permission`` and a ``null`` ``candidate``,
+    nothing else (the neutral start ``{"permission": "none", "candidate": null}`` is
+    one). Every plain state is valid at every event (:func:`parse_state` accepts it;
+    a test checks); ``False`` only means "not plain", for :func:`parse_state` to judge.
+    It lets a backend judge the usual state without building the state models.
+    """
+    return (
+        type(obj) is dict
+        and len(obj) == 2
+        and obj.get("candidate", False) is None
+        and type(obj.get("permission")) is str
+        and obj["permission"] in _PERMISSIONS
+    )
