@@ -322,6 +322,32 @@ def test_serve_functions_with_explicit_streams(check: Callable[[Any], Any]) -> N
     assert source.read() == line(intercept(tool_before("o2")))  # the rest stays unread
 
 
+def test_serve_once_pauses_the_garbage_collector_and_restores_it() -> None:
+    import gc
+    import io
+
+    from ahp_protocol.server import Backend
+    from ahp_protocol.server.stdio import serve_once
+
+    backend = Backend("com.example.gc")
+    seen: list[bool] = []
+
+    @backend.intercept("tool.before")
+    def guard(request: Any) -> None:
+        seen.append(gc.isenabled())
+
+    assert gc.isenabled()
+    sink = io.BytesIO()
+    assert serve_once(backend, io.BytesIO(line(intercept(tool_before("g1")))), sink) is True
+    assert seen == [False] and gc.isenabled()
+    gc.disable()  # a caller that keeps it off keeps it off
+    try:
+        assert serve_once(backend, io.BytesIO(line(intercept(tool_before("g2")))), sink) is True
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
 # --------------------------------------------------------------------- the official SDK as harness
 
 

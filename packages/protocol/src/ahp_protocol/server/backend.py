@@ -1027,9 +1027,7 @@ class Backend:
             serve_persistent(self)
             raise SystemExit(0)
         if args == ["--once"]:
-            from ahp_protocol.server.stdio import serve_once
-
-            raise SystemExit(0 if serve_once(self) else 1)
+            self._run_once(None)
         raise SystemExit(self._run_parsed(args))
 
     def _run_parsed(self, args: list[str]) -> int:
@@ -1074,9 +1072,20 @@ class Backend:
 
             serve_http(self, host, int(port_text), max_frame_bytes=limit)
             return 0
-        from ahp_protocol.server.stdio import serve_once, serve_persistent
-
         if ns.once:
-            return 0 if serve_once(self, max_frame_bytes=limit) else 1
+            self._run_once(limit)
+        from ahp_protocol.server.stdio import serve_persistent
+
         serve_persistent(self, max_frame_bytes=limit)
         return 0
+
+    def _run_once(self, limit: int | None) -> NoReturn:
+        """``per_event``: answer one message, then exit. The cyclic garbage collector
+        stays off until exit (``serve_once`` pauses it, and a collection put off until
+        it is back would only delay the exit)."""
+        import gc
+
+        from ahp_protocol.server.stdio import serve_once
+
+        gc.disable()
+        raise SystemExit(0 if serve_once(self, max_frame_bytes=limit) else 1)

@@ -28,6 +28,7 @@ block the loop between messages, which is harmless because evaluation is serial.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from collections.abc import Iterator
@@ -225,5 +226,15 @@ def serve_once(
 
     Returns ``True`` when a complete message was read and handled, ``False`` when
     input ended first or the record was oversized or cut off (answered -32700).
+
+    The cyclic garbage collector is paused meanwhile (and restored): answering the
+    first message creates and builds the wire models, when it would run often for
+    nothing, and a per-event process exits right after.
     """
-    return _serve(backend, stdin, stdout, max_frame_bytes, once=True)
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _serve(backend, stdin, stdout, max_frame_bytes, once=True)
+    finally:
+        if collecting:
+            gc.enable()
