@@ -39,7 +39,6 @@ from pydantic import (
     PlainValidator,
     StringConstraints,
     Tag,
-    TypeAdapter,
     ValidationError,
     ValidationInfo,
     model_validator,
@@ -48,6 +47,9 @@ from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
 from ahp_protocol.wire.errors import PathPart, WireError, WireErrors, json_path
+
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
 
 __all__ = [
     "CATEGORIES",
@@ -322,7 +324,7 @@ def unknown_stay_unknown(model: OpenModel, data: Mapping[str, Any]) -> None:
             model.__pydantic_fields_set__.discard(name)
 
 
-def validate_wire(adapter: TypeAdapter[Any], value: object, *prefix: PathPart) -> Any:
+def validate_wire(adapter: "TypeAdapter[Any]", value: object, *prefix: PathPart) -> Any:
     """Validate wire JSON (wire names only, strict) or raise :class:`WireErrors`."""
     try:
         return adapter.validate_python(
@@ -551,7 +553,9 @@ class AssistantMessage(Message):
 
 
 @cache
-def _adapter(kind: str) -> TypeAdapter[Any]:
+def _adapter(kind: str) -> "TypeAdapter[Any]":
+    from pydantic import TypeAdapter  # on first use: no per-event backend needs it
+
     types: dict[str, Any] = {
         "messages": list[Message],
         "parts": list[ContentItem],
