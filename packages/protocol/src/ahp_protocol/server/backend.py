@@ -621,7 +621,8 @@ class Backend:
         except Exception as exc:
             return self._handler_raised(step, exc)
         if result is None:
-            return self._finish(step, [])
+            line = _encode_result(step.request.id, b"[]")
+            return Reply(line) if len(line) - 1 <= step.limit else self._finish(step, [])
         remembered = self._remembered_reply(step, result)
         if remembered is not None:
             return remembered
@@ -777,12 +778,21 @@ class Backend:
         return encoded
 
     def _prepare(self, message: bytes, limit: int) -> Reply | _InterceptCall | _ObserveCall:
-        decoded = self._decode(message, limit)
-        if isinstance(decoded, Reply):
-            return decoded
-        usual = self._usual_intercept(decoded, limit)
-        if usual is not None:
-            return usual
+        decoded: Any = _NOT_DECODED
+        if len(message) <= limit:  # the usual case, decoded here once
+            try:
+                decoded = _fast_loads(message)
+            except Exception:  # not decodable by the fast path: ``_decode`` judges it
+                decoded = _NOT_DECODED
+        if type(decoded) is dict:
+            if self._usual:
+                usual = self._usual_intercept(decoded, limit)
+                if usual is not None:
+                    return usual
+        else:
+            decoded = self._decode(message, limit)
+            if isinstance(decoded, Reply):
+                return decoded
         notification = "id" not in decoded and isinstance(decoded.get("method"), str)
         try:
             if notification:
