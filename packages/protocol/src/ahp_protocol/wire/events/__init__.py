@@ -30,9 +30,10 @@ Import every name from this package; where each lives:
 - one module per event family with its events and the payloads only it uses:
   ``tool.py`` (with the §3.3 tool detail), ``session.py``, ``turn.py``,
   ``model.py``, ``context.py``, ``config.py``, ``task.py``, ``workspace.py``,
-  ``file.py``, ``user.py``, ``hook.py``; the tool family is split in two, and
-  ``tool_outcome.py`` holds ``tool.after`` and ``tool.batch.after``, so that
-  ``tool.before`` needs none of the outcome models;
+  ``file.py``, ``user.py``, ``hook.py``; the tool family is split in two:
+  ``tool.py`` holds ``tool.before`` and ``tool_lifecycle.py`` the rest of a call's
+  life (permission, progress, outcome), so that ``tool.before`` needs none of their
+  models;
 - here: :data:`EVENT_MODELS`, :func:`parse_event`, :func:`event_validator` and
   :class:`UnsupportedEvent`.
 
@@ -120,13 +121,17 @@ if TYPE_CHECKING:
     from ahp_protocol.wire.events.tool import StdioConnection as StdioConnection
     from ahp_protocol.wire.events.tool import Tool as Tool
     from ahp_protocol.wire.events.tool import ToolBefore as ToolBefore
-    from ahp_protocol.wire.events.tool import ToolPermissionRequest as ToolPermissionRequest
-    from ahp_protocol.wire.events.tool import ToolPermissionResolved as ToolPermissionResolved
-    from ahp_protocol.wire.events.tool import ToolProgress as ToolProgress
-    from ahp_protocol.wire.events.tool_outcome import BatchCall as BatchCall
-    from ahp_protocol.wire.events.tool_outcome import FileChange as FileChange
-    from ahp_protocol.wire.events.tool_outcome import ToolAfter as ToolAfter
-    from ahp_protocol.wire.events.tool_outcome import ToolBatchAfter as ToolBatchAfter
+    from ahp_protocol.wire.events.tool_lifecycle import BatchCall as BatchCall
+    from ahp_protocol.wire.events.tool_lifecycle import FileChange as FileChange
+    from ahp_protocol.wire.events.tool_lifecycle import ToolAfter as ToolAfter
+    from ahp_protocol.wire.events.tool_lifecycle import ToolBatchAfter as ToolBatchAfter
+    from ahp_protocol.wire.events.tool_lifecycle import (
+        ToolPermissionRequest as ToolPermissionRequest,
+    )
+    from ahp_protocol.wire.events.tool_lifecycle import (
+        ToolPermissionResolved as ToolPermissionResolved,
+    )
+    from ahp_protocol.wire.events.tool_lifecycle import ToolProgress as ToolProgress
     from ahp_protocol.wire.events.turn import TurnEnd as TurnEnd
     from ahp_protocol.wire.events.turn import TurnFinishBefore as TurnFinishBefore
     from ahp_protocol.wire.events.turn import TurnOutcome as TurnOutcome
@@ -259,11 +264,16 @@ _FAMILY_NAMES: Final[Mapping[str, tuple[str, ...]]] = {
         "StdioConnection",
         "Tool",
         "ToolBefore",
+    ),
+    "tool_lifecycle": (
+        "BatchCall",
+        "FileChange",
+        "ToolAfter",
+        "ToolBatchAfter",
         "ToolPermissionRequest",
         "ToolPermissionResolved",
         "ToolProgress",
     ),
-    "tool_outcome": ("BatchCall", "FileChange", "ToolAfter", "ToolBatchAfter"),
     "session": ("SessionEnd", "SessionStart"),
     "turn": (
         "TurnEnd",
@@ -379,7 +389,7 @@ class _EventModels(Mapping[str, type[Event]]):
 EVENT_MODELS: Final[Mapping[str, type[Event]]] = _EventModels(
     {
         "tool.before": ("tool", "ToolBefore"),
-        "tool.after": ("tool_outcome", "ToolAfter"),
+        "tool.after": ("tool_lifecycle", "ToolAfter"),
         "session.start": ("session", "SessionStart"),
         "session.end": ("session", "SessionEnd"),
         "config.change.before": ("config", "ConfigChangeBefore"),
@@ -393,10 +403,10 @@ EVENT_MODELS: Final[Mapping[str, type[Event]]] = _EventModels(
         "model.error": ("model", "ModelError"),
         "model.switch.before": ("model", "ModelSwitchBefore"),
         "model.switch.after": ("model", "ModelSwitchAfter"),
-        "tool.permission.request": ("tool", "ToolPermissionRequest"),
-        "tool.permission.resolved": ("tool", "ToolPermissionResolved"),
-        "tool.progress": ("tool", "ToolProgress"),
-        "tool.batch.after": ("tool_outcome", "ToolBatchAfter"),
+        "tool.permission.request": ("tool_lifecycle", "ToolPermissionRequest"),
+        "tool.permission.resolved": ("tool_lifecycle", "ToolPermissionResolved"),
+        "tool.progress": ("tool_lifecycle", "ToolProgress"),
+        "tool.batch.after": ("tool_lifecycle", "ToolBatchAfter"),
         "context.compact.before": ("context", "ContextCompactBefore"),
         "context.compact.after": ("context", "ContextCompactAfter"),
         "task.change.before": ("task", "TaskChangeBefore"),

@@ -1,12 +1,11 @@
-"""The tool events before and around a call: ``tool.before``,
-``tool.permission.request``, ``tool.permission.resolved`` and ``tool.progress``.
+"""``tool.before`` and the tool detail every tool event carries.
 
 Owns the tool detail of draft §3.3 (``tool`` with its MCP origin and the server
-``connection``, ``batch``) that every tool event carries. The events that report a
-call's outcome (``tool.after``, ``tool.batch.after``) live in
-:mod:`.tool_outcome`, so a backend that receives ``tool.before`` does not create
-their models. Builds on :mod:`.envelope`; imported on first use by
-:mod:`ahp_protocol.wire.events` (import the names from there). No I/O.
+``connection``, ``batch``) and ``tool.before``, the interception point before a
+call's side effects. The rest of a call's life (the host's permission stage,
+progress, the outcome) is :mod:`.tool_lifecycle`, so a backend that receives
+``tool.before`` does not create those models. Builds on :mod:`.envelope`; imported
+on first use by :mod:`ahp_protocol.wire.events` (import the names from there). No I/O.
 """
 
 import re
@@ -18,14 +17,13 @@ from pydantic import AfterValidator, Discriminator, Field, field_validator, mode
 from ahp_protocol.wire.content import (
     ClosedModel,
     ContentItem,
-    Message,
     NonEmptyStr,
     Omittable,
     WireConstants,
     rule,
     union_tag,
 )
-from ahp_protocol.wire.events.envelope import ClosedTurn, Event, HttpUrl, JsonObject, Ref
+from ahp_protocol.wire.events.envelope import Event, HttpUrl, JsonObject, Ref
 
 # --------------------------------------------------------------------------- tool detail
 
@@ -176,32 +174,4 @@ class ToolBefore(_ToolEvent):
 
     _forbidden = ("outcome", "execution", "durationMs", "fileChanges")
     type: Literal["tool.before"] = "tool.before"
-    items: Omittable[list[ContentItem]] = None
-
-
-class ToolPermissionRequest(_ToolEvent):
-    """``tool.permission.request``: the host is about to prompt for this call."""
-
-    _forbidden = ("decision", "decidedBy", "outcome", "execution")
-    type: Literal["tool.permission.request"] = "tool.permission.request"
-    turn: Omittable[ClosedTurn] = None
-    suggestions: list[JsonObject]
-    sandbox_bypass: bool
-    items: Omittable[list[ContentItem]] = None
-
-
-class ToolPermissionResolved(_ToolEvent):
-    type: Literal["tool.permission.resolved"] = "tool.permission.resolved"
-    turn: Omittable[ClosedTurn] = None
-    decision: Literal["allow", "deny"]
-    decided_by: Literal["user", "policy", "hook", "auto", "classifier"]
-    items: Omittable[list[ContentItem]] = None
-
-
-class ToolProgress(_ToolEvent):
-    _forbidden = ("outcome", "execution")
-    type: Literal["tool.progress"] = "tool.progress"
-    turn: Omittable[ClosedTurn] = None
-    partial_output: Message
-    backgrounded: bool
     items: Omittable[list[ContentItem]] = None

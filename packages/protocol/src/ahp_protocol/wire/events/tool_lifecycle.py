@@ -1,4 +1,6 @@
-"""The tool events that report a call's outcome: ``tool.after`` and ``tool.batch.after``.
+"""The tool events after ``tool.before``: the host's permission stage
+(``tool.permission.request``, ``tool.permission.resolved``), ``tool.progress``, and
+the outcome (``tool.after``, ``tool.batch.after``).
 
 Owns ``fileChanges``, the calls of a batch and the outcome/execution/error
 consistency rules of tool events. Builds on :mod:`.tool` (the tool detail),
@@ -19,7 +21,7 @@ from ahp_protocol.wire.content import (
     Omittable,
     rule,
 )
-from ahp_protocol.wire.events.envelope import ClosedTurn, Event, Ref
+from ahp_protocol.wire.events.envelope import ClosedTurn, Event, JsonObject, Ref
 from ahp_protocol.wire.events.results import (
     ErrorInfo,
     Executed,
@@ -77,6 +79,34 @@ def _check_denied(outcome: str, execution: Executed | SuppliedResult | Skipped) 
             'must be {"status": "skipped", "reason": "policy"} when outcome is "denied"',
             "execution",
         )
+
+
+class ToolPermissionRequest(_ToolEvent):
+    """``tool.permission.request``: the host is about to prompt for this call."""
+
+    _forbidden = ("decision", "decidedBy", "outcome", "execution")
+    type: Literal["tool.permission.request"] = "tool.permission.request"
+    turn: Omittable[ClosedTurn] = None
+    suggestions: list[JsonObject]
+    sandbox_bypass: bool
+    items: Omittable[list[ContentItem]] = None
+
+
+class ToolPermissionResolved(_ToolEvent):
+    type: Literal["tool.permission.resolved"] = "tool.permission.resolved"
+    turn: Omittable[ClosedTurn] = None
+    decision: Literal["allow", "deny"]
+    decided_by: Literal["user", "policy", "hook", "auto", "classifier"]
+    items: Omittable[list[ContentItem]] = None
+
+
+class ToolProgress(_ToolEvent):
+    _forbidden = ("outcome", "execution")
+    type: Literal["tool.progress"] = "tool.progress"
+    turn: Omittable[ClosedTurn] = None
+    partial_output: Message
+    backgrounded: bool
+    items: Omittable[list[ContentItem]] = None
 
 
 class ToolAfter(_ToolEvent):
