@@ -41,7 +41,9 @@ Never does I/O besides stderr diagnostics; never echoes input in error ``data``
 (only ``data.supported`` on -32001 and fixed reasons). Heavy modules (the wire
 models, logging, anyio) are imported on first use only, once: decoding and envelope
 errors need none of them; an answer without effects from a sync handler validates no
-effect and needs no event loop.
+effect and needs no event loop; a plain grant and a plain state (effect names only; a
+permission and a null candidate) are judged without building the capabilities and
+state models (``wire.effects.is_plain_grant_at``, ``wire.state.is_plain_state``).
 
 Per-request cost: the verdict on ``(event type, capabilities, state)`` is a pure
 function of them and is remembered (bounded), so a repeated grant costs one exact
