@@ -576,6 +576,8 @@ def test_a_plain_grant_is_exactly_a_valid_grant_of_names_without_blocks() -> Non
         {"effects": ["deny"], "com.example.note": 1},
         {"effects": ["deny"], "elicitation": {}},
         {"effects": ["deny", 1]},
+        {"effects": [{"type": "deny"}]},
+        {"effects": [["deny"]]},
         {"effects": "deny"},
         {"effects": ["modify"], "modify": {"input": {"replace": True, "merge": False}}},
         {},

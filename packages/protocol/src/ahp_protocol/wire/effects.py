@@ -741,11 +741,13 @@ def is_plain_grant_at(event_type: str, capabilities: object) -> bool:
         return False
     effects = capabilities.get("effects")
     allowed = EVENT_EFFECTS.get(event_type)
-    if type(effects) is not list or allowed is None or len(set(effects)) != len(effects):
+    if type(effects) is not list or allowed is None:
         return False
-    return all(
+    if not all(
         type(name) is str and name in allowed and name not in _BLOCK_EFFECTS for name in effects
-    )
+    ):
+        return False
+    return len(set(effects)) == len(effects)
 
 
 class Grants:
