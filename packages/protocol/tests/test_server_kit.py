@@ -843,6 +843,28 @@ JSON_VALUES = st.recursive(
 )
 
 
+def _mutated(
+    draw: st.DrawFn,
+    message: dict[str, Any],
+    paths: list[tuple[str, ...]],
+    times: int,
+    values: st.SearchStrategy[Any],
+) -> dict[str, Any]:
+    """``message`` with the part at a drawn path removed or replaced, ``times`` times."""
+    for _ in range(times):
+        path = draw(st.sampled_from(paths))
+        target: Any = message
+        for key in path[:-1]:
+            target = target.get(key) if isinstance(target, dict) else None
+        if not isinstance(target, dict):
+            continue
+        if draw(st.booleans()):
+            target.pop(path[-1], None)
+        else:
+            target[path[-1]] = draw(values)
+    return message
+
+
 @st.composite
 def messages(draw: st.DrawFn) -> dict[str, Any]:
     """Near-valid messages: a real request or notification with parts replaced or removed."""
@@ -858,33 +880,19 @@ def messages(draw: st.DrawFn) -> dict[str, Any]:
         )
     )
     message: dict[str, Any] = json.loads(json.dumps(base))
-    for _ in range(draw(st.integers(0, 3))):
-        target: Any = message
-        path = draw(
-            st.sampled_from(
-                [
-                    ("id",),
-                    ("jsonrpc",),
-                    ("method",),
-                    ("params",),
-                    ("params", "protocolVersion"),
-                    ("params", "event"),
-                    ("params", "capabilities"),
-                    ("params", "state"),
-                    ("params", "event", "type"),
-                    ("params", "event", "id"),
-                ]
-            )
-        )
-        for key in path[:-1]:
-            target = target.get(key) if isinstance(target, dict) else None
-        if not isinstance(target, dict):
-            continue
-        if draw(st.booleans()):
-            target.pop(path[-1], None)
-        else:
-            target[path[-1]] = draw(JSON_VALUES)
-    return message
+    paths = [
+        ("id",),
+        ("jsonrpc",),
+        ("method",),
+        ("params",),
+        ("params", "protocolVersion"),
+        ("params", "event"),
+        ("params", "capabilities"),
+        ("params", "state"),
+        ("params", "event", "type"),
+        ("params", "event", "id"),
+    ]
+    return _mutated(draw, message, paths, draw(st.integers(0, 3)), JSON_VALUES)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -977,41 +985,28 @@ def near_usual_requests(draw: st.DrawFn) -> dict[str, Any]:
     command = draw(st.sampled_from(["ls", "rm -rf /", "allow-me", "boom", "as-dict", "huge"]))
     if message["params"]["event"]["type"] == "tool.before":
         message["params"]["event"]["tool"]["input"]["command"] = command
-    for _ in range(draw(st.integers(0, 2))):
-        path = draw(
-            st.sampled_from(
-                [
-                    ("id",),
-                    ("jsonrpc",),
-                    ("result",),
-                    ("params", "protocolVersion"),
-                    ("params", "capabilities"),
-                    ("params", "capabilities", "effects"),
-                    ("params", "state"),
-                    ("params", "state", "permission"),
-                    ("params", "event", "id"),
-                    ("params", "event", "type"),
-                    ("params", "event", "time"),
-                    ("params", "event", "harness"),
-                    ("params", "event", "path"),
-                    ("params", "event", "tool", "origin"),
-                    ("params", "event", "tool", "input"),
-                    ("params", "event", "tool", "mcp"),
-                    ("params", "event", "call", "id"),
-                    ("params", "event", "outcome"),
-                ]
-            )
-        )
-        target: Any = message
-        for key in path[:-1]:
-            target = target.get(key) if isinstance(target, dict) else None
-        if not isinstance(target, dict):
-            continue
-        if draw(st.booleans()):
-            target.pop(path[-1], None)
-        else:
-            target[path[-1]] = draw(JSON_VALUES | st.sampled_from(["warm1", "draft", "none"]))
-    return message
+    paths = [
+        ("id",),
+        ("jsonrpc",),
+        ("result",),
+        ("params", "protocolVersion"),
+        ("params", "capabilities"),
+        ("params", "capabilities", "effects"),
+        ("params", "state"),
+        ("params", "state", "permission"),
+        ("params", "event", "id"),
+        ("params", "event", "type"),
+        ("params", "event", "time"),
+        ("params", "event", "harness"),
+        ("params", "event", "path"),
+        ("params", "event", "tool", "origin"),
+        ("params", "event", "tool", "input"),
+        ("params", "event", "tool", "mcp"),
+        ("params", "event", "call", "id"),
+        ("params", "event", "outcome"),
+    ]
+    values = JSON_VALUES | st.sampled_from(["warm1", "draft", "none"])
+    return _mutated(draw, message, paths, draw(st.integers(0, 2)), values)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
