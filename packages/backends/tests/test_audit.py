@@ -591,3 +591,23 @@ def test_summary_never_shows_content() -> None:
     event = tool_after(1, text="private words")
     assert "private" not in audit.summary(event)
     assert audit.summary(tool_before(2, command="git push")) == "proposed: git push"
+
+
+def test_show_prints_event_text_literally(db: Path) -> None:
+    # Event text is whatever a harness sent: rich markup in it must not be interpreted
+    # ("[/x]" made show exit 1 with a MarkupError, "[home]" vanished), nor may a terminal
+    # escape sequence reach the terminal raw.
+    db.parent.mkdir(parents=True, exist_ok=True)
+    store = audit.AuditStore(db)
+    commands = ["echo hi [/x]", "cd [home]", "printf '\x1b[31mred\x1b[0m'"]
+    try:
+        for n, command in enumerate(commands):
+            store.add(tool_before(n, command=command))
+    finally:
+        store.close()
+    done = show("--db", str(db))
+    assert done.returncode == 0, done.stderr
+    assert "proposed: echo hi [/x]" in done.stdout
+    assert "proposed: cd [home]" in done.stdout
+    assert "\x1b" not in done.stdout
+    assert "proposed: printf '\\x1b[31mred\\x1b[0m'" in done.stdout

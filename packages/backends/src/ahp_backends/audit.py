@@ -401,11 +401,27 @@ def _clock(event: Mapping[str, Any]) -> str:
     return moment.strftime("%H:%M:%S.") + f"{moment.microsecond // 1000:03d}"
 
 
+def _literal(value: str) -> str:
+    """``value`` with control characters (C0, DEL, C1) written as visible escapes.
+
+    Recorded events are what a harness (or anyone reaching the backend) sent: a terminal
+    escape sequence in a command must be shown, never interpreted by the terminal.
+    """
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], value)
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
 def _print_table(records: Iterable[Record], title: str) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
-    table = Table(title=title, title_justify="left", show_lines=False)
+    def cell(value: str) -> Text:  # Text is literal: "[home]" is not rich markup
+        return Text(_literal(value))
+
+    table = Table(title=cell(title), title_justify="left", show_lines=False)
     table.add_column("time (UTC)", no_wrap=True)
     table.add_column("type", no_wrap=True)
     table.add_column("session", no_wrap=True)
@@ -415,11 +431,11 @@ def _print_table(records: Iterable[Record], title: str) -> None:
         event = record.event
         session = _get(event, "session", "id") or ""
         table.add_row(
-            _clock(event),
-            str(event.get("type")),
-            session[-12:],
-            _tool_and_call(event),
-            summary(event),
+            cell(_clock(event)),
+            cell(str(event.get("type"))),
+            cell(session[-12:]),
+            cell(_tool_and_call(event)),
+            cell(summary(event)),
         )
     Console(highlight=False, soft_wrap=False).print(table)
 
