@@ -245,3 +245,43 @@ def test_the_other_example_registrations_tell_the_same_story(tmp_path: Path, exa
         types = dict(conn.execute("SELECT type, count(*) FROM events GROUP BY type").fetchall())
     assert types["tool.before"] == types["tool.after"] == 6
     assert types["session.end"] == 1
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize(
+    "example", ["registration.json", "registration-per-event.json", "registration-discovered.json"]
+)
+def test_the_example_registrations_write_nothing_the_user_did_not_name(
+    tmp_path: Path, example: str
+) -> None:
+    """Run by hand, as examples/demo/README.md says (from the repository root, the backends
+    on PATH): the session writes only to the workspace, transcript and log it was given.
+    (The audit database used to land in the working folder as ``demo-audit.db``.)"""
+    cwd = tmp_path / "cwd"  # stands in for the repository root: examples/ and nothing else
+    cwd.mkdir()
+    (cwd / "examples").symlink_to(REPO / "examples", target_is_directory=True)
+    work = tmp_path / "named"
+    paths = demo.DemoPaths(REPO / "examples" / "demo", work)
+    demo.prepare_workspace(paths)
+    argv = demo.harness_argv(paths)
+    argv[argv.index("--registration") + 1] = f"examples/demo/{example}"
+    bin_dir = str(Path(sys.executable).parent)  # where `ahp-backend` is installed
+    before = sorted(p.name for p in work.iterdir())
+    done = subprocess.run(
+        [sys.executable, "-m", "ahp_harness.cli", *argv],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=150,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert [p.name for p in cwd.iterdir()] == ["examples"]
+    assert sorted(p.name for p in work.iterdir()) == sorted(
+        {*before, paths.transcript.name, paths.harness_log.name}
+    )
+    calls = [json.loads(line) for line in paths.transcript.read_text().splitlines()]
+    assert len(calls) == len(CALLS)  # the session really ran against the backends
+    assert not (REPO / "demo-audit.db").exists()
+    assert not (REPO / "examples" / "demo" / "demo-audit.db").exists()

@@ -67,6 +67,7 @@ BACKEND_ID: Final = "com.example.ahp.audit"
 SCHEMA_VERSION: Final = 1
 CONTENT_CHOICES: Final = ("metadata", "body", "omit")
 DEFAULT_BUSY_MS: Final = 5000
+IN_MEMORY: Final = Path(":memory:")  # ``--db :memory:``: SQLite's own name for a private database
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS events (
@@ -154,7 +155,7 @@ class AuditStore:
         try:
             self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
             mode = self._db.execute("PRAGMA journal_mode = WAL").fetchone()
-            if not mode or str(mode[0]).lower() != "wal":
+            if self.path != IN_MEMORY and (not mode or str(mode[0]).lower() != "wal"):
                 raise sqlite3.OperationalError("WAL journal mode is not available")
             self._db.execute(f"PRAGMA synchronous = {synchronous.upper()}")
             self._create()
@@ -457,7 +458,12 @@ def _serve_parser() -> argparse.ArgumentParser:
             "loses at most the event being written and never corrupts the file."
         ),
     )
-    parser.add_argument("--db", required=True, metavar="FILE", help="the SQLite database")
+    parser.add_argument(
+        "--db",
+        required=True,
+        metavar="FILE",
+        help="the SQLite database (':memory:' keeps the record in this process only)",
+    )
     parser.add_argument(
         "--content",
         choices=CONTENT_CHOICES,
@@ -505,8 +511,15 @@ def _serve(argv: Sequence[str]) -> int:
     if args.busy_timeout_ms < 0:
         return fail("--busy-timeout-ms must not be negative")
     path = Path(args.db)
+    if path == IN_MEMORY:
+        print(
+            "ahp-backend audit: --db :memory: keeps the record in memory; it is gone at exit",
+            file=sys.stderr,
+            flush=True,
+        )
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if path != IN_MEMORY:
+            path.parent.mkdir(parents=True, exist_ok=True)
         store = AuditStore(path, synchronous=args.synchronous, busy_timeout_ms=args.busy_timeout_ms)
     except (OSError, sqlite3.Error) as exc:
         return fail(f"--db {args.db}: cannot open the audit database ({type(exc).__name__})")
