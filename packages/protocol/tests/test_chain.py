@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from ahp_protocol.client.chain import (
     apply_modify,
     edited,
     fold_response,
+    same_json,
 )
 from ahp_protocol.client.failures import FailureClass, OperationalFailure
 from ahp_protocol.wire.effects import (
@@ -165,6 +167,38 @@ def test_unchanged_event_keeps_inherited_allow_and_candidate() -> None:
     assert state.messages == ("hi",)
 
 
+def test_a_modification_that_changes_nothing_keeps_inherited_allow_and_candidate() -> None:
+    # Interceptor 1 answered [allow, return]; interceptor 2 merges what is already there.
+    first = fold(start(), AllowEffect(), ReturnEffect(value={"stdout": "cached"}))
+    assert (first.permission, first.candidate) == ("allow", Candidate({"stdout": "cached"}))
+    second = fold(first, ModifyEffect(target="input", operation="merge", value={"command": "ls"}))
+    assert (second.permission, second.candidate) == ("allow", Candidate({"stdout": "cached"}))
+    assert not second.event_changed
+    assert second.event == TOOL_BEFORE
+
+
+def test_key_order_is_no_change_but_a_changed_type_is() -> None:
+    inherited = start(permission="allow", candidate=Candidate(1))
+    reordered = {"cwd": "/w", "command": "ls"}
+    same = fold(inherited, ModifyEffect(target="input", operation="replace", value=reordered))
+    assert (same.permission, same.candidate, same.event_changed) == ("allow", Candidate(1), False)
+    # A change and its undo in one response leave the event as it was.
+    undone = fold(
+        inherited,
+        ModifyEffect(target="input", operation="merge", value={"command": "rm -rf /"}),
+        ModifyEffect(target="input", operation="merge", value={"command": "ls"}),
+    )
+    assert (undone.permission, undone.candidate) == ("allow", Candidate(1))
+    # JSON types, not Python's ==: true is not 1, 1 is not 1.0.
+    typed = copy.deepcopy(TOOL_BEFORE)
+    typed["tool"]["input"] = {"command": "ls", "recursive": True, "limit": 20}
+    base = ChainState(event=typed, permission="allow", candidate=Candidate(1))
+    for value in ({"recursive": 1}, {"limit": 20.0}, {"limit": True}):
+        changed = fold(base, ModifyEffect(target="input", operation="merge", value=value))
+        assert (changed.permission, changed.candidate) == ("none", None), value
+        assert changed.event_changed
+
+
 def test_messages_and_injections_accumulate_across_interceptors() -> None:
     inject = InjectEffect(deliver_at="now", value=[MESSAGE])
     state = fold(start(), MessageEffect(text="one"), inject)
@@ -273,3 +307,39 @@ def test_object_merge_is_shallow(current: dict[str, Any], value: dict[str, Any])
 def test_list_merge_appends_and_replace_substitutes(current: list[Any], value: list[Any]) -> None:
     assert edited(current, "merge", value) == current + value
     assert edited(current, "replace", value) == value
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+@given(current=st.dictionaries(st.text(max_size=3), json_values, max_size=4), data=st.data())
+def test_state_survives_exactly_when_the_input_is_unchanged(
+    current: dict[str, Any], data: st.DataObject
+) -> None:
+    """The fold keeps allow and candidate iff the effective input is the same JSON value."""
+    event = copy.deepcopy(TOOL_BEFORE)
+    event["tool"]["input"] = current
+    keys = sorted(current)
+    # Either a sub-object of what is there (no change), or arbitrary values (maybe a change).
+    picked = data.draw(st.lists(st.sampled_from(keys), unique=True) if keys else st.just([]))
+    value = (
+        {k: copy.deepcopy(current[k]) for k in picked}
+        if data.draw(st.booleans())
+        else data.draw(st.dictionaries(st.text(max_size=3), json_values, max_size=3))
+    )
+    inherited = ChainState(event=event, permission="allow", candidate=Candidate(1))
+    state = fold(inherited, ModifyEffect(target="input", operation="merge", value=value))
+    unchanged = _canonical({**current, **value}) == _canonical(current)
+    assert same_json(state.event, event) is unchanged
+    assert state.event_changed is not unchanged
+    if unchanged:
+        assert (state.permission, state.candidate) == ("allow", Candidate(1))
+    else:
+        assert (state.permission, state.candidate) == ("none", None)
+
+
+@given(a=json_values, b=json_values)
+def test_same_json_is_equality_of_the_canonical_json_text(a: Any, b: Any) -> None:
+    assert same_json(a, b) is (_canonical(a) == _canonical(b))
+    assert same_json(a, copy.deepcopy(a))

@@ -692,6 +692,30 @@ async def test_state_is_carried_forward_and_invalidated_by_a_change(tmp_path: Pa
 
 
 @pytest.mark.anyio
+async def test_a_modification_that_changes_nothing_keeps_the_state(tmp_path: Path) -> None:
+    # The official interop case (unchanged-input-preserves-candidate), across processes:
+    # a merge that writes what is already there is no change, so approval and the
+    # supplied result survive it and the tool is not run.
+    a, b, c = (tmp_path / f"{n}.jsonl" for n in "abc")
+    first = [{"type": "allow"}, {"type": "return", "value": {"stdout": "cached"}}]
+    same = {"type": "modify", "target": "input", "operation": "merge", "value": {"command": "ls"}}
+    hooks = [
+        recorder("com.example.a", a, effects=first, subs=[intercept()]),
+        recorder("com.example.b", b, effects=[same], subs=[intercept()]),
+        recorder("com.example.c", c, subs=[intercept()]),
+    ]
+    event = tool_event("ls")
+    async with dispatcher(*hooks, capabilities=FULL) as d:
+        result = await d.intercept(event)
+    kept = {"permission": "allow", "candidate": {"value": {"stdout": "cached"}}, "flow": "none"}
+    assert received(c, "hooks/intercept")[0]["params"]["state"] == kept
+    assert received(c, "hooks/intercept")[0]["params"]["event"] == event
+    assert result.permission == "allow" and not result.event_changed
+    assert result.candidate is not None and result.candidate.value == {"stdout": "cached"}
+    assert diag(result, "com.example.b").outcome == "accepted"
+
+
+@pytest.mark.anyio
 async def test_per_request_capabilities_are_narrowed(
     tmp_path: Path, official_schema: Callable[[str, Any], list[str]]
 ) -> None:

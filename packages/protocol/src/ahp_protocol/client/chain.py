@@ -5,7 +5,8 @@ instructions, injections, messages and denial carried from one interceptor to
 the next), where each ``modify`` target lives in an event, and
 :func:`fold_response`, the pure function that applies one *already validated*
 response (draft §5.4): modifications in order, invalidation of inherited
-approval and candidate when the event changed, then deny > ask > allow,
+approval and candidate when the event changed (by value: :func:`same_json`; a
+modification that leaves the event as it was keeps them), then deny > ask > allow,
 ``return``, ``message``, ``inject`` and ``flow``.
 
 Never validates effects against capabilities (that is
@@ -181,6 +182,29 @@ def apply_modify(
     return out
 
 
+def same_json(a: Any, b: Any) -> bool:
+    """Whether two decoded JSON values are the same value (draft §5.4 step 4).
+
+    Object key order is irrelevant; list order is not. Types are compared as JSON
+    types, stricter than Python's ``==``: ``true`` is not ``1``, and an integer is
+    not a float (``1`` vs ``1.0``: a tool sees them differently, so it counts as a
+    change, the safe side). Linear in the size of the values.
+    """
+    if a is b:
+        return True
+    if isinstance(a, Mapping):
+        if not isinstance(b, Mapping) or len(a) != len(b):
+            return False
+        return all(key in b and same_json(value, b[key]) for key, value in a.items())
+    if isinstance(a, list | tuple):
+        if not isinstance(b, list | tuple) or len(a) != len(b):
+            return False
+        return all(same_json(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, bool) or isinstance(b, bool):
+        return False  # not the same object, so not the same boolean (or one is no boolean)
+    return type(a) is type(b) and bool(a == b)
+
+
 def _revalidate(event: dict[str, Any]) -> None:
     from ahp_protocol.wire import events
     from ahp_protocol.wire.errors import WireError, WireErrors
@@ -202,13 +226,18 @@ def fold_response(
     event; nothing of the response is then applied.
     """
     event: Mapping[str, Any] = state.event
-    changed = False
+    modified = False
     for effect in effects:
         if effect.type == "modify":
             event = apply_modify(event, effect.target, effect.operation, effect.value)
-            changed = True
+            modified = True
+    # Prior state is invalidated only when the effective event changed (a merge that
+    # rewrites a value with itself keeps inherited approval and candidate).
+    changed = modified and not same_json(event, state.event)
     if changed:
         _revalidate(dict(event))
+    elif modified:
+        event = state.event
 
     permission: Permission = state.permission
     candidate = state.candidate
