@@ -27,8 +27,10 @@ runs tools or checks their input: the session sends every call through the gate,
 which refuses what is invalid, and the refusal is shown before the next prompt.
 
 Tests inject ``input`` (``create_pipe_input()``) and ``output`` (``DummyOutput`` or a
-plain-text output). Bounds: each shown message is cut at :data:`SHOW_CHARS`
-characters. prompt-toolkit needs an asyncio event loop.
+plain-text output). Everything shown goes through :func:`ahp_harness.ui.visible`: a
+tool result's control characters (ESC, CR, bidi overrides...) are shown escaped,
+never interpreted by the terminal. Bounds: each shown message is cut at :data:`SHOW_CHARS`
+characters (a note says how many more). prompt-toolkit needs an asyncio event loop.
 """
 
 from __future__ import annotations
@@ -291,8 +293,11 @@ class ManualDriver:
         return self._session.history
 
     def say(self, text: str, style: str = "") -> None:
-        """Print ``text`` on the driver's output."""
-        print_formatted_text(FormattedText([(style, text)]), output=self._session.output)
+        """Print ``text`` on the driver's output, control characters escaped (never interpreted)."""
+        from ahp_harness.ui import visible
+
+        shown = visible(text, prose=True)
+        print_formatted_text(FormattedText([(style, shown)]), output=self._session.output)
 
     def _show_news(self, conversation: Sequence[Mapping[str, Any]]) -> None:
         start = 0
