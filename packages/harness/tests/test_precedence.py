@@ -36,7 +36,7 @@ from typing import Any, Literal
 import pytest
 from ahp_harness.hooks import Envelope, Gate
 from ahp_harness.permissions import Permissions, Rule
-from ahp_harness.precedence import Verdict, decide
+from ahp_harness.precedence import Verdict, carried_permission, decide
 from ahp_harness.sandbox import Sandbox
 from ahp_protocol.client import HookResult
 from ahp_protocol.client.chain import SYNTHETIC_DENIAL_REASON, ChainState, Denial
@@ -226,6 +226,20 @@ def test_ahp_allow_suppresses_only_the_ordinary_prompt() -> None:
             assert with_allow.decision == without.decision, (rule, mode, managed, sandbox)
 
 
+def test_a_changed_input_keeps_ask_and_loses_allow() -> None:
+    """What tool.before settled, once tool.permission.request has changed the input.
+
+    By hand (draft §5.4): ask persists; allow was for another input; none stays none.
+    Then, over the whole product, a carried ask is never decided into a silent allow.
+    """
+    assert carried_permission("ask") == "ask"
+    assert carried_permission("allow") == "none"
+    assert carried_permission("none") == "none"
+    for _, rule, mode, managed, sandbox in PRODUCT:
+        verdict = run_decide(carried_permission("ask"), rule, mode, managed, sandbox)
+        assert verdict.decision in ("ask", "deny"), (rule, mode, managed, sandbox)
+
+
 def test_ahp_ask_always_prompts_where_the_host_would_allow() -> None:
     for _, rule, mode, managed, sandbox in PRODUCT:
         without = run_decide("none", rule, mode, managed, sandbox)
@@ -296,7 +310,9 @@ class SettledHooks:
     async def observe(self, event: Mapping[str, Any]) -> list[Any]:  # pragma: no cover
         return []
 
-    async def intercept(self, event: Mapping[str, Any]) -> HookResult:
+    async def intercept(
+        self, event: Mapping[str, Any], *, initial_permission: str = "none"
+    ) -> HookResult:
         self.intercepted.append(str(event["type"]))
         state = ChainState(event=dict(event))
         if self.hook in ("allow", "ask"):

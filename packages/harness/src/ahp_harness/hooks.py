@@ -13,7 +13,13 @@ proposes, :meth:`Gate.call` does, in order:
    ordinary prompt, AHP ``ask`` always prompts;
 4. a prompt, when one is needed: ``tool.permission.request`` goes through the
    chain first (a backend may deny, modify the input or stop), then the user (or
-   ``--approve``) answers; ``tool.permission.resolved`` is observed;
+   ``--approve``) answers; ``tool.permission.resolved`` is observed. A *changed*
+   input is a new operation: it goes through ``tool.before`` once more (every
+   subscription, its own deadline and failure policy, seeded with what the first
+   run settled: its ``ask`` persists, its ``allow`` does not), the supplied result
+   of the first run is dropped, and the host decides again. If that second
+   ``tool.before`` changes the input yet again, the call is refused: nothing runs
+   that either chain did not see;
 5. execution, or a supplied result (AHP ``return``), which skips execution but
    never approval;
 6. exactly one ``tool.after`` per resolved call (executed, denied →
@@ -38,13 +44,14 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ahp_harness import __version__
-from ahp_harness.precedence import HookPermission, Verdict, decide
+from ahp_harness.precedence import HookPermission, Verdict, carried_permission, decide
 from ahp_harness.sandbox import Sandbox, SandboxViolation
 from ahp_harness.tools import get_tool
 from ahp_harness.tools.base import FileChange, Tool, ToolInputError, ToolResult
 
 if TYPE_CHECKING:
     from ahp_protocol.client import Diagnostic, Dispatcher, HookResult
+    from ahp_protocol.client.chain import Candidate
 
     from ahp_harness.permissions import Permissions
 
@@ -183,12 +190,18 @@ class Gate:
     audit: AuditSink = lambda kind, record: None
     reporter: Reporter | None = None
 
-    async def _intercept(self, event: Mapping[str, Any], record: CallRecord) -> HookResult | None:
+    async def _intercept(
+        self,
+        event: Mapping[str, Any],
+        record: CallRecord,
+        *,
+        initial_permission: HookPermission = "none",
+    ) -> HookResult | None:
         if self.dispatcher is None or not self.dispatcher.intercepts(str(event["type"])):
             if self.dispatcher is not None and self.dispatcher.observes(str(event["type"])):
                 record.diagnostics += await self.dispatcher.observe(event)
             return None
-        result = await self.dispatcher.intercept(event)
+        result = await self.dispatcher.intercept(event, initial_permission=initial_permission)
         record.diagnostics += result.diagnostics
         record.messages += result.messages
         if result.messages and self.reporter:
@@ -253,7 +266,7 @@ class Gate:
             candidate = hook.candidate
 
         # 3. the host's own decision.
-        verdict = self._verdict(tool, parsed, hook)
+        verdict = self._verdict(tool, parsed, record.hook_permission)
         record.host_decision, record.host_stage, record.reason = (
             verdict.decision,
             verdict.stage,
@@ -262,7 +275,9 @@ class Gate:
 
         # 4. the prompt, with tool.permission.request around it.
         if verdict.decision == "ask":
-            verdict, parsed = await self._prompt(tool, parsed, verdict, record)
+            verdict, parsed, candidate = await self._prompt(
+                tool, parsed, verdict, record, candidate
+            )
         if verdict.decision == "deny":
             await self._after(tool, record, parsed_input=record.input, result=None)
             return self._finish(record)
@@ -281,7 +296,8 @@ class Gate:
         await self._after(tool, record, parsed_input=record.input, result=result)
         return self._finish(record)
 
-    def _verdict(self, tool: Tool, parsed: Any, hook: HookResult | None) -> Verdict:
+    def _verdict(self, tool: Tool, parsed: Any, permission: HookPermission) -> Verdict:
+        """The host's decision on ``parsed`` given AHP's settled, not-stopped permission."""
         try:
             self.sandbox.check(tool, parsed)
             violation = None
@@ -291,8 +307,8 @@ class Gate:
         rule = self.permissions.rule_decision(tool, parsed)
         mode = self.permissions.mode_decision(tool, parsed, self.sandbox)
         return decide(
-            hook_permission=hook.permission if hook else "none",
-            hook_stopped=hook.stopped if hook else False,
+            hook_permission=permission,
+            hook_stopped=False,  # a stopped chain refused the call before any verdict
             sandbox_violation=violation,
             managed=managed.decision if managed else None,
             rule=rule.decision if rule else None,
@@ -300,8 +316,13 @@ class Gate:
         )
 
     async def _prompt(
-        self, tool: Tool, parsed: Any, verdict: Verdict, record: CallRecord
-    ) -> tuple[Verdict, Any]:
+        self,
+        tool: Tool,
+        parsed: Any,
+        verdict: Verdict,
+        record: CallRecord,
+        candidate: Candidate | None,
+    ) -> tuple[Verdict, Any, Candidate | None]:
         request = self.envelope.event(
             "tool.permission.request",
             **self._tool_fields(tool, record, record.input),
@@ -316,17 +337,16 @@ class Gate:
                 self._refuse_by_hook(record, hook)
                 answer, decided_by = False, "hook"
             elif hook.tool_input != record.input:
-                record.input = hook.tool_input
-                try:
-                    parsed = tool.parse_input(record.input)
-                except ToolInputError as exc:
-                    record.reason = f"modified input is invalid: {exc}"
-                    record.host_decision, record.host_stage = "deny", "ahp"
+                # A changed input is a new operation: tool.before judges it once more and
+                # the first run's supplied result is gone (draft §5.6); the host decides again.
+                refused, parsed, candidate = await self._before_again(tool, record, hook.tool_input)
+                if refused:
                     answer, decided_by = False, "hook"
                 else:
-                    verdict = self._verdict(tool, parsed, None)  # changed input: decide again
-                    if verdict.decision == "deny":
-                        record.host_decision, record.host_stage = "deny", verdict.stage
+                    redecided = self._verdict(tool, parsed, record.hook_permission)
+                    if redecided.decision != "allow":  # a prompt under way is never skipped
+                        verdict = redecided
+                        record.host_decision, record.host_stage = verdict.decision, verdict.stage
                         record.reason = verdict.reason
             if answer is None and hook.permission == "allow" and verdict.stage == "mode":
                 answer, decided_by = True, "hook"  # allow answers only the ordinary prompt
@@ -345,8 +365,47 @@ class Gate:
         if not answer:
             if record.approval == "rejected":
                 record.reason = "the approval prompt was rejected"
-            return Verdict("deny", verdict.stage, record.reason), parsed
-        return Verdict("allow", verdict.stage, verdict.reason), parsed
+            return Verdict("deny", verdict.stage, record.reason), parsed, None
+        return Verdict("allow", verdict.stage, verdict.reason), parsed, candidate
+
+    async def _before_again(
+        self, tool: Tool, record: CallRecord, changed: Any
+    ) -> tuple[bool, Any, Candidate | None]:
+        """Run an input changed at ``tool.permission.request`` through ``tool.before`` once.
+
+        Returns ``(refused, parsed, candidate)``; a refusal is already written into
+        ``record``. The run is an ordinary ``tool.before`` (new event id, same call
+        id; every subscription with its own deadline and failure policy), seeded
+        with :func:`carried_permission` of what the first run settled, so its
+        ``ask`` persists. ``record.hook_permission`` becomes what this run settled.
+        """
+        record.input = changed
+        try:
+            parsed = tool.parse_input(changed)  # invalid input never reaches a backend
+        except ToolInputError as exc:
+            record.reason = f"modified input is invalid: {exc}"
+            record.host_decision, record.host_stage = "deny", "ahp"
+            return True, None, None
+        seed = carried_permission(record.hook_permission)
+        before = self.envelope.event("tool.before", **self._tool_fields(tool, record, changed))
+        again = await self._intercept(before, record, initial_permission=seed)
+        if again is None:  # no tool.before interceptor: nothing else to carry
+            record.hook_permission = seed
+            return False, parsed, None
+        record.injections += list(again.injections)
+        record.hook_permission = again.permission
+        if again.stopped:
+            self._refuse_by_hook(record, again)
+            return True, parsed, None
+        if again.tool_input != changed:
+            record.input = again.tool_input
+            record.reason = (
+                "tool.before changed the input again after tool.permission.request changed"
+                " it; refused, since no single input was seen by both"
+            )
+            record.host_decision, record.host_stage = "deny", "ahp"
+            return True, parsed, None
+        return False, parsed, again.candidate
 
     async def _after(
         self, tool: Tool, record: CallRecord, *, parsed_input: Any, result: ToolResult | None

@@ -18,6 +18,12 @@ function written in prose). In order, the first that applies wins:
 
 A supplied result (AHP ``return``) skips execution, never approval: it is
 delivered only when this function says ``allow`` (or the prompt is approved).
+
+When a backend changes the input at ``tool.permission.request``, the gate runs
+the changed input through ``tool.before`` once more and decides again with this
+function. What the first ``tool.before`` settled carries over by
+:func:`carried_permission`: its ``ask`` persists (nothing a later event does
+removes a forced prompt), its ``allow`` does not (it approved another input).
 Pure and synchronous; knows nothing of processes, files or terminals.
 """
 
@@ -88,3 +94,15 @@ def decide(
         "deny": "refused by the permission mode",
     }
     return Verdict(mode, "mode", reasons[mode])
+
+
+def carried_permission(settled: HookPermission) -> HookPermission:
+    """What a settled ``tool.before`` permission still says once the input has changed.
+
+    The seed (``initial_permission``) of the ``tool.before`` run that judges the
+    changed input (draft §5.4): ``ask`` persists ("ask persists even if a later
+    allow arrives"); ``allow`` becomes ``none`` ("approval is bound to the effective
+    arguments", so the changed input needs its own); ``none`` stays ``none``. A
+    ``deny`` never gets this far (it refused the call at once) and stays ``deny``.
+    """
+    return "none" if settled == "allow" else settled
