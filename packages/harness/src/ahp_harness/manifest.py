@@ -5,7 +5,10 @@ Owns the honest declaration served by ``hooks/capabilities`` and printed by
 enforces at each, and ``gaps`` for everything it does not cover. ``ask`` is
 advertised only when someone can answer a prompt (an interactive session);
 ``flow continue`` is never advertised (the harness runs no continuation
-loop), nor is ``return`` where it cannot deliver one.
+loop), nor is ``return`` where it cannot deliver one. ``modify`` of the input
+at ``tool.permission.request`` is advertised because the gate enforces it in
+full: a changed input goes through ``tool.before`` again before the host
+decides (``ahp_harness.hooks``), so no input runs that ``tool.before`` did not see.
 """
 
 from __future__ import annotations
