@@ -15,8 +15,9 @@ What this file shows (each case failed before the gate re-ran ``tool.before``):
 - an ``ask`` from ``tool.before`` survives the rewrite and the rewriter's ``allow``: the
   user is asked, about the rewritten input, and only the approved input runs;
 - the first run's supplied result (``return``) is dropped: the rewritten call executes;
-- the second ``tool.before`` follows its subscription's failure policy (a crash under
-  ``fail-closed`` is a synthetic denial, nobody is asked);
+- the second ``tool.before`` follows its subscription's deadline and failure policy (a
+  crash or a missed deadline under ``fail-closed`` is a synthetic denial and nobody is
+  asked; under ``fail-open`` the missed deadline is recorded and the user decides);
 - a second ``tool.before`` that changes the input yet again refuses the call, since no
   single input was seen by both boundaries;
 - the same through ``ahp-harness run`` as a process, with ``--approve always``.
@@ -34,8 +35,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from ahp_harness.hooks import new_id
+from ahp_harness.manifest import manifest
 from ahp_protocol.client import Dispatcher
 from ahp_protocol.client.chain import SYNTHETIC_DENIAL_REASON
+from ahp_protocol.client.failures import FailureClass
 
 if TYPE_CHECKING:  # the helpers live in this folder's conftest.py (fixtures ``kit``, ``kit_class``)
     from conftest import GateRun, HarnessKit
@@ -87,7 +90,15 @@ REWRITER_RULES: list[dict[str, Any]] = [
         "contains": {"path": "first-"},
         "effects": [merge(path="second-a.txt")],
     },
+    {
+        "event": "tool.permission.request",
+        "contains": {"path": "slow-"},
+        "effects": [merge(content="SLOW\n")],
+    },
 ]
+HANG_ON = Path(__file__).resolve().parent / "backends" / "hang_on.py"
+SLOW = "com.example.slow"
+SLOW_TIMEOUT_MS = 2000  # generous for a warm answer; only the withheld one reaches it
 MODES = {"allow": "accept-edits", "ask": "default"}
 
 
@@ -255,6 +266,54 @@ async def test_a_failure_at_the_second_tool_before_follows_its_policy(
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("policy", ["fail-closed", "fail-open"])
+async def test_the_second_tool_before_has_its_own_deadline(kit: HarnessKit, policy: str) -> None:
+    # hang_on.py answers the first tool.before and withholds the second (the rewritten
+    # input holds its marker): only the second run can miss the deadline.
+    slow = {
+        "id": SLOW,
+        "transport": {
+            "type": "stdio",
+            "command": sys.executable,
+            "args": ["-I", "-S", str(HANG_ON), "SLOW"],
+            "lifecycle": "persistent",
+        },
+        "subscriptions": [
+            {
+                "mode": "intercept",
+                "events": ["tool.before"],
+                "timeoutMs": SLOW_TIMEOUT_MS,
+                "failurePolicy": policy,
+                "content": {"default": "body"},
+            }
+        ],
+    }
+    rewriter = kit.scripted(REWRITER, REWRITER_RULES, intercept=["tool.permission.request"])
+    async with kit.open_dispatcher([slow, rewriter]) as dispatcher:
+        run = kit.gate(dispatcher, kit.permissions(mode="default"), approve=True)
+        await barrier(run)  # the backend is up before the call's deadlines start
+        record = await run.gate.call("write_file", {"path": "slow-me.txt", "content": "x\n"})
+        run.gate.sandbox.close()
+    missed = [
+        d
+        for d in record.diagnostics
+        if d.backend == SLOW and d.failure is FailureClass.DEADLINE_EXCEEDED
+    ]
+    assert [d.policy for d in missed] == [policy]  # the second run, under its own policy
+    if policy == "fail-closed":
+        assert (record.synthetic_denial, record.denied_by) == (True, SLOW)
+        assert record.executed is False
+        assert run.approver.calls == []
+        assert list(kit.workspace.iterdir()) == []
+    else:
+        assert record.synthetic_denial is False
+        assert [asked for _, asked, _ in run.approver.calls] == [
+            {"path": "slow-me.txt", "content": "SLOW\n"}
+        ]
+        assert (kit.workspace / "slow-me.txt").read_text() == "SLOW\n"
+
+
+@pytest.mark.anyio
 async def test_a_second_tool_before_may_not_change_the_input_again(
     shared: HarnessKit, dispatcher: Dispatcher
 ) -> None:
@@ -325,3 +384,12 @@ def test_ahp_harness_run_refuses_a_rewrite_its_deny_list_never_saw(kit: HarnessK
         if msg.get("method") == "hooks/intercept"
     ]
     assert seen == [{"command": "ls victim"}, {"command": "rm -rf victim"}]
+    # What the rewriter was granted is what the manifest advertises, and the gate honoured it.
+    (request,) = [m for m in kit.recorded(REWRITER) if m.get("method") == "hooks/intercept"]
+    (advertised,) = [
+        e["capabilities"]
+        for e in manifest(interactive=False)["events"]
+        if e["event"] == "tool.permission.request"
+    ]
+    assert request["params"]["capabilities"]["modify"] == advertised["modify"]
+    assert advertised["modify"] == {"input": {"replace": True, "merge": True}}
