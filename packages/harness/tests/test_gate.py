@@ -16,7 +16,8 @@ What this file shows:
   one is what runs and what the transcript records, and the host's layers judge it;
 - a supplied result (``return``) skips execution but never approval;
 - ``tool.permission.request``: ``allow`` answers only the ordinary prompt, ``deny``
-  refuses, a modification is judged again;
+  refuses, a modification is judged again (and goes through ``tool.before`` again:
+  ``test_prompt_rewrite.py``);
 - backend ``message`` effects reach the user; injections reach the model's context
   (from ``session.start`` and ``tool.after``, and, as advertised, from ``tool.before``);
 - what ``tool.after`` is granted for a refused call (inject, flow stop) takes effect,
