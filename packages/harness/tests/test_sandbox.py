@@ -10,7 +10,13 @@ from pathlib import Path
 
 import anyio
 import pytest
-from ahp_harness.sandbox import DEFAULT_ENV_ALLOWLIST, Limits, Sandbox, SandboxViolation
+from ahp_harness.sandbox import (
+    DEFAULT_ENV_ALLOWLIST,
+    Limits,
+    Sandbox,
+    SandboxViolation,
+    open_entry,
+)
 from ahp_harness.tools import TOOLS
 
 pytestmark = pytest.mark.anyio
@@ -167,6 +173,58 @@ async def test_write_through_symlink_out_is_refused(
     assert edit.error_class == "sandbox_violation"
     assert (outside / "secret.txt").read_text() == "TOP SECRET\n"
     assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
+
+
+async def test_file_tools_use_symlinks_that_stay_inside(sandbox: Sandbox, workspace: Path) -> None:
+    """The walk opens the resolved path, so a link inside the workspace still works."""
+    (workspace / "alias").symlink_to(workspace / "sub")
+    (workspace / "alias.txt").symlink_to(workspace / "sub" / "inside.txt")
+    read = await READ.run(READ.parse_input({"path": "alias/inside.txt"}), sandbox)
+    assert (read.outcome, read.output) == ("ok", "inside\n")
+    edit = await EDIT.run(
+        EDIT.parse_input({"path": "alias.txt", "old": "inside", "new": "edited"}), sandbox
+    )
+    assert edit.outcome == "ok"
+    assert edit.file_changes[0].path == str(workspace.resolve() / "sub" / "inside.txt")
+    write = await WRITE.run(
+        WRITE.parse_input({"path": "alias/new/deep.txt", "content": "new\n"}), sandbox
+    )
+    assert write.output == "created sub/new/deep.txt (4 bytes)"
+    found = await SEARCH.run(SEARCH.parse_input({"pattern": ".", "path": "alias"}), sandbox)
+    assert found.output == "sub/inside.txt:1: edited\nsub/new/deep.txt:1: new"
+    assert not (workspace / "alias").resolve().is_symlink()
+
+
+def test_open_in_workspace_contract(sandbox: Sandbox, workspace: Path) -> None:
+    real, fd = sandbox.open_in_workspace("sub/inside.txt", os.O_RDONLY)
+    try:
+        assert real == workspace.resolve() / "sub" / "inside.txt"
+        assert os.read(fd, 100) == b"inside\n"
+    finally:
+        os.close(fd)
+    with pytest.raises(ValueError, match="O_TRUNC"):
+        sandbox.open_in_workspace("sub/inside.txt", os.O_WRONLY | os.O_TRUNC)
+    with pytest.raises(FileNotFoundError):
+        sandbox.open_in_workspace("sub/missing/x.txt", os.O_RDONLY)
+    with pytest.raises(IsADirectoryError):
+        sandbox.open_in_workspace(".", os.O_RDWR)
+    with pytest.raises(SandboxViolation, match="outside the workspace"):
+        sandbox.open_in_workspace("../outside", os.O_RDONLY)
+    real, fd = sandbox.open_in_workspace(
+        "made/on/the/way.txt", os.O_RDWR | os.O_CREAT | os.O_EXCL, make_parents=True
+    )
+    os.close(fd)
+    assert real.is_file() and real.parent == workspace.resolve() / "made" / "on" / "the"
+
+
+@pytest.mark.parametrize("name", ["", ".", "..", "a/b", "/etc"])
+def test_open_entry_takes_one_component(workspace: Path, name: str) -> None:
+    fd = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with pytest.raises(SandboxViolation, match="not a single path component"):
+            open_entry(fd, name, os.O_RDONLY)
+    finally:
+        os.close(fd)
 
 
 # -- fetch hosts -----------------------------------------------------------------------

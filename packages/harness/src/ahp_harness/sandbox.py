@@ -16,22 +16,34 @@ Owns three things, whatever any hook or permission rule said:
   predicate, no host is allowed.
 
 :meth:`Sandbox.check` applies the path and host checks to one tool call before it
-runs; the tools apply them again while running (they open what ``resolve`` returned,
-with ``O_NOFOLLOW`` on the last component). :class:`Limits` holds every bound the
-tools enforce (time, output, sizes).
+runs. :class:`Limits` holds every bound the tools enforce (time, output, sizes).
+
+**Opening.** What a file tool opens is confined, not only what it checked:
+:meth:`Sandbox.open_in_workspace` resolves the path again and then walks the result
+from a descriptor of the workspace root (checked to be the very folder the sandbox
+was made with), one component at a time through :func:`open_entry`, which never
+follows a symlink (``O_NOFOLLOW``, relative to the folder's descriptor). A symlink
+met on the way can only have been swapped in after the check; it is refused with a
+:class:`SandboxViolation` and nothing outside is opened. A file opened for writing
+that has more than one hard link is refused too: the other name may lie outside
+the workspace, and nothing on this side can tell. ``read_file``, ``write_file``,
+``edit_file`` and ``search`` (its walk and every file it reads) open only this way.
 
 Never does: decide ``allow``/``ask``/``deny`` (that is :mod:`ahp_harness.permissions`),
 know anything about AHP, or resolve host names (a host is matched by name; DNS is
-not consulted). Bounds: confinement is checked at resolve time; a process racing to
-swap a parent folder for a symlink between the check and the open is out of scope
-(the last component is opened without following links).
+not consulted). Bounds: reads of a hard link are allowed (it cannot be told from any
+other file, and tools such as pnpm and uv fill workspaces with them); the shell tool
+is not confined by any of this (see the README's "Limits").
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import re
 import shutil
+import stat
 import tempfile
 import weakref
 from collections.abc import Callable, Collection, Sequence
@@ -50,6 +62,7 @@ __all__ = [
     "Limits",
     "Sandbox",
     "SandboxViolation",
+    "open_entry",
 ]
 
 #: Environment names ``shell`` may inherit from the harness (values copied as they are).
@@ -62,6 +75,13 @@ _SECRET_NAME = re.compile(
     r"TOKEN|SECRET|PASSW|PASSPHRASE|CREDENTIAL|API_?KEY|PRIVATE|AUTH|COOKIE|SESSION",
     re.IGNORECASE,
 )
+
+
+# Every open a file tool makes: never follow a symlink, never leak the descriptor into
+# a child, never take a controlling terminal, never block on a FIFO.
+_OPEN_FLAGS = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY | os.O_NONBLOCK
+_FOLDER = os.O_RDONLY | os.O_DIRECTORY
+_WRITE_ACCESS = os.O_WRONLY | os.O_RDWR
 
 
 class SandboxViolation(Exception):
@@ -102,6 +122,24 @@ def _display_roots(roots: Sequence[Path]) -> str:
     return ", ".join(str(r) for r in roots)
 
 
+def open_entry(folder_fd: int, name: str, flags: int, mode: int = 0o666) -> int:
+    """Open ``name`` in the folder ``folder_fd`` without following a symlink.
+
+    The single step of every walk the file tools make. ``name`` is one component
+    (no ``/``, not ``.`` or ``..``; anything else is a :class:`SandboxViolation`).
+    ``flags`` always gain ``O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK``, so a
+    symlink fails with :class:`OSError` (``ELOOP``, or ``ENOTDIR`` with
+    ``O_DIRECTORY``) instead of being followed. The caller closes the descriptor.
+    """
+    if name in ("", ".", "..") or "/" in name or "\x00" in name:
+        raise SandboxViolation(f"{name!r} is not a single path component")
+    return os.open(name, flags | _OPEN_FLAGS, mode, dir_fd=folder_fd)
+
+
+def _identity(info: os.stat_result) -> tuple[int, int]:
+    return info.st_dev, info.st_ino
+
+
 class Sandbox:
     """Confinement to ``roots`` (resolved), a scrubbed ``shell`` environment, limits."""
 
@@ -122,6 +160,8 @@ class Sandbox:
                 raise ValueError(f"workspace root {str(root)!r} is not a directory")
             resolved.append(real)
         self.roots: tuple[Path, ...] = tuple(resolved)
+        # Which folders the roots are: open_in_workspace refuses a root replaced since.
+        self._root_ids = tuple(_identity(os.stat(root)) for root in resolved)
         self.limits = limits
         self.env_allowlist = frozenset(env_allowlist)
         self.fetch_hosts = fetch_hosts
@@ -153,6 +193,109 @@ class Sandbox:
                 f"path {path!r} resolves outside the workspace ({_display_roots(self.roots)})"
             )
         return real
+
+    def open_in_workspace(
+        self, path: str, flags: int, mode: int = 0o666, *, make_parents: bool = False
+    ) -> tuple[Path, int]:
+        """Resolve ``path`` (:meth:`resolve`) and open it without following any link.
+
+        Returns the real path and a descriptor the caller closes. The walk starts
+        from a descriptor of the root holding the path and opens every folder on the
+        way, then the last component with ``flags``, each through :func:`open_entry`.
+        ``make_parents`` creates missing folders on the way (inside, by construction).
+
+        Refused with :class:`SandboxViolation`: a symlink met on the way (it was
+        swapped in after the check: nothing is opened through it), a root that is no
+        longer the folder the sandbox was made with, and a descriptor opened for
+        writing on a file with more than one hard link. ``O_TRUNC`` is a
+        :class:`ValueError` (truncate with :func:`os.ftruncate` once the descriptor
+        was judged: a hard link must be refused before it changes). Otherwise the
+        :class:`OSError` of the open (``FileNotFoundError``, ``IsADirectoryError``...).
+        """
+        if flags & os.O_TRUNC:
+            raise ValueError("open_in_workspace refuses O_TRUNC; truncate the judged descriptor")
+        real = self.resolve(path)
+        index = next(i for i, root in enumerate(self.roots) if real.is_relative_to(root))
+        *folders, last = real.relative_to(self.roots[index]).parts or (".",)
+        fd = self._open_root(index)
+        try:
+            for name in folders:
+                parent, fd = fd, -1
+                fd = self._enter(parent, name, path, make_parents)
+            if last == ".":  # the root itself
+                if flags & _WRITE_ACCESS:
+                    raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+                opened, fd = fd, -1
+            else:
+                try:
+                    opened = open_entry(fd, last, flags, mode)
+                except OSError as exc:
+                    raise self._explained(exc, fd, last, path) from None
+        finally:
+            if fd >= 0:
+                os.close(fd)
+        if flags & _WRITE_ACCESS:
+            self._refuse_hard_link(opened, path)
+        return real, opened
+
+    def _open_root(self, index: int) -> int:
+        root = self.roots[index]
+        fd = os.open(root, _FOLDER | os.O_CLOEXEC)
+        if _identity(os.fstat(fd)) != self._root_ids[index]:
+            os.close(fd)
+            raise SandboxViolation(
+                f"workspace root {str(root)!r} was replaced after the sandbox was made; "
+                "nothing was read or written"
+            )
+        return fd
+
+    def _enter(self, fd: int, name: str, path: str, make_parents: bool) -> int:
+        """The descriptor of folder ``name`` in ``fd`` (which it closes in every case)."""
+        try:
+            try:
+                return open_entry(fd, name, _FOLDER)
+            except FileNotFoundError:
+                if not make_parents:
+                    raise
+            with contextlib.suppress(FileExistsError):  # made meanwhile: walk on, judged
+                os.mkdir(name, 0o777, dir_fd=fd)
+            return open_entry(fd, name, _FOLDER)
+        except OSError as exc:
+            raise self._explained(exc, fd, name, path) from None
+        finally:
+            os.close(fd)
+
+    @staticmethod
+    def _explained(exc: OSError, fd: int, name: str, path: str) -> Exception:
+        """``exc`` as a :class:`SandboxViolation` if ``name`` was not what the check saw.
+
+        ``ELOOP`` under ``O_NOFOLLOW`` means a symlink; ``ENOTDIR`` for a folder means
+        a symlink or a file, so what is there now tells (a folder again: it was swapped).
+        """
+        try:
+            mode = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
+        except OSError:
+            mode = 0
+        if exc.errno == errno.ELOOP or stat.S_ISLNK(mode):
+            what = "is now a symbolic link"
+        elif exc.errno == errno.ENOTDIR and stat.S_ISDIR(mode):
+            what = "was swapped for something else and back"
+        else:
+            return exc
+        return SandboxViolation(
+            f"path {path!r} changed while it was opened: {name!r} {what}; "
+            "nothing was read or written"
+        )
+
+    @staticmethod
+    def _refuse_hard_link(fd: int, path: str) -> None:
+        info = os.fstat(fd)
+        if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+            os.close(fd)
+            raise SandboxViolation(
+                f"{path} has {info.st_nlink} hard links; the file tools never change a file "
+                "that also has a name elsewhere (it may lie outside the workspace)"
+            )
 
     def display(self, real: Path) -> str:
         """``real`` relative to ``roots[0]`` when inside it (``.`` for the root), else absolute."""

@@ -4,16 +4,22 @@
   ``Limits.read_cap_bytes`` (a ``[truncated]`` note says so); binary files (a NUL
   byte in the first 8 KiB) are refused.
 * ``write_file`` (kind ``file_write``, ``{"path", "content"}``): creates or replaces
-  the file, creating missing parent folders (all inside the workspace, since the
-  path resolved inside it); reports a ``created``/``modified`` :class:`FileChange`.
+  the file, creating missing parent folders (on the confined walk, so inside the
+  workspace); reports a ``created``/``modified`` :class:`FileChange`.
 * ``edit_file`` (kind ``file_edit``, ``{"path", "old", "new"}``): exact-string
   replacement; ``old`` must occur exactly once (zero or several is an error that
   says which); the file must be UTF-8 text of at most ``Limits.file_cap_bytes``.
 
-Every path goes through :meth:`Sandbox.resolve` (symlinks resolved, confined to the
-roots) and the resolved path is opened with ``O_NOFOLLOW``, so writing through a
-symlink that points out of the workspace is refused. Only regular files are read
-or written (never a FIFO or device). Blocking I/O runs in a worker thread.
+Every file is opened through :meth:`Sandbox.open_in_workspace`: the path is
+resolved and confined to the roots, then walked from the root's descriptor without
+following any symlink, so neither a symlink pointing out of the workspace nor one
+swapped in for the file or a parent folder after the check is ever followed. What
+was opened is judged on its descriptor (``fstat``): only regular files are read or
+written (never a FIFO or device), sizes are those of the file actually read, and
+``write_file``/``edit_file`` refuse a file with more than one hard link (its other
+name may be outside). Each call reads and writes through one descriptor, so the
+``before`` text is the file that was changed. New files are created with
+``O_CREAT | O_EXCL``. Blocking I/O runs in a worker thread.
 """
 
 from __future__ import annotations
@@ -47,12 +53,11 @@ __all__ = [
     "WriteFileInput",
     "WriteFileTool",
     "is_binary",
+    "read_upto",
 ]
 
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _SNIFF_BYTES = 8192
+_CHUNK = 1 << 20
 TRUNCATED = "\n[truncated]"
 
 
@@ -72,34 +77,34 @@ class _NotAFile(Exception):
     pass
 
 
-def _read(real: Path, limit: int) -> tuple[bytes, int]:
-    """Up to ``limit`` bytes of the regular file ``real``, and its size."""
-    fd = os.open(real, os.O_RDONLY | _NOFOLLOW | _CLOEXEC | _NONBLOCK)
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise _NotAFile
-        return handle.read(limit), info.st_size
+def read_upto(fd: int, limit: int) -> bytes:
+    """Up to ``limit`` bytes from ``fd``'s current offset (fewer only at end of file)."""
+    chunks: list[bytes] = []
+    left = limit
+    while left > 0:
+        chunk = os.read(fd, min(left, _CHUNK))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
 
 
-def _write(real: Path, data: bytes, *, create: bool) -> None:
-    flags = os.O_WRONLY | os.O_TRUNC | _NOFOLLOW | _CLOEXEC | _NONBLOCK
-    if create:
-        flags |= os.O_CREAT
-    fd = os.open(real, flags, 0o666)
-    with os.fdopen(fd, "wb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            raise _NotAFile
-        handle.write(data)
+def _regular(fd: int) -> os.stat_result:
+    """``fd``'s status, or :class:`_NotAFile` unless it is a regular file."""
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        raise _NotAFile
+    return info
 
 
-def _kind_of(real: Path) -> str:
-    """``missing``, ``file`` (regular) or ``other`` (folder, FIFO, device...)."""
-    try:
-        mode = os.lstat(real).st_mode
-    except FileNotFoundError:
-        return "missing"
-    return "file" if stat.S_ISREG(mode) else "other"
+def _rewrite(fd: int, data: bytes) -> None:
+    """Make ``data`` the whole content of the (judged) file ``fd``."""
+    os.ftruncate(fd, 0)
+    view = memoryview(data)
+    offset = 0
+    while offset < len(view):
+        offset += os.pwrite(fd, view[offset:], offset)
 
 
 class ReadFileInput(BaseModel):
@@ -137,19 +142,20 @@ class ReadFileTool(Tool):
 
     async def _run(self, inp: BaseModel, sandbox: Sandbox) -> ToolResult:
         path = self._typed(inp, ReadFileInput).path
-        real = sandbox.resolve(path)
         cap = sandbox.limits.read_cap_bytes
 
         def work() -> ToolResult:
-            kind = _kind_of(real)
-            if kind == "missing":
-                return failure("not_found", f"no such file: {path}")
-            if kind == "other":
-                return failure("not_a_file", f"not a regular file: {path}")
             try:
-                data, size = _read(real, cap)
+                _, fd = sandbox.open_in_workspace(path, os.O_RDONLY)
+            except FileNotFoundError:
+                return failure("not_found", f"no such file: {path}")
+            try:
+                size = _regular(fd).st_size
+                data = read_upto(fd, cap)
             except _NotAFile:
                 return failure("not_a_file", f"not a regular file: {path}")
+            finally:
+                os.close(fd)
             if is_binary(data):
                 return failure("not_text", f"{path} is a binary file; read_file shows text only")
             text = data.decode("utf-8", errors="replace")
@@ -174,32 +180,37 @@ class WriteFileTool(Tool):
 
     async def _run(self, inp: BaseModel, sandbox: Sandbox) -> ToolResult:
         args = self._typed(inp, WriteFileInput)
-        real = sandbox.resolve(args.path)
         cap = sandbox.limits.change_cap_bytes
         data = args.content.encode("utf-8")
 
         def work() -> ToolResult:
-            kind = _kind_of(real)
-            if kind == "other":
+            created = False
+            try:
+                try:
+                    real, fd = sandbox.open_in_workspace(args.path, os.O_RDWR, make_parents=True)
+                except FileNotFoundError:
+                    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL
+                    real, fd = sandbox.open_in_workspace(args.path, flags, make_parents=True)
+                    created = True
+            except IsADirectoryError:
                 return failure("not_a_file", f"not a regular file: {args.path}")
             before: bytes | None = None
             try:
-                if kind == "file":
-                    before, _ = _read(real, cap + 1)
-                real.parent.mkdir(parents=True, exist_ok=True)
-                # The parents may have been created just now: confine them again.
-                if sandbox.resolve(str(real)) != real:
-                    return failure("sandbox_violation", f"path {args.path!r} changed while writing")
-                _write(real, data, create=True)
+                _regular(fd)
+                if not created:
+                    before = read_upto(fd, cap + 1)
+                _rewrite(fd, data)
             except _NotAFile:
                 return failure("not_a_file", f"not a regular file: {args.path}")
+            finally:
+                os.close(fd)
             change = FileChange(
                 path=str(real),
-                change="created" if kind == "missing" else "modified",
+                change="created" if created else "modified",
                 before=_snapshot(before, cap),
                 after=_snapshot(data, cap),
             )
-            verb = "created" if kind == "missing" else "replaced"
+            verb = "created" if created else "replaced"
             return ToolResult(
                 outcome="ok",
                 output=f"{verb} {sandbox.display(real)} ({len(data)} bytes)",
@@ -225,19 +236,25 @@ class EditFileTool(Tool):
 
     async def _run(self, inp: BaseModel, sandbox: Sandbox) -> ToolResult:
         args = self._typed(inp, EditFileInput)
-        real = sandbox.resolve(args.path)
         limits = sandbox.limits
 
         def work() -> ToolResult:
-            kind = _kind_of(real)
-            if kind == "missing":
+            try:
+                real, fd = sandbox.open_in_workspace(args.path, os.O_RDWR)
+            except FileNotFoundError:
                 return failure("not_found", f"no such file: {args.path}")
-            if kind == "other":
+            except IsADirectoryError:
                 return failure("not_a_file", f"not a regular file: {args.path}")
             try:
-                data, size = _read(real, limits.file_cap_bytes + 1)
+                return edit(real, fd)
             except _NotAFile:
                 return failure("not_a_file", f"not a regular file: {args.path}")
+            finally:
+                os.close(fd)
+
+        def edit(real: Path, fd: int) -> ToolResult:
+            size = _regular(fd).st_size
+            data = read_upto(fd, limits.file_cap_bytes + 1)
             if size > limits.file_cap_bytes or len(data) > limits.file_cap_bytes:
                 return failure(
                     "too_large",
@@ -260,10 +277,7 @@ class EditFileTool(Tool):
                     "(include more surrounding text)",
                 )
             after = text.replace(args.old, args.new, 1).encode("utf-8")
-            try:
-                _write(real, after, create=False)
-            except _NotAFile:
-                return failure("not_a_file", f"not a regular file: {args.path}")
+            _rewrite(fd, after)
             change = FileChange(
                 path=str(real),
                 change="modified",
