@@ -50,13 +50,29 @@ glob never matches a call without paths (``shell``, ``fetch``): use ``pattern``.
 ``fetch_hosts`` lists host names (``*.name`` for any subdomain; any port); in the
 managed file it is an upper bound the user's list is intersected with.
 
+**Writing an allow pattern for one command.** ``re.search`` finds a match anywhere,
+``$`` also matches before a final newline, and a class such as ``[^;&|]`` matches
+a newline: ``'^ls( [^;&|]*)?$'`` matches ``"ls\ntouch /x"``, which is two commands.
+Anchor with ``\A`` and ``\Z``, and list the characters an argument may hold rather
+than those it may not (``[A-Za-z0-9_./-]``, never ``\s`` or ``.``); ``(?x)`` lets a
+long pattern span lines (spaces are then ``[ ]``). The examples in
+``examples/permissions/`` do this, and their tests try newlines, ``\r``, ``;``,
+``&&``, ``||``, ``|``, ``&``, ``$( )``, backticks, redirections and output options.
+
+**Search.** A ``search`` of a folder reads every file under it, so a rule cannot be
+judged on the folder alone. :meth:`Permissions.hidden_from_search` judges each file
+as a ``search`` of that one file: a file a rule denies (or would ask for) is one the
+search tool must skip. A ``glob`` rule without ``tool``/``kind`` (``glob = ".env"``)
+therefore keeps the file from ``read_file``, ``write_file``, ``edit_file`` and
+``search`` alike.
+
 Load errors (:class:`PermissionsError`) name the file, the rule index and line, the
 field and the reason; unknown keys, decisions, tools and kinds, and invalid regular
 expressions are all rejected. Never does: run tools, touch AHP, or read files other
 than the one it is given. Bounds: rules are matched against arguments as written;
-symlinks are the sandbox's business (:mod:`ahp_harness.sandbox`), and ``search``
-reads every text file under its path, so protect files from it with a ``search``
-rule too.
+symlinks are the sandbox's business (:mod:`ahp_harness.sandbox`), so a rule on
+``docs/*`` also matches ``docs/link`` that points elsewhere in the workspace.
+A shell command is matched as text: no rule knows which files it touches.
 """
 
 from __future__ import annotations
@@ -73,6 +89,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from ahp_harness.sandbox import SandboxViolation
 from ahp_harness.tools import KINDS, TOOLS
+from ahp_harness.tools.search import SearchInput
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -443,6 +460,9 @@ class Permissions:
         self.rules: tuple[Rule, ...] = tuple(rules)
         self.managed: tuple[Rule, ...] = tuple(managed)
         self.mode: Mode = mode
+        self._search_globs = any(
+            r.glob is not None and r.decision != "allow" for r in (*self.rules, *self.managed)
+        )
         self.fetch_hosts: tuple[str, ...] = tuple(_normalise_hosts(fetch_hosts))
         self.managed_fetch_hosts: tuple[str, ...] | None = (
             None if managed_fetch_hosts is None else tuple(_normalise_hosts(managed_fetch_hosts))
@@ -491,6 +511,26 @@ class Permissions:
         else:
             decision, why = "ask", f"{kind} needs approval"
         return HostDecision(decision, "mode", None, f"mode {mode}: {why}")
+
+    def hidden_from_search(self, pattern: str, path: str) -> str | None:
+        """Why a ``search`` for ``pattern`` must skip the file ``path``, or ``None``.
+
+        Each file a search reads is judged as a ``search`` of that file alone: the
+        strongest managed rule if it is ``deny`` or ``ask``, else the strongest user
+        rule if it is ``deny`` or ``ask``, hides the file (a prompt per file is not
+        offered: an ``ask`` hides it too). ``path`` is the file as the search shows
+        it (relative to the first root, or absolute). Only rules with a ``glob`` can
+        tell one file from another, so with none this returns ``None`` at once.
+        """
+        if not self._search_globs:
+            return None
+        tool = TOOLS["search"]
+        inp = SearchInput.model_construct(pattern=pattern, path=path)
+        for rules in (self.managed, self.rules):
+            rule = strongest(rules, tool, inp)
+            if rule is not None and rule.decision != "allow":
+                return rule.reason or f"{rule.decision} by {rule.source}"
+        return None
 
     def fetch_allowed(self, host: str) -> bool:
         """Whether ``fetch`` may reach ``host`` (user list, within the managed bound)."""
