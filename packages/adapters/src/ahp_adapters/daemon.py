@@ -26,6 +26,7 @@ phrases); logs go to stderr (the log file the hook opened for it).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import logging
 import os
@@ -38,7 +39,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import anyio
-from anyio.abc import SocketAttribute, SocketStream
+from anyio.abc import SocketAttribute, SocketStream, TaskGroup
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from ahp_adapters.decision import Verdict, read_policy
@@ -48,6 +49,10 @@ log = logging.getLogger("ahp_adapters.daemon")
 
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
 READ_TIMEOUT_S = 5.0
+WRITE_TIMEOUT_S = 5.0
+ACCEPT_BACKOFF_S = 0.1
+CLAIM_WAIT_S = 10.0
+"""Longest a new daemon waits for the one that owns its socket to exit (or to serve)."""
 STOP_GRACE_S = 2.0
 
 
@@ -170,6 +175,13 @@ class Daemon:
             self._retire(generation)
 
     async def serve_connection(self, stream: SocketStream) -> None:
+        """Serve one connection; whatever goes wrong on it ends only this connection."""
+        try:
+            await self._serve(stream)
+        except Exception as exc:  # contained here, never the task group's
+            log.warning("a connection failed (%s)", type(exc).__name__)
+
+    async def _serve(self, stream: SocketStream) -> None:
         async with stream:
             uid = _peer_uid(stream)
             if uid is not None and hasattr(os, "getuid") and uid != os.getuid():
@@ -178,25 +190,45 @@ class Daemon:
             self.inflight += 1
             self.last_activity = time.monotonic()
             try:
-                buffered = BufferedByteReceiveStream(stream)
-                try:
-                    with anyio.fail_after(READ_TIMEOUT_S):
-                        line = await buffered.receive_until(b"\n", MAX_REQUEST_BYTES)
-                    request = json.loads(line)
-                except (anyio.DelimiterNotFound, anyio.EndOfStream, TimeoutError, ValueError):
-                    answer: dict[str, Any] = {"ok": False, "error": "unreadable request"}
-                else:
-                    if isinstance(request, dict):
-                        answer = await self.handle(request)
-                    else:
-                        answer = {"ok": False, "error": "bad request"}
+                answer = await self._answer(stream)
+                if answer is None:
+                    return  # closed before a complete line (a liveness probe): nobody to answer
                 data = json.dumps(answer, separators=(",", ":"), ensure_ascii=False)
-                with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
-                    await stream.send(data.encode("utf-8") + b"\n")
+                try:
+                    with anyio.fail_after(WRITE_TIMEOUT_S):  # a client that never reads
+                        await stream.send(data.encode("utf-8") + b"\n")
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError, TimeoutError) as exc:
+                    log.info("a client left before its answer (%s)", type(exc).__name__)
                 await self._close_retired()  # after the answer: closing backends takes time
             finally:
                 self.inflight -= 1
                 self.last_activity = time.monotonic()
+
+    async def _answer(self, stream: SocketStream) -> dict[str, Any] | None:
+        """The answer to the connection's one line; ``None`` if it closed before one."""
+        buffered = BufferedByteReceiveStream(stream)
+        try:
+            with anyio.fail_after(READ_TIMEOUT_S):
+                line = await buffered.receive_until(b"\n", MAX_REQUEST_BYTES)
+        except (anyio.IncompleteRead, anyio.EndOfStream, anyio.BrokenResourceError) as exc:
+            if buffered.buffer:  # nothing at all is a liveness probe: not worth a line
+                log.info("a connection closed mid-request (%s)", type(exc).__name__)
+            return None
+        except (anyio.DelimiterNotFound, TimeoutError) as exc:
+            log.warning("unreadable request (%s)", type(exc).__name__)
+            return {"ok": False, "error": "unreadable request"}
+        try:
+            request = json.loads(line)
+        except (ValueError, RecursionError) as exc:  # invalid UTF-8 is a ValueError too
+            log.warning("unreadable request (%s)", type(exc).__name__)
+            return {"ok": False, "error": "unreadable request"}
+        if not isinstance(request, dict):
+            return {"ok": False, "error": "bad request"}
+        try:
+            return await self.handle(request)
+        except Exception as exc:  # a fixed answer, never the exception's text
+            log.warning("a request failed inside the daemon (%s)", type(exc).__name__)
+            return {"ok": False, "error": "internal error"}
 
     # -- lifetime ------------------------------------------------------------------
 
@@ -216,12 +248,32 @@ class Daemon:
                 self._stop.set()
                 return
 
+    async def _accept(self, listener: Any, tg: TaskGroup, scope: anyio.CancelScope) -> None:
+        """Accept until ``scope`` is cancelled; a failed accept (say, out of descriptors) is
+        logged and retried, never the end of the daemon."""
+        with scope:
+            while True:
+                try:
+                    stream = await listener.accept()
+                except anyio.BrokenResourceError as exc:
+                    log.warning("accept failed (%s)", type(exc.__cause__ or exc).__name__)
+                    await anyio.sleep(ACCEPT_BACKOFF_S)
+                    continue
+                tg.start_soon(self.serve_connection, stream)
+
+    def _unlink_socket(self, inode: int) -> None:
+        """Remove the socket file if it is still ours (never another daemon's)."""
+        with contextlib.suppress(OSError):
+            if os.stat(self.socket_path).st_ino == inode:
+                os.unlink(self.socket_path)
+
     async def run(self, ready_fd: int | None) -> None:
         previous = os.umask(0o077)
         try:
             listener = await anyio.create_unix_listener(self.socket_path, mode=0o600)
         finally:
             os.umask(previous)
+        inode = os.stat(self.socket_path).st_ino
         try:
             self._generation()  # load now: the first hook should not pay for it
             if ready_fd is not None:
@@ -232,8 +284,12 @@ class Daemon:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._idle_watch)
                 tg.start_soon(self._signals)
-                tg.start_soon(listener.serve, self.serve_connection, tg)
+                accepting = anyio.CancelScope()
+                tg.start_soon(self._accept, listener, tg, accepting)
                 await self._stop.wait()
+                accepting.cancel()
+                await listener.aclose()  # a hook that comes now finds no daemon: it starts one
+                self._unlink_socket(inode)
                 with anyio.move_on_after(STOP_GRACE_S):
                     while self.inflight:  # let answers already being written go out
                         await anyio.sleep(0.01)
@@ -241,8 +297,7 @@ class Daemon:
         finally:
             with anyio.CancelScope(shield=True):
                 await listener.aclose()
-                with contextlib.suppress(OSError):
-                    os.unlink(self.socket_path)
+                self._unlink_socket(inode)
                 current, self._current = self._current, None
                 if current is not None and current.engine is not None:
                     self._closers.append(current.engine)
@@ -250,6 +305,7 @@ class Daemon:
 
 
 def _socket_is_live(path: str) -> bool:
+    """Does a daemon accept on ``path``? (Connect, then close: a daemon ignores such probes.)"""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.settimeout(1.0)
@@ -261,24 +317,64 @@ def _socket_is_live(path: str) -> bool:
     return True
 
 
+def owner_path(socket_path: str) -> str:
+    """The pid file whose lock the daemon serving ``socket_path`` holds: ``d-<key>.pid``."""
+    root, ext = os.path.splitext(socket_path)
+    return (root if ext == ".sock" else socket_path) + ".pid"
+
+
+def _claim(socket_path: str) -> int | None:
+    """Become the one daemon of ``socket_path``: the descriptor of its locked pid file, held
+    for life; ``None`` if another daemon serves there. Waits (at most :data:`CLAIM_WAIT_S`)
+    while the owner is starting or exiting; :class:`TimeoutError` after that."""
+    fd = os.open(owner_path(socket_path), os.O_RDWR | os.O_CREAT, 0o600)
+    until = time.monotonic() + CLAIM_WAIT_S
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if _socket_is_live(socket_path):
+                    os.close(fd)
+                    return None
+                if time.monotonic() >= until:
+                    raise TimeoutError("another daemon holds the socket") from None
+                time.sleep(0.02)
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode("ascii"))
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        raise
+    return fd
+
+
 def run(registration: str, socket_path: str, *, ready_fd: int | None, idle_timeout: float) -> int:
-    """Serve until idle, stopped or signalled. Exit 0; 1 if the socket cannot be bound."""
+    """Serve until idle, stopped or signalled. Exit 0 (also when another daemon already
+    serves ``socket_path``: "ready" is signalled for it); 1 if the socket cannot be had."""
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s ahp-adapter daemon: %(message)s"
     )
-    if os.path.exists(socket_path):
-        if _socket_is_live(socket_path):
-            log.info("a daemon already serves %s", socket_path)
-            if ready_fd is not None:
-                with contextlib.suppress(OSError):
-                    os.write(ready_fd, b"ready\n")
-            return 0
-        with contextlib.suppress(OSError):
-            os.unlink(socket_path)
-    daemon = Daemon(registration, socket_path, idle_timeout)
     try:
+        owner = _claim(socket_path)
+    except OSError as exc:  # TimeoutError included
+        log.error("cannot own %s (%s)", socket_path, type(exc).__name__)
+        return 1
+    if owner is None:
+        log.info("a daemon already serves %s", socket_path)
+        if ready_fd is not None:
+            with contextlib.suppress(OSError):
+                os.write(ready_fd, b"ready\n")
+        return 0
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(socket_path)  # we own it: whatever is there is a dead daemon's
+        daemon = Daemon(registration, socket_path, idle_timeout)
         anyio.run(daemon.run, ready_fd)
     except OSError as exc:
         log.error("cannot serve on %s (%s)", socket_path, type(exc).__name__)
         return 1
+    finally:
+        os.close(owner)
     return 0
