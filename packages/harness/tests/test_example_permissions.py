@@ -21,6 +21,10 @@ the two in step (a file whose comments change must change its table).
 from __future__ import annotations
 
 import hashlib
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +36,10 @@ from ahp_harness.tools import TOOLS
 from ahp_harness.tools.base import ToolInputError
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from fake_openai import FakeOpenAI, text_response, tool_call_response
 
 REPO = Path(__file__).resolve().parents[3]
 PERMISSIONS = REPO / "examples" / "permissions"
@@ -425,3 +433,69 @@ def test_demo_files(box: Path) -> None:
         mode="allow",
     )
     assert verdict.decision == "deny"
+
+
+# -- a folder search through the harness --------------------------------------------------
+
+_SCRIPT = Path(sys.executable).parent / "ahp-harness"
+HARNESS = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "ahp_harness.cli"]
+
+
+@pytest.mark.parametrize(("permissions", "managed_file"), [(DEFAULT, None), (None, STRICT)])
+def test_a_folder_search_through_the_harness_never_returns_a_secret(
+    tmp_path: Path, permissions: Path | None, managed_file: Path | None
+) -> None:
+    # The model (a fake chat-completions server on 127.0.0.1) searches the whole
+    # workspace; the tool result it is sent next is what the search returned.
+    workspace = tmp_path / "ws"
+    (workspace / "src").mkdir(parents=True)
+    (workspace / "certs").mkdir()
+    (workspace / "src" / "app.py").write_text("KEY = 'public-value'\n")
+    (workspace / ".env").write_text("KEY=env-secret-1\n")
+    (workspace / "src" / ".env.local").write_text("KEY=env-secret-2\n")
+    (workspace / "certs" / "tls.pem").write_text("KEY pem-secret-3\n")
+    (workspace / "certs" / "tls.key").write_text("KEY key-secret-4\n")
+    args = ["--permissions", str(permissions)] if permissions else []
+    args += ["--managed", str(managed_file)] if managed_file else []
+    with FakeOpenAI() as fake:
+        fake.answer(tool_call_response(("call_1", "search", {"pattern": "KEY"})))
+        fake.answer(text_response("done"))
+        done = subprocess.run(
+            [
+                *HARNESS,
+                "run",
+                "--workspace",
+                str(workspace),
+                "--model",
+                "openai",
+                "--base-url",
+                fake.base_url,
+                "--model-name",
+                "fake-model",
+                "--api-key-env",
+                "FAKE_OPENAI_KEY",
+                "--non-interactive",
+                "--approve",
+                "never",
+                "--transcript",
+                str(tmp_path / "t.jsonl"),
+                "--audit-log",
+                str(tmp_path / "a.jsonl"),
+                *args,
+            ],
+            cwd=tmp_path,
+            env={**os.environ, "FAKE_OPENAI_KEY": "k", "NO_COLOR": "1", "TERM": "dumb"},
+            capture_output=True,
+            text=True,
+            timeout=50,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+        requests = fake.requests
+    assert done.returncode == 0, done.stderr
+    assert len(requests) == 2, (done.stdout, done.stderr)
+    sent = json.dumps(requests[1].body)
+    assert "src/app.py:1: KEY = 'public-value'" in sent, sent
+    for secret in ("env-secret-1", "env-secret-2", "pem-secret-3", "key-secret-4"):
+        assert secret not in sent, f"search returned {secret}"
+    assert "4 file(s) not searched: the permission rules keep them from search" in sent

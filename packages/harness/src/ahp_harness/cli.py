@@ -74,7 +74,11 @@ async def _run(args: argparse.Namespace) -> int:
     if args.model == "manual" and not interactive:
         raise UsageError("--model manual needs an interactive session (drop --non-interactive)")
     permissions = _load_permissions(args)
-    sandbox = Sandbox([workspace], fetch_hosts=permissions.fetch_allowed)
+    sandbox = Sandbox(
+        [workspace],
+        fetch_hosts=permissions.fetch_allowed,
+        search_hides=permissions.hidden_from_search,
+    )
     try:
         options: dict[str, Any] = {}
         if args.model.startswith("openai"):

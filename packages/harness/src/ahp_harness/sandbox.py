@@ -13,7 +13,11 @@ Owns three things, whatever any hook or permission rule said:
 * **Hosts.** :meth:`Sandbox.check_url` lets ``fetch`` reach only ``http``/``https``
   URLs whose host the ``fetch_hosts`` predicate (normally
   :meth:`ahp_harness.permissions.Permissions.fetch_allowed`) accepts; with no
-  predicate, no host is allowed.
+  predicate, no host is allowed. Likewise ``search`` skips each file the
+  ``search_hides`` predicate (normally
+  :meth:`ahp_harness.permissions.Permissions.hidden_from_search`) gives a reason
+  for (:meth:`Sandbox.hidden_from_search`): the rules decide, the sandbox carries
+  their answer to the tool.
 
 :meth:`Sandbox.check` applies the path and host checks to one tool call before it
 runs. :class:`Limits` holds every bound the tools enforce (time, output, sizes).
@@ -150,6 +154,7 @@ class Sandbox:
         limits: Limits = _DEFAULT_LIMITS,
         env_allowlist: Collection[str] = DEFAULT_ENV_ALLOWLIST,
         fetch_hosts: Callable[[str], bool] | None = None,
+        search_hides: Callable[[str, str], str | None] | None = None,
     ) -> None:
         if not roots:
             raise ValueError("a sandbox needs at least one workspace root")
@@ -165,6 +170,7 @@ class Sandbox:
         self.limits = limits
         self.env_allowlist = frozenset(env_allowlist)
         self.fetch_hosts = fetch_hosts
+        self.search_hides = search_hides
         self._home: Path | None = None
         self._home_cleanup: weakref.finalize[..., Sandbox] | None = None
 
@@ -302,6 +308,11 @@ class Sandbox:
         if real.is_relative_to(self.roots[0]):
             return str(real.relative_to(self.roots[0]))
         return str(real)
+
+    def hidden_from_search(self, pattern: str, real: Path) -> bool:
+        """Whether a ``search`` for ``pattern`` must skip the file ``real`` (see above)."""
+        judge = self.search_hides
+        return judge is not None and judge(pattern, self.display(real)) is not None
 
     # -- hosts ---------------------------------------------------------------------
 

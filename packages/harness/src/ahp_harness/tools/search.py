@@ -7,8 +7,9 @@ Output lines are ``file:line: text``, files relative to the first root, in sorte
 order.
 
 Skipped: folders whose name starts with a dot (``.git``, ``.venv``...), symlinks
-(files and folders: never followed), binary files (a NUL byte in the first 8 KiB)
-and files over ``Limits.file_cap_bytes``.
+(files and folders: never followed), binary files (a NUL byte in the first 8 KiB),
+files over ``Limits.file_cap_bytes``, and files a permission rule keeps from search
+(:meth:`Sandbox.hidden_from_search`; never opened, and a note says how many).
 
 Confinement: ``path`` is opened with :meth:`Sandbox.open_in_workspace`, and the walk
 goes on from that descriptor, each folder and file opened relative to its folder's
@@ -32,7 +33,7 @@ import os
 import re
 import stat
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
@@ -132,15 +133,22 @@ def _text_of(fd: int, cap: int) -> bytes | None:
     return None if len(data) > cap else data
 
 
-def _texts(top: Path, top_fd: int, cap: int) -> Generator[tuple[Path, bytes]]:
-    """Every file to search at or under ``top`` (opened as ``top_fd``), with its content."""
+def _texts(
+    top: Path, top_fd: int, cap: int, hidden: Callable[[Path], bool]
+) -> Generator[tuple[Path, bytes]]:
+    """Every file to search at or under ``top`` (opened as ``top_fd``), with its content.
+
+    A file for which ``hidden`` is true is not opened.
+    """
     if not stat.S_ISDIR(os.fstat(top_fd).st_mode):
-        data = _text_of(top_fd, cap)
+        data = None if hidden(top) else _text_of(top_fd, cap)
         if data is not None:
             yield top, data
         return
     for folder, folder_fd, names in _folders(top, top_fd):
         for name in names:
+            if hidden(folder / name):
+                continue
             try:
                 fd = open_entry(folder_fd, name, os.O_RDONLY)
             except OSError:
@@ -190,7 +198,16 @@ class SearchTool(Tool):
             size = 0
             note = ""
             timed_out = False
-            texts = contextlib.closing(_texts(top, top_fd, limits.file_cap_bytes))
+            kept_from_search = 0
+
+            def hidden(file: Path) -> bool:
+                nonlocal kept_from_search
+                if sandbox.hidden_from_search(args.pattern, file):
+                    kept_from_search += 1
+                    return True
+                return False
+
+            texts = contextlib.closing(_texts(top, top_fd, limits.file_cap_bytes, hidden))
             with texts as found:
                 for file, data in found:
                     if note or timed_out:
@@ -220,6 +237,11 @@ class SearchTool(Tool):
                         lines.append(entry)
                         size += cost
             output = "\n".join(lines) if lines else "no matches"
+            if kept_from_search:
+                note += (
+                    f"\n[{kept_from_search} file(s) not searched: "
+                    "the permission rules keep them from search]"
+                )
             if timed_out:
                 return failure(
                     "timeout",
