@@ -359,6 +359,9 @@ FAILURES: dict[str, dict[str, FailureClass | None]] = {
     "wrong-id": dict.fromkeys(TRANSPORTS, F.ID_MISMATCH),
     "rpc-error": dict.fromkeys(TRANSPORTS, F.RPC_ERROR),
     "wrong-version": dict.fromkeys(TRANSPORTS, F.UNSUPPORTED_VERSION),
+    # AHP-DEC-001: a success result has an ordered effects array ([] for no effect).
+    "no-effects": dict.fromkeys(TRANSPORTS, F.INVALID_RESULT),
+    "null-effects": dict.fromkeys(TRANSPORTS, F.INVALID_RESULT),
     "unknown-effect": dict.fromkeys(TRANSPORTS, F.UNKNOWN_EFFECT),
     "unadvertised-effect": dict.fromkeys(TRANSPORTS, F.UNADVERTISED_EFFECT),  # allow; deny only
     "oversized": dict.fromkeys(TRANSPORTS, F.MALFORMED_OUTPUT),

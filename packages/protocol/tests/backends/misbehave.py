@@ -9,7 +9,9 @@ Mode selection, most specific first: a request's ``params._mode`` (with optional
 the positional ``MODE`` argument, then ``MISBEHAVE_MODE``, then ``ok``.
 
 Request modes (stdio and HTTP): ok, deny, hang, crash, garbage, multiline, wrong-id,
-rpc-error, wrong-version, unknown-effect, unadvertised-effect, oversized, late,
+stray-then-ok (a response with another id, then the real answer), rpc-error,
+wrong-version, no-effects (a result without ``effects``), null-effects (``"effects":
+null``), unknown-effect, unadvertised-effect, oversized, late,
 slow-start, stderr-noise, exit-before-answer, invalid-utf8, linger (answers, then
 never exits), answer-then-fail (answers, then exits 3), unterminated (answer
 without the newline, then exit 0), two-responses, grandchild (forks a sleeping
@@ -79,9 +81,16 @@ def answer(mode: str, rid: Any) -> bytes:
     if mode == "wrong-id":
         other = f"{rid}-wrong" if isinstance(rid, str) else (rid or 0) + 1
         return line(ok(other))
+    if mode == "stray-then-ok":  # an uncorrelated response first, then the real answer
+        other = f"{rid}-stray" if isinstance(rid, str) else (rid or 0) + 1
+        return line(ok(other)) + line(ok(rid))
     if mode == "rpc-error":
         error = {"code": -32004, "message": "backend_internal_error"}
         return line({"jsonrpc": "2.0", "id": rid, "error": error})
+    if mode == "no-effects":  # a success result without the effects array (AHP-DEC-001)
+        return line(success(rid, {"protocolVersion": "draft"}))
+    if mode == "null-effects":
+        return line(success(rid, {"protocolVersion": "draft", "effects": None}))
     if mode == "wrong-version":
         return line(success(rid, {"protocolVersion": "0.1", "effects": []}))
     if mode == "unknown-effect":

@@ -397,8 +397,11 @@ class Dispatcher:
         result = self._result(response, rid)
         if "manifest" in result or "configuration" in result:
             raise OperationalFailure(FailureClass.INVALID_RESULT, "discovery payload in a decision")
+        effects = result.get("effects")
+        if not isinstance(effects, list):  # AHP-DEC-001: a success has an ordered effects array
+            raise OperationalFailure(FailureClass.INVALID_RESULT, "result has no effects array")
         try:
-            return check_effects(event_type, judge, result.get("effects", []))
+            return check_effects(event_type, judge, effects)
         except EffectError as exc:
             raise OperationalFailure(
                 _EFFECT_FAILURES[exc.kind], f"effect rejected ({exc.kind})"

@@ -146,7 +146,9 @@ def _result(message: Mapping[str, Any]) -> dict[str, Any]:
 def _intercept_response(result: Mapping[str, Any], context: EditContext | None) -> None:
     from ahp_protocol.wire import effects
 
-    raw = result.get("effects", [])
+    if "effects" not in result:  # AHP-DEC-001 (the SDK 0.10.1 schema is looser here)
+        raise WireError("result", "effects is required (an ordered array, [] for no effect)")
+    raw = result["effects"]
     if not isinstance(raw, list):
         raise WireError("result.effects", "effects must be an array")
     try:
