@@ -487,6 +487,11 @@ MANIFEST_CASES: list[tuple[str, Any, str]] = [
     ("limit-negative", _with(("limits", "maxUploadBytes"), -1), "limits.maxUploadBytes"),
     ("limit-string", _with(("limits", "minTimeoutMs"), "100"), "limits.minTimeoutMs"),
     ("limit-bool", _with(("limits", "maxContinuations"), True), "limits.maxContinuations"),
+    # Limits are integers: null is not "unknown" (omit it and say so in gaps).
+    *[
+        (f"limit-null-{name}", _with(("limits", name), None), f"limits.{name}")
+        for name in ("maxUploadBytes", "maxContinuations", "minTimeoutMs", "maxTimeoutMs")
+    ],
     ("limits-not-object", _with(("limits",), []), "limits"),
     (
         "managed-disableable",

@@ -15,7 +15,7 @@ with JSON paths.
 from collections.abc import Mapping
 from typing import Annotated, Literal, Self
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from ahp_protocol.wire.capabilities import (
     Capabilities,
@@ -79,12 +79,25 @@ class Gap(_Open):
 
 
 class Limits(_Open):
-    """Known limits; absence never means unlimited (list unknown ones in ``gaps``)."""
+    """Known limits, each an integer >= 0 when present; absence never means unlimited
+    (list unknown ones in ``gaps``). ``null`` is no integer: it is rejected, as the
+    official schemas do (``None`` below only means "absent")."""
 
     max_upload_bytes: NonNegativeInt | None = None
     max_continuations: NonNegativeInt | None = None
     min_timeout_ms: NonNegativeInt | None = None
     max_timeout_ms: NonNegativeInt | None = None
+
+    @field_validator(
+        "max_upload_bytes", "max_continuations", "min_timeout_ms", "max_timeout_ms", mode="before"
+    )
+    @classmethod
+    def _present_means_integer(cls, value: object) -> object:
+        if value is None:
+            raise ValueError(
+                "must be an integer >= 0, not null (omit an unknown limit and list it in gaps)"
+            )
+        return value
 
 
 class ManagedPolicy(_Open):
