@@ -175,6 +175,8 @@ async def test_nothing_else_shown_before_a_decision_reaches_the_terminal_raw(
     for raw in RAW:
         assert raw not in text, f"{raw!r} reached the terminal raw"
     assert text.count(r"hi\x1b[8m\x9b\u202e :warning: [bold]x[/]") == 5  # shown literally
+    ui.call(CallRecord(call_id="call_2", tool="shell", input=["\x1b[2J", 1]))  # not an object
+    assert '"\\x1b[2J", 1]' in out.getvalue() and "\x1b" not in out.getvalue()
 
     # The manual REPL shows tool results before its next prompt: escaped the same way.
     screen = io.StringIO()

@@ -192,9 +192,11 @@ def call_lines(tool: str, tool_input: Mapping[str, Any], width: int = 80) -> lis
     return lines
 
 
-def _report_input(tool_input: Mapping[str, Any]) -> Text:
+def _report_input(tool_input: Any) -> Text:
     """One line for the report: each value up to :data:`REPORT_CHARS`, the cut said."""
     out = Text()
+    if not isinstance(tool_input, Mapping):  # an invalid input is reported too
+        tool_input = {"input": tool_input}
     for index, (key, value) in enumerate(tool_input.items()):
         if index:
             out.append(", ")
