@@ -8,13 +8,14 @@ handlers receive the raw event dict. Handlers may be sync or ``async def``.
 Owns, for every transport (``Backend.handle`` / ``handle_sync``):
 
 - decoding one message (bounded by ``max_frame_bytes``, default 4 MiB): invalid
-  UTF-8/JSON or oversize -> -32700; batch, non-object or bad envelope -> -32600
-  (id recovered when valid, else ``null``);
+  UTF-8/JSON, oversize or nested deeper than ``MAX_NESTING`` (200) -> -32700; batch,
+  non-object or bad envelope -> -32600 (id recovered when valid, else ``null``);
 - methods: ``hooks/intercept`` and ``hooks/observe``; ``hooks/configuration`` only
   when ``configuration`` was given (else -32601); ``hooks/capabilities`` is always
   -32601 (a backend is not a harness); ``hooks/observe`` sent with an id -> -32600;
 - params: not an object, missing ``protocolVersion``, an invalid event
-  (``wire.events``), capabilities that are malformed or exceed the event's bounds
+  (``wire.events``), capabilities that are malformed, list more than
+  ``MAX_EFFECT_NAMES`` (64) effects or exceed the event's bounds
   (``wire.capabilities``) or an invalid ``state`` (``wire.state``) -> -32602;
   ``protocolVersion`` other than ``"draft"`` -> -32001 with ``data.supported``;
   request ``id`` different from ``params.event.id`` -> -32602;
@@ -45,7 +46,9 @@ effect and needs no event loop; a plain grant and a plain state (effect names on
 permission and a null candidate) are judged without building the capabilities and
 state models (``wire.effects.is_plain_grant_at``, ``wire.state.is_plain_state``).
 
-Per-request cost: the verdict on ``(event type, capabilities, state)`` is a pure
+Per-request cost is linear in the size of the frame (every check is; tests feed
+growing lists to every field), and the grant's part is bounded by ``MAX_EFFECT_NAMES``.
+The verdict on ``(event type, capabilities, state)`` is a pure
 function of them and is remembered (bounded), so a repeated grant costs one exact
 key (``_exact_key``); so is the verdict on a handler's effect models, by their wire
 form under that grant (plain dicts are judged every time); frames are decoded by
@@ -363,7 +366,11 @@ def _validate_capabilities(capabilities: Any) -> str | None:
     if not isinstance(capabilities, dict):
         return "params.capabilities must be an object"
     effects = capabilities.get("effects")
-    if not isinstance(effects, list) or not all(isinstance(e, str) for e in effects):
+    if not isinstance(effects, list):
+        return "params.capabilities.effects must be an array of strings"
+    if len(effects) > MAX_EFFECT_NAMES:
+        return f"params.capabilities.effects names more than {MAX_EFFECT_NAMES} effects"
+    if not all(isinstance(e, str) for e in effects):
         return "params.capabilities.effects must be an array of strings"
     if len(set(effects)) != len(effects):
         return "params.capabilities.effects must not repeat an effect"
@@ -371,6 +378,37 @@ def _validate_capabilities(capabilities: Any) -> str | None:
         if name not in _EFFECT_NAMES and not _is_reverse_dns(name):
             return "params.capabilities.effects holds an unknown effect type"
     return None
+
+
+MAX_EFFECT_NAMES: Final = 64
+"""The most effect names a request's ``capabilities.effects`` may list (the draft has
+eight standard effects; the rest are extensions); more is -32602, judged before
+anything else about the grant, so no grant costs more than a bounded amount."""
+
+MAX_NESTING: Final = 200
+"""No value in a frame may sit inside more than this many arrays or objects; a deeper
+frame is -32700 (``"nested too deeply"``). It is the limit of the fast decoder
+(``pydantic_core.from_json``, a test checks), applied by ``_too_deep`` wherever the
+stdlib decodes instead, so the same frames are accepted on every path, and nothing
+after decoding (the wire models, copies of the grant, handlers) recurses deeper."""
+
+
+def _too_deep(value: Any) -> bool:
+    """Whether some value in decoded JSON sits inside more than ``MAX_NESTING`` arrays
+    or objects. Iterative: linear in the size of ``value``, whatever its depth."""
+    if type(value) is not dict and type(value) is not list:
+        return False
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        node, depth = pop()  # a container inside ``depth`` others
+        children = node.values() if type(node) is dict else node
+        if depth >= MAX_NESTING and children:
+            return True
+        for child in children:
+            if type(child) is dict or type(child) is list:
+                push((child, depth + 1))
+    return False
 
 
 _NO_STATE: Final[Any] = object()
@@ -820,9 +858,15 @@ class Backend:
         try:
             if msg is _NOT_DECODED:
                 msg = _DECODER.decode(raw.decode("utf-8"))
+                if _too_deep(msg):  # the fast decoder refuses these itself
+                    return _error_reply(
+                        None, ErrorCode.PARSE_ERROR, "nested too deeply", parse=True
+                    )
         except UnicodeDecodeError:
             return _error_reply(None, ErrorCode.PARSE_ERROR, "not UTF-8", parse=True)
-        except (ValueError, RecursionError):
+        except RecursionError:
+            return _error_reply(None, ErrorCode.PARSE_ERROR, "nested too deeply", parse=True)
+        except ValueError:
             return _error_reply(None, ErrorCode.PARSE_ERROR, "not JSON", parse=True)
         if isinstance(msg, list):
             return _error_reply(None, ErrorCode.INVALID_REQUEST, "batches are not allowed")

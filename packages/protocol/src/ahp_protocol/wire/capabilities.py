@@ -11,10 +11,12 @@ harness manifest, which declares such a grant per event, is
 
 Unknown capability fields are kept and round-tripped but grant nothing; unknown
 modify targets are dropped. Pure models and functions: no I/O, no
-negotiation. Errors are :class:`~ahp_protocol.wire.errors.WireErrors` with JSON paths.
+negotiation. Every check is linear in the size of what it judges (uniqueness is a
+set, never a scan of what was seen). Errors are
+:class:`~ahp_protocol.wire.errors.WireErrors` with JSON paths.
 """
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from typing import Annotated, Any, Final, Literal, Self, TypeVar
 
 from pydantic import (
@@ -57,19 +59,18 @@ __all__ = [
     "parse_capabilities",
 ]
 
-T = TypeVar("T")
+H = TypeVar("H", bound=Hashable)
 
 NonNegativeInt = Annotated[int, Field(ge=0, strict=True)]
 NonEmptyStr = Annotated[str, Field(min_length=1, strict=True)]
 StrictBool = Annotated[bool, Field(strict=True)]
 
 
-def _unique(values: list[T]) -> list[T]:
-    seen: list[T] = []
-    for value in values:
-        if value in seen:
-            raise ValueError("must not contain duplicates")
-        seen.append(value)
+def _unique(values: list[H]) -> list[H]:
+    """``values`` unchanged, unless two of them are equal: linear (a set), so only
+    hashable values (every list validated with it holds strings)."""
+    if len(set(values)) != len(values):
+        raise ValueError("must not contain duplicates")
     return values
 
 

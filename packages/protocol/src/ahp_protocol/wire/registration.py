@@ -1153,6 +1153,52 @@ def _covers(outer: str, inner: str) -> bool:
     )
 
 
+_SEGMENT_START: Final = re.compile(r"(?=[.\[])")
+
+
+class _FoundPaths:
+    """The paths of the errors found so far, asked whether a path covers one of them
+    or is covered by one (:func:`_covers`, either way) in time linear in that path's
+    length, however many were found (a scan of them all made a document with many
+    broken entries cost quadratic time).
+
+    A path is split before each ``.`` and ``[`` (the boundaries ``_covers`` tests);
+    the found paths form a tree of those segments, so a path is covered by a found
+    one exactly when a found path ends on its way down, and covers one exactly when
+    the way down exists to its end.
+    """
+
+    def __init__(self) -> None:
+        self._tree: dict[str | None, Any] = {}  # key None: a found path ends here
+        self._any = False
+        self._everything = False  # "$" was found: it covers every path
+
+    def add(self, path: str) -> None:
+        self._any = True
+        if path == "$":
+            self._everything = True
+            return
+        node = self._tree
+        for segment in _SEGMENT_START.split(path):
+            node = node.setdefault(segment, {})
+        node[None] = {}
+
+    def related(self, path: str) -> bool:
+        """``any(_covers(f, path) or _covers(path, f) for f in found)``, for ``path``
+        anything but the empty string."""
+        if self._everything or (path == "$" and self._any):
+            return True
+        node = self._tree
+        for segment in _SEGMENT_START.split(path):
+            child = node.get(segment)
+            if child is None:
+                return False
+            node = child
+            if None in node:
+                return True
+        return True
+
+
 def _run(
     check: Callable[[_Checks, object], None],
     model: type[Registration] | type[Configuration],
@@ -1166,9 +1212,13 @@ def _run(
         # Wire names only: a snake_case key in a document is an unknown field, kept as is.
         result = model.model_validate(obj, by_alias=True, by_name=False)
     except ValidationError as exc:
+        paths = _FoundPaths()
+        for error in found:
+            paths.add(error.path)
         for error in _backstop(exc):
-            if not any(_covers(f.path, error.path) or _covers(error.path, f.path) for f in found):
+            if not paths.related(error.path):
                 found.append(error)
+                paths.add(error.path)
     if found:
         ordered = sorted(found, key=lambda e: -_depth(e.path))
         raise WireErrors(ordered)
