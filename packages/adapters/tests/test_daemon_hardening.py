@@ -18,6 +18,7 @@ the backends (found by a rules file unique to the test) are checked gone.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import select
@@ -205,11 +206,18 @@ class Sandbox:
             os.close(read_fd)
         return proc, sock
 
-    def hook_argv(self, registration: Path) -> list[str]:
+    def hook_argv(self, registration: Path, *args: str) -> list[str]:
         return [
             *(sys.executable, "-m", "ahp_adapters", "hook", "claude-code"),
-            *("--registration", str(registration), "--idle-timeout", "120"),
+            *("--registration", str(registration), "--idle-timeout", "120", *args),
         ]
+
+    def daemon_files(self, registration: Path) -> tuple[Path, Path]:
+        """(socket, start lock) a hook run in ``self.tmp`` uses for ``registration``."""
+        from ahp_adapters.rundir import daemon_key
+
+        key = daemon_key(os.path.realpath(registration), str(self.tmp))
+        return self.runtime / f"d-{key}.sock", self.runtime / f"d-{key}.lock"
 
     def stop_daemons(self) -> None:
         """Stop every daemon serving in the runtime directory and wait until it is gone."""
@@ -453,3 +461,62 @@ def test_hooks_started_together_against_no_daemon_answer_as_one_after_another(
     )
     assert len(sockets) == 1, f"expected one daemon, found {sockets}"
     assert served[0] <= N_HOOKS  # a liveness probe is not a request
+
+
+# -- a hook waits for the daemon another hook is starting --------------------------------
+
+
+def _wait_until_open(pid: int, path: Path) -> None:
+    """Until process ``pid`` has ``path`` open (a bounded poll of /proc: a signal, no guess)."""
+    until = time.monotonic() + WAIT_S
+    while time.monotonic() < until:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except FileNotFoundError:
+            raise AssertionError("the hook exited before it waited for the start lock") from None
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == str(path):
+                    return
+            except OSError:
+                continue
+        time.sleep(0.01)
+    raise AssertionError(f"the hook never opened {path}")
+
+
+@pytest.mark.parametrize("mode", ["require", "auto"])
+def test_a_hook_waits_for_the_daemon_another_hook_is_starting(sandbox: Sandbox, mode: str) -> None:
+    """The test plays the hook that holds the start lock while its daemon takes a long
+    time to start; the hook under test must wait for that daemon, not give up (and fail,
+    or run all its backends itself) after a few seconds."""
+    registration = sandbox.registration("fail-closed")
+    sock, lock_path = sandbox.daemon_files(registration)
+    lock = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        daemon, staged = sandbox.start_daemon(registration)  # ready, but not yet where hooks look
+        body = sandbox.tmp / "payload.json"
+        body.write_text(json.dumps(payload("rm -rf /")))
+        with body.open("rb") as stdin:
+            hook = subprocess.Popen(
+                sandbox.hook_argv(registration, "--daemon", mode, "--budget", "20"),
+                stdin=stdin,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=sandbox.env,
+                cwd=sandbox.tmp,
+            )
+        try:
+            _wait_until_open(hook.pid, lock_path)  # it found no daemon and waits for the lock
+            with pytest.raises(subprocess.TimeoutExpired):
+                hook.wait(timeout=4.0)  # longer than a hook used to wait (3 s): still waiting
+            os.rename(staged, sock)  # the daemon "became ready": its socket is in place
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+        out, _err = hook.communicate(timeout=WAIT_S)
+    finally:
+        os.close(lock)
+    assert hook.returncode == 0
+    assert reason(out) == RM_RF
+    assert request(sock, {"op": "ping"})["requests"] == 1  # answered by the daemon it waited for
+    assert daemon.poll() is None

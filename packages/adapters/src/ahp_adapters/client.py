@@ -4,7 +4,12 @@ Owns the socket exchange (one JSON line out, one JSON line back, bounded by
 the hook's deadline) and the start-up of a daemon that is not running: under
 an exclusive lock (so concurrent hooks start one daemon), a detached
 ``python -m ahp_adapters daemon`` is spawned and the hook waits on a pipe for
-its "ready" line (a signal, not a sleep), at most :data:`START_WAIT_S`.
+its "ready" line (a signal, not a sleep). A hook that finds the lock taken
+waits for it: another hook is starting the daemon, and it then uses that one
+(the connection it probes with is the one it sends on). How long a hook keeps
+waiting for a daemon being started is the caller's ``start_until`` (the hook
+gives it a share of its budget when it can run the chain itself, all of it
+otherwise).
 
 Two failures, kept apart because they mean different things:
 :class:`DaemonUnreachable` (nothing was sent: the caller may run the chain
@@ -30,8 +35,8 @@ from typing import Any
 
 from ahp_adapters.rundir import UnsafeRuntimeDir, daemon_files
 
-START_WAIT_S = 3.0
-"""Longest a hook waits for a daemon it started (it then runs the chain itself)."""
+LOCK_POLL_S = (0.005, 0.05)
+"""The start lock is polled from the first to the second interval (doubling in between)."""
 DEFAULT_IDLE_S = 900.0
 MAX_ANSWER_BYTES = 1024 * 1024
 LOG_ROTATE_BYTES = 1024 * 1024
@@ -88,18 +93,20 @@ def exchange(sock: socket.socket, message: Mapping[str, Any], deadline: float) -
     return answer
 
 
-def _lock(path: Path, deadline: float) -> int:
+def _lock(path: Path, until: float) -> int:
+    """The start lock, waited for until ``until`` (its holder is starting the daemon)."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    pause = LOCK_POLL_S[0]
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return fd
         except BlockingIOError:
-            if _remaining(deadline) <= 0:
+            if _remaining(until) <= 0:
                 os.close(fd)
                 raise DaemonUnreachable("another hook is starting the daemon") from None
-            # Another hook holds the start lock for at most START_WAIT_S; poll it briefly.
-            time.sleep(0.005)
+            time.sleep(min(pause, max(_remaining(until), 0.001)))
+            pause = min(pause * 2, LOCK_POLL_S[1])
 
 
 def _open_log(path: Path) -> int:
@@ -115,18 +122,19 @@ def start_daemon(
     lock_path: Path,
     log_path: Path,
     *,
-    deadline: float,
+    until: float,
     idle_timeout: float,
-) -> None:
-    """Start the daemon for ``registration`` unless one answers; return once it is ready."""
-    wait_until = min(deadline, time.monotonic() + START_WAIT_S)
-    lock = _lock(lock_path, wait_until)
+) -> socket.socket:
+    """A connection to the daemon of ``registration``, started unless one answers.
+
+    Waits (until ``until``) for the start lock, then for the daemon it started
+    to say "ready"; :class:`DaemonUnreachable` if either takes longer.
+    """
+    lock = _lock(lock_path, until)
     try:
         with contextlib.suppress(OSError):
-            _connect(socket_path, wait_until).close()
-            return  # another hook started it while we waited for the lock
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(socket_path)  # stale: nothing listens there and we hold the lock
+            return _connect(socket_path, until)  # another hook started it while we waited
+        # A stale socket file is the daemon's to remove: it does so once it owns the path.
         import subprocess
 
         read_fd, write_fd = os.pipe()
@@ -162,10 +170,14 @@ def start_daemon(
             os.close(write_fd)
             os.close(log_fd)
         try:
-            if not _wait_ready(read_fd, wait_until):
+            if not _wait_ready(read_fd, until):
                 raise DaemonUnreachable("the daemon did not become ready in time")
         finally:
             os.close(read_fd)
+        try:
+            return _connect(socket_path, until)
+        except OSError:
+            raise DaemonUnreachable("the daemon is not reachable") from None
     finally:
         os.close(lock)
 
@@ -193,8 +205,13 @@ def call(
     autostart: bool = True,
     idle_timeout: float = DEFAULT_IDLE_S,
     cwd: str | None = None,
+    start_until: float | None = None,
 ) -> dict[str, Any]:
-    """Send ``message`` to this registration's daemon (started if asked); its answer."""
+    """Send ``message`` to this registration's daemon (started if asked); its answer.
+
+    ``start_until``: how long to wait for a daemon that is being started, by this
+    hook or another (default and at most: ``deadline``).
+    """
     try:
         socket_path, lock_path, log_path = daemon_files(registration, cwd or os.getcwd())
     except (UnsafeRuntimeDir, OSError):
@@ -204,17 +221,13 @@ def call(
     except OSError as exc:
         if not autostart or exc.errno not in (errno.ENOENT, errno.ECONNREFUSED, errno.ENOTSOCK):
             raise DaemonUnreachable("the daemon is not running") from None
-        start_daemon(
+        sock = start_daemon(
             registration,
             socket_path,
             lock_path,
             log_path,
-            deadline=deadline,
+            until=deadline if start_until is None else min(start_until, deadline),
             idle_timeout=idle_timeout,
         )
-        try:
-            sock = _connect(socket_path, deadline)
-        except OSError:
-            raise DaemonUnreachable("the daemon is not reachable") from None
     with sock:
         return exchange(sock, message, deadline)

@@ -49,6 +49,11 @@ IN_PROCESS_CLOSE_S = 0.75
 OBSERVE_BUDGET_S = 2.0
 WATCHDOG_GRACE_S = 0.5
 """How long past its budget the hook may run before the watchdog answers and exits."""
+DAEMON_START_SHARE = 0.5
+"""With ``--daemon auto``: the share of what is left of the budget that a hook waits for
+a daemon being started (by itself, or by another hook that holds the start lock) before
+it runs the chain itself. Waiting is cheap; fifty hooks running their chains at once
+while the daemon starts are not. With ``require`` a hook waits until its deadline."""
 
 DaemonMode = Literal["auto", "off", "require"]
 
@@ -143,6 +148,7 @@ def decide(
                 registration=registration,
                 deadline=deadline - EXIT_RESERVE_S / 2,
                 idle_timeout=options.idle_timeout,
+                start_until=_start_until(options, deadline),
             )
         except client.DaemonUnreachable as exc:
             log(f"daemon unreachable ({exc})")
@@ -159,6 +165,14 @@ def decide(
     if budget <= 0:
         return Verdict("failure", policy=read_policy(registration), detail="budget exhausted")
     return _in_process(registration, "intercept", event, capabilities, budget, log)
+
+
+def _start_until(options: HookOptions, deadline: float) -> float | None:
+    """How long to wait for a daemon being started (``None``: until the deadline)."""
+    if options.daemon == "require":
+        return None
+    now = time.monotonic()
+    return now + DAEMON_START_SHARE * max(deadline - now, 0.0)
 
 
 def _in_process(
@@ -205,6 +219,7 @@ def observe(
                 registration=registration,
                 deadline=deadline,
                 idle_timeout=options.idle_timeout,
+                start_until=_start_until(options, deadline),
             )
             return
         except client.DaemonUnreachable as exc:
