@@ -23,6 +23,11 @@
    tool's processes outlive the harness. (SIGTERM fails today: ``ahp_harness.cli``
    handles no SIGTERM, so the session's clean-up, ``Dispatcher.aclose()`` and the shell
    tool's group kill, never runs.)
+4. Processes that leave their process group (``setsid``, a setsid shell with a child of
+   its own, a double fork) do not outlive the harness: started by a ``shell`` command,
+   or by a persistent stdio backend (``backends/b_detacher.py``), at the session's end
+   and after SIGTERM. (They all survived before the harness became a child subreaper
+   that kills and reaps its adopted orphans at close, ``ahp_harness.lifetime``.)
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -403,3 +409,114 @@ def test_a_harness_stopped_by_a_signal_leaves_no_process_behind(e2e: Any, signum
         for pid in living(str(e2e.tmp)) + living(f"29.{token}"):
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
+
+
+# -- 4. processes that leave their group (setsid) do not outlive the harness ---------------
+
+DETACHER = HERE / "backends" / "b_detacher.py"
+GONE_WITHIN_S = 10.0  # after the harness exits; polled, never slept on
+
+
+def wait_gone(pids: list[int], marker: str) -> list[int]:
+    """``pids`` and processes naming ``marker`` still alive after ``GONE_WITHIN_S``, if any."""
+    deadline = time.monotonic() + GONE_WITHIN_S
+    while True:
+        left = sorted({p for p in pids if alive(p)} | set(living(marker)))
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.05)
+
+
+def kill_marked(marker: str) -> None:
+    for pid in living(marker):  # ours only: their command lines hold this test's token
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+# The command waits (on FIFOs, not a timer) until each sleeper runs and said its pid.
+DETACHING_COMMAND = (
+    "mkfifo r1 r2 r3; "
+    # a setsid child
+    "setsid sh -c 'echo $$ > r1; exec sleep 1000.TOKEN' </dev/null >/dev/null 2>&1 & "
+    # a setsid shell that keeps a child of its own
+    "setsid sh -c 'sleep 1000.TOKEN & echo $! > r2; wait' </dev/null >/dev/null 2>&1 & "
+    # a double fork: the intermediate subshell exits at once
+    "( setsid sh -c 'echo $$ > r3; exec sleep 1000.TOKEN' </dev/null >/dev/null 2>&1 & ); "
+    "read a < r1; read b < r2; read c < r3; echo $a $b $c > pids.txt"
+)
+
+
+def test_a_shell_command_that_leaves_its_group_does_not_outlive_the_harness(e2e: Any) -> None:
+    token = f"{secrets.randbelow(10**6):06d}"
+    marker = f"1000.{token}"
+    steps = [{"tool": "shell", "input": {"command": DETACHING_COMMAND.replace("TOKEN", token)}}]
+    try:
+        run = e2e.run(steps=steps, approve="always").ok()
+        assert run.call("call_1")["outcome"] == "ok", run.explain()
+        pids = [int(p) for p in (e2e.workspace / "pids.txt").read_text("utf-8").split()]
+        assert len(pids) == 3, pids
+        left = wait_gone(pids, marker)
+        shown = {pid: cmdline(str(pid)) for pid in left}
+        assert left == [], f"alive after the harness exited: {shown}"
+    finally:
+        kill_marked(marker)
+
+
+@pytest.mark.parametrize("signum", [None, signal.SIGTERM], ids=["session-end", "SIGTERM"])
+def test_a_backends_setsid_descendants_do_not_outlive_the_harness(
+    e2e: Any, signum: int | None
+) -> None:
+    token = f"{secrets.randbelow(10**6):06d}"
+    marker = f"1000.{token}"
+    record = e2e.path("detacher.jsonl")
+    fifo = e2e.workspace / "ready.fifo"
+    os.mkfifo(fifo)
+    args = [str(DETACHER), "--record", str(record), "--ready", str(fifo), "--token", token]
+    backend = {
+        "id": "com.example.e2e.detacher",
+        "transport": {
+            "type": "stdio",
+            "command": sys.executable,
+            "args": args,
+            "lifecycle": "persistent",
+        },
+        "subscriptions": [e2e.observe("tool.before")],
+    }
+    # tool.before starts the backend; the command returns once it has started its sleepers.
+    wait = "read line < ready.fifo; echo $line"
+    if signum is not None:
+        wait += f"; sleep 29.{token}"  # still running when the signal comes
+    steps = [{"tool": "shell", "input": {"command": wait}}]
+    try:
+        if signum is None:
+            run = e2e.run(registration=e2e.registration(backend), steps=steps, approve="always")
+            assert run.ok().call("call_1")["outcome"] == "ok", run.explain()
+        else:
+            argv = harness_argv(e2e, e2e.registration(backend), steps)
+            harness = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                cwd=e2e.tmp,
+                start_new_session=True,
+            )
+            try:
+                deadline = time.monotonic() + 30
+                while len(e2e.json_lines(record)) < 3:  # the sleepers are running
+                    assert harness.poll() is None and time.monotonic() < deadline
+                    time.sleep(0.05)
+                harness.send_signal(signum)
+                assert harness.wait(timeout=15) == 128 + signum
+            finally:
+                if harness.poll() is None:
+                    os.killpg(harness.pid, signal.SIGKILL)
+                    harness.wait(timeout=10)
+        sleepers = {r["role"]: r["pid"] for r in e2e.json_lines(record)}
+        assert set(sleepers) == {"leader", "nested", "double-fork"}, sleepers
+        left = wait_gone(list(sleepers.values()), marker) + wait_gone([], f"29.{token}")
+        shown = {pid: cmdline(str(pid)) for pid in left}
+        assert left == [], f"alive after the harness exited: {shown}"
+    finally:
+        kill_marked(marker)
+        kill_marked(f"29.{token}")

@@ -62,6 +62,7 @@ async def _run(args: argparse.Namespace) -> int:
 
     from ahp_harness.audit import AuditLog, Transcript
     from ahp_harness.hooks import Envelope, Gate
+    from ahp_harness.lifetime import Descendants
     from ahp_harness.models import load_driver
     from ahp_harness.sandbox import Sandbox
     from ahp_harness.session import Session
@@ -121,6 +122,9 @@ async def _run(args: argparse.Namespace) -> int:
         ui=ui,
     )
     stopped_by: int | None = None
+    # The whole process is the harness (not a caller's main(argv)): orphans of its tools
+    # and backends become its children, and none outlives it (ahp_harness.lifetime).
+    descendants = Descendants() if args.whole_process else None
 
     async def stop_on_signal(scope: anyio.CancelScope) -> None:
         # Ctrl-C (SIGINT), SIGTERM and SIGHUP end the session by cancelling it: every
@@ -139,6 +143,8 @@ async def _run(args: argparse.Namespace) -> int:
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(stop_on_signal, tg.cancel_scope)
+            if descendants is not None:
+                tg.start_soon(descendants.watch)
             if dispatcher is not None:
                 await dispatcher.start()
                 for d in dispatcher.configuration_diagnostics:
@@ -150,6 +156,8 @@ async def _run(args: argparse.Namespace) -> int:
             if dispatcher is not None:
                 await dispatcher.aclose()
             await driver.aclose()
+            if descendants is not None:
+                await descendants.aclose()
         audit.close()
         transcript.close()
         sandbox.close()
@@ -212,7 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="OPENAI_API_KEY",
         help="openai: environment variable holding the API key",
     )
-    run.set_defaults(func=_run_command)
+    run.set_defaults(func=_run_command, whole_process=False)
     show = commands.add_parser("manifest", help="print the manifest served for hooks/capabilities")
     show.add_argument("--non-interactive", action="store_true", help="as for a non-interactive run")
     show.set_defaults(func=_manifest)
@@ -243,7 +251,18 @@ def _run_command(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command. With ``argv`` None this process is the harness: on Linux ``run``
+    re-executes itself once with its secrets out of ``/proc/<pid>/environ`` and makes
+    itself non-dumpable and a child subreaper (see :mod:`ahp_harness.lifetime`)."""
+    from ahp_harness import lifetime
+
+    whole_process = argv is None
+    if whole_process:
+        lifetime.restore_environment()
     args = build_parser().parse_args(argv)
+    if whole_process and args.command == "run":
+        lifetime.protect_secrets()  # may re-execute this process once (same pid, same argv)
+        args.whole_process = True
     try:
         code: int = args.func(args)
     except UsageError as exc:
