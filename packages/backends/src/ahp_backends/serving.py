@@ -2,15 +2,18 @@
 
 Owns the serving flags (stdio persistent by default, ``--once`` for one event
 per process, ``--http HOST:PORT`` on uvicorn, loopback only unless
-``--allow-remote``), and :class:`Replies`, the memory of answers by
-``(source, event.id)`` that makes a duplicate delivery get the same answer.
-Never decides anything about a tool call.
+``--allow-remote``, ``--bearer-token-env VAR`` to answer only callers that send
+``Authorization: Bearer`` with the token in ``VAR``), and :class:`Replies`, the memory
+of answers by ``(source, event.id)`` that makes a duplicate delivery get the same
+answer. Never decides anything about a tool call. The rules behind the HTTP flags
+(which addresses may be bound, how the token is read and checked) are the server
+kit's (``ahp_protocol.server.asgi``): the samples pass the flags on to
+``Backend.run`` and report the kit's verdict in their own words.
 """
 
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import sys
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
@@ -35,49 +38,42 @@ def add_transport_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="allow --http on a non-loopback address (put TLS in front of it)",
     )
+    group.add_argument(
+        "--bearer-token-env",
+        metavar="VAR",
+        help="with --http: answer only requests with 'Authorization: Bearer <token>', the "
+        "token being the value of environment variable VAR (others get 401)",
+    )
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
+def http_argv(args: argparse.Namespace) -> list[str]:
+    """The ``Backend.run`` flags for ``args``' transport, checked by the kit's rules
+    (``ValueError`` with the kit's message when they are refused)."""
+    from ahp_protocol.server.asgi import bearer_token_from_env, http_address
 
-
-def parse_http(value: str, *, allow_remote: bool) -> tuple[str, int]:
-    """``HOST:PORT`` checked: a port number, and loopback unless ``allow_remote``."""
-    host, sep, port = value.rpartition(":")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
-        raise ValueError(f"--http {value!r}: expected HOST:PORT, e.g. 127.0.0.1:8765")
-    host = host.strip("[]")
-    if not _is_loopback(host):
-        if not allow_remote:
-            raise ValueError(
-                f"--http {value!r}: refusing a non-loopback address; pass --allow-remote "
-                "to serve on it (and put TLS in front of it: AHP requires https remotely)"
-            )
-        print(
-            f"warning: serving plain HTTP on {host}; AHP requires TLS for remote endpoints, "
-            "so put a TLS-terminating proxy in front of this backend",
-            file=sys.stderr,
-        )
-    return host, int(port)
+    if not args.http:
+        if args.bearer_token_env is not None:
+            raise ValueError("--bearer-token-env applies to --http only")
+        return ["--once"] if args.once else []
+    if args.once:
+        raise ValueError("--once and --http cannot be combined")
+    host, port = http_address(args.http, allow_remote=args.allow_remote)
+    argv = ["--http", f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
+    if args.allow_remote:
+        argv.append("--allow-remote")
+    if args.bearer_token_env is not None:
+        bearer_token_from_env(args.bearer_token_env)  # a clear error before anything starts
+        argv += ["--bearer-token-env", args.bearer_token_env]
+    return argv
 
 
 def serve(backend: Backend, args: argparse.Namespace) -> int:
     """Run ``backend`` on the transport the flags chose; the process exit code."""
-    argv: list[str] = []
-    if args.once:
-        argv.append("--once")
-    if args.http:
-        try:
-            host, port = parse_http(args.http, allow_remote=args.allow_remote)
-        except ValueError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-        argv += ["--http", f"{host}:{port}"]
+    try:
+        argv = http_argv(args)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     try:
         backend.run(argv)
     except SystemExit as exit_:

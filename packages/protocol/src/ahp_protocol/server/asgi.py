@@ -8,42 +8,99 @@
 - a notification gets ``204`` with an empty body, even an invalid one;
 - a body that is not UTF-8 JSON gets ``400`` with a JSON-RPC parse error body
   (``id: null``); a body that could not be read (client gone) gets nothing;
+- with a bearer token (``bearer_token``), a request without exactly one
+  ``Authorization: Bearer <that token>`` header gets ``401`` with
+  ``WWW-Authenticate: Bearer`` (``error="invalid_token"`` when a token was sent) before
+  anything else is looked at; the token is compared in constant time
+  (``hmac.compare_digest``) and never logged, echoed or kept anywhere else;
 - any other method gets ``405`` with ``Allow: POST``; another content type (or a
   charset other than UTF-8) gets ``415``; a body larger than ``max_frame_bytes``
   (default: the backend's, 4 MiB) gets ``413``, decided from ``Content-Length`` when
-  given, else as soon as the streamed body passes the limit (reading stops there).
-  These 4xx bodies are one short plain-text line saying what is wrong.
+  given, else as soon as the streamed body passes the limit (reading stops there); a
+  body not read completely within ``body_timeout`` seconds (default 10) of the
+  request head gets ``408``. These 4xx bodies are one short plain-text line saying
+  what is wrong, and they close the connection (``Connection: close``).
 
 Requests are served concurrently: sync handlers run in worker threads (so a slow
 one does not stall other requests, and they must be thread-safe); ``async def``
-handlers run on the server's event loop. Lifespan events are
-acknowledged; other scope types are refused. Transport authentication belongs in
-middleware around this app; the app never logs bodies.
+handlers run on the server's event loop. A frame larger than ``judge_in_thread_bytes``
+(default 16 KiB) is also decoded and judged (``Backend`` validation of the envelope,
+grant and event) in a worker thread, one such frame at a time, so a large request
+cannot hold the event loop: measured with uvicorn on loopback, a 4 MiB frame of
+50,000 content items (about a second of validation) delays a concurrent ordinary
+request by a few milliseconds (the test suite checks it finishes long before the
+large one), where it used to wait for the whole validation. Smaller frames are
+judged on the loop: validation is linear in the frame (tests check), and 16 KiB of
+the costliest content takes about a millisecond. Lifespan events are acknowledged;
+other scope types are refused. The app never logs bodies or headers.
 
 :func:`serve_http` runs the app under uvicorn on a socket it binds first, prints
 ``<name>: listening on http://HOST:PORT`` to stderr (useful with port 0), logs at
-``warning`` level to stderr and keeps no access log. It refuses no address: deciding
-what may bind beyond loopback belongs to the caller.
+``warning`` level to stderr and keeps no access log. Slow and idle clients are bounded:
+a connection must deliver a complete request head within ``header_timeout`` seconds
+(default 10) of opening or of its previous response, else it is closed (uvicorn has no
+such deadline; a byte a second used to hold a connection forever); the body deadline
+is the app's; an idle keep-alive connection is closed after 5 seconds; at most
+``max_connections`` (default 64) connections are served at once, and a request on one
+more gets ``503`` and is closed. Headers are bounded at 64 KiB.
+
+:func:`http_address` is THE rule for where a backend may listen, for the kit's
+``Backend.run --http`` and for every sample backend: ``HOST:PORT``, loopback only
+unless the caller allows a remote address (AHP requires TLS remotely, so a remote
+bind needs a TLS-terminating proxy in front; :func:`serve_http` warns on stderr).
+:func:`bearer_token_from_env` reads the one token a backend accepts from an
+environment variable named on the command line (never from the command line itself,
+where other users can read it).
 """
 
 from __future__ import annotations
 
+import hmac
+import ipaddress
+import os
+import re
 import sys
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
+    from anyio import CapacityLimiter
+
     from ahp_protocol.server.backend import Backend
 
-__all__ = ["App", "serve_http"]
+__all__ = [
+    "BODY_TIMEOUT_S",
+    "HEADER_TIMEOUT_S",
+    "JUDGE_IN_THREAD_BYTES",
+    "MAX_CONNECTIONS",
+    "App",
+    "bearer_token_from_env",
+    "http_address",
+    "is_loopback",
+    "serve_http",
+]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
+HEADER_TIMEOUT_S: Final = 10.0
+"""Seconds a connection has to deliver a complete request head."""
+BODY_TIMEOUT_S: Final = 10.0
+"""Seconds a request has to deliver its complete body, from its head."""
+KEEP_ALIVE_TIMEOUT_S: Final = 5.0
+MAX_CONNECTIONS: Final = 64
+"""Connections served at once; a request on one more gets 503."""
+JUDGE_IN_THREAD_BYTES: Final = 16 * 1024
+"""Frames larger than this are decoded and judged in a worker thread."""
+MAX_HEADER_BYTES: Final = 64 * 1024
+
 _TEXT = b"text/plain; charset=utf-8"
 _JSON = b"application/json"
+_CLOSE = (b"connection", b"close")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_HEADER_VALUE = re.compile(r"[\x21-\x7e\x80-\xff]+(?:[ \t]+[\x21-\x7e\x80-\xff]+)*")
 
 
 class _Disconnected(Exception):
@@ -56,6 +113,66 @@ class _Refusal(Exception):
         self.status = status
         self.text = text
         self.headers = headers
+
+
+# --------------------------------------------------------------------------- where to listen
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a name or an address, brackets allowed) is a loopback host."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def http_address(value: str, *, allow_remote: bool = False) -> tuple[str, int]:
+    """``HOST:PORT`` checked: a port number, and a loopback host unless ``allow_remote``.
+
+    Raises ``ValueError`` with a message that says what to fix.
+    """
+    host, sep, port = value.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"--http {value!r}: expected HOST:PORT, e.g. 127.0.0.1:8765")
+    if not allow_remote and not is_loopback(host):
+        raise ValueError(
+            f"--http {value!r}: refusing a non-loopback address; pass --allow-remote "
+            "to serve on it (and put TLS in front of it: AHP requires https remotely)"
+        )
+    return host, int(port)
+
+
+def bearer_token_from_env(name: str, environ: Mapping[str, str] | None = None) -> str:
+    """The bearer token in environment variable ``name`` (surrounding blanks dropped).
+
+    Raises ``ValueError`` naming the variable (never its value) when the name is not a
+    variable name, the variable is unset or empty, or its value cannot be sent in an
+    HTTP header.
+    """
+    env = os.environ if environ is None else environ
+    if not _ENV_NAME.fullmatch(name):
+        raise ValueError(f"--bearer-token-env {name!r}: not an environment variable name")
+    value = env.get(name)
+    if value is None:
+        raise ValueError(
+            f"--bearer-token-env {name}: the environment variable {name} is not set "
+            "(set it to the token that callers must send as Authorization: Bearer <token>)"
+        )
+    token = value.strip(" \t")
+    if not token:
+        raise ValueError(f"--bearer-token-env {name}: the environment variable {name} is empty")
+    if not _HEADER_VALUE.fullmatch(token):
+        raise ValueError(
+            f"--bearer-token-env {name}: the value of {name} cannot be sent in an HTTP "
+            "header (control characters or characters outside latin-1)"
+        )
+    return token
+
+
+# --------------------------------------------------------------------------- the app
 
 
 def _content_type_problem(headers: list[tuple[bytes, bytes]]) -> str | None:
@@ -83,15 +200,53 @@ def _declared_length(headers: list[tuple[bytes, bytes]]) -> int | None:
     return None
 
 
-class App:
-    """ASGI 3 application answering AHP JSON-RPC POSTs with ``backend``."""
+_MISSING = _Refusal(
+    401,
+    "authentication required: send Authorization: Bearer <token>\n",
+    [(b"www-authenticate", b"Bearer")],
+)
+_INVALID = _Refusal(
+    401,
+    "the bearer token was not accepted\n",
+    [(b"www-authenticate", b'Bearer error="invalid_token"')],
+)
 
-    def __init__(self, backend: Backend, *, max_frame_bytes: int | None = None) -> None:
+
+class App:
+    """ASGI 3 application answering AHP JSON-RPC POSTs with ``backend``.
+
+    ``bearer_token``: when given, every request must carry it (``Authorization:
+    Bearer``). ``body_timeout``: seconds to read a body. ``judge_in_thread_bytes``:
+    frames larger than this are judged in a worker thread (see the module docstring).
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        max_frame_bytes: int | None = None,
+        bearer_token: str | None = None,
+        body_timeout: float = BODY_TIMEOUT_S,
+        judge_in_thread_bytes: int = JUDGE_IN_THREAD_BYTES,
+    ) -> None:
         limit = backend.max_frame_bytes if max_frame_bytes is None else max_frame_bytes
         if limit < 1:
             raise ValueError("max_frame_bytes must be positive")
+        if body_timeout <= 0:
+            raise ValueError("body_timeout must be positive")
+        if bearer_token is not None and not bearer_token:
+            raise ValueError("bearer_token must not be empty")
         self.backend = backend
         self.max_frame_bytes = limit
+        self.body_timeout = body_timeout
+        self.judge_in_thread_bytes = judge_in_thread_bytes
+        self._expected = (
+            None if bearer_token is None else b"Bearer " + bearer_token.encode("latin-1")
+        )
+        self._judge_limiter: CapacityLimiter | None = None
+
+    def __repr__(self) -> str:  # never shows the token
+        return f"App({self.backend.name!r}, authenticated={self._expected is not None})"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope.get("type")
@@ -101,17 +256,55 @@ class App:
         if kind != "http":
             raise RuntimeError("this app serves HTTP only")
         try:
-            body = await self._read(scope, receive)
+            self._authenticate(scope)
+            body = await self._read_within_deadline(scope, receive)
         except _Refusal as refusal:
-            await self._send(send, refusal.status, refusal.text.encode(), _TEXT, refusal.headers)
+            headers = [*refusal.headers, _CLOSE]
+            await self._send(send, refusal.status, refusal.text.encode(), _TEXT, headers)
             return
         except _Disconnected:
             return
-        reply = await self.backend._respond(body, self.max_frame_bytes, offload_sync=True)
+        judge_in = None
+        if len(body) > self.judge_in_thread_bytes:
+            judge_in = self._judge_limiter
+            if judge_in is None:
+                import anyio
+
+                judge_in = self._judge_limiter = anyio.CapacityLimiter(1)
+        reply = await self.backend._respond(
+            body, self.max_frame_bytes, offload_sync=True, judge_in=judge_in
+        )
         if reply.body is None:
             await self._send(send, 204, b"", None)
         else:
             await self._send(send, 400 if reply.parse_error else 200, reply.body, _JSON)
+
+    def _authenticate(self, scope: Scope) -> None:
+        expected = self._expected
+        if expected is None:
+            return
+        values = [v for k, v in scope.get("headers") or () if k.lower() == b"authorization"]
+        if not values:
+            raise _MISSING
+        if len(values) != 1:
+            raise _INVALID
+        scheme, _, credentials = bytes(values[0]).strip(b" \t").partition(b" ")
+        if scheme.lower() != b"bearer":
+            raise _MISSING  # another scheme: this backend takes a bearer token only
+        given = b"Bearer " + credentials.strip(b" \t")
+        if not hmac.compare_digest(given, expected):
+            raise _INVALID
+
+    async def _read_within_deadline(self, scope: Scope, receive: Receive) -> bytes:
+        import anyio
+
+        try:
+            with anyio.fail_after(self.body_timeout):
+                return await self._read(scope, receive)
+        except TimeoutError:
+            raise _Refusal(
+                408, f"request body not received within {self.body_timeout:g} s\n", []
+            ) from None
 
     async def _read(self, scope: Scope, receive: Receive) -> bytes:
         if scope.get("method") != "POST":
@@ -166,15 +359,80 @@ class App:
                 return
 
 
+# --------------------------------------------------------------------------- the server
+
+
+def _deadline_protocol(header_timeout: float) -> type[Any]:
+    """uvicorn's h11 protocol, closing a connection that has not delivered a complete
+    request head within ``header_timeout`` seconds of opening or of its last response
+    (uvicorn's keep-alive timer restarts on every byte, so a trickle outlives it)."""
+    import asyncio
+
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class DeadlineH11Protocol(H11Protocol):
+        _head_timer: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            super().connection_made(transport)  # type: ignore[arg-type]
+            self._await_head()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self._head_timer is not None and self.conn.their_state is not h11.IDLE:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
+                self._await_head()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+            super().connection_lost(exc)
+
+        def _await_head(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+            self._head_timer = self.loop.call_later(header_timeout, self._head_overdue)
+
+        def _head_overdue(self) -> None:
+            self._head_timer = None
+            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+                self.transport.close()
+
+    return DeadlineH11Protocol
+
+
 def serve_http(
-    backend: Backend, host: str, port: int, *, max_frame_bytes: int | None = None
+    backend: Backend,
+    host: str,
+    port: int,
+    *,
+    max_frame_bytes: int | None = None,
+    bearer_token: str | None = None,
+    header_timeout: float = HEADER_TIMEOUT_S,
+    body_timeout: float = BODY_TIMEOUT_S,
+    max_connections: int = MAX_CONNECTIONS,
 ) -> None:
-    """Serve ``backend`` over HTTP with uvicorn until interrupted (SIGINT/SIGTERM)."""
+    """Serve ``backend`` over HTTP with uvicorn until interrupted (SIGINT/SIGTERM).
+
+    It binds any address it is given: :func:`http_address` decides which may be given.
+    """
     import socket
 
     import uvicorn
 
-    app = App(backend, max_frame_bytes=max_frame_bytes)
+    if header_timeout <= 0 or max_connections < 1:
+        raise ValueError("header_timeout and max_connections must be positive")
+    app = App(
+        backend, max_frame_bytes=max_frame_bytes, bearer_token=bearer_token,
+        body_timeout=body_timeout,
+    )  # fmt: skip
     info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
     sock = socket.socket(info[0], info[1], info[2])
     try:
@@ -184,17 +442,28 @@ def serve_http(
         sock.listen(128)
         bound_host, bound_port = sock.getsockname()[:2]
         shown = f"[{bound_host}]" if ":" in str(bound_host) else str(bound_host)
+        if not is_loopback(str(bound_host)):
+            print(
+                f"warning: serving plain HTTP on {shown}; AHP requires TLS for remote "
+                "endpoints, so put a TLS-terminating proxy in front of this backend",
+                file=sys.stderr,
+            )
         print(f"{backend.name}: listening on http://{shown}:{bound_port}", file=sys.stderr)
         sys.stderr.flush()
         config = uvicorn.Config(
             app,
+            http=_deadline_protocol(header_timeout),
             log_level="warning",
             access_log=False,
             log_config=None,
             lifespan="on",
             server_header=False,
+            timeout_keep_alive=int(KEEP_ALIVE_TIMEOUT_S),
+            # uvicorn answers 503 once this many connections (the requesting one
+            # included) are open: one more than those served.
+            limit_concurrency=max_connections + 1,
             # Bodies are bounded by the app; this caps headers and request lines.
-            h11_max_incomplete_event_size=64 * 1024,
+            h11_max_incomplete_event_size=MAX_HEADER_BYTES,
         )
         uvicorn.Server(config).run(sockets=[sock])
     finally:

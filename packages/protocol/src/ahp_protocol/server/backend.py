@@ -87,6 +87,8 @@ from ahp_protocol.wire.jsonrpc import (
 from ahp_protocol.wire.jsonrpc import error as _rpc_error
 
 if TYPE_CHECKING:
+    from anyio import CapacityLimiter
+
     from ahp_protocol.wire.effects import Grants
     from ahp_protocol.wire.jsonrpc import RequestId
 
@@ -676,9 +678,23 @@ class Backend:
             return self._handler_raised(step, exc)
         return self._finish(step, effects)
 
-    async def _respond(self, message: bytes, limit: int, *, offload_sync: bool = False) -> Reply:
-        """Async core. ``offload_sync`` runs sync handlers in a worker thread (HTTP)."""
-        step = self._prepare(message, limit)
+    async def _respond(
+        self,
+        message: bytes,
+        limit: int,
+        *,
+        offload_sync: bool = False,
+        judge_in: CapacityLimiter | None = None,
+    ) -> Reply:
+        """Async core. ``offload_sync`` runs sync handlers in a worker thread (HTTP);
+        with ``judge_in``, decoding and judging the message (``_prepare``) runs in a
+        worker thread of that limiter too (HTTP, large frames: off the event loop)."""
+        if judge_in is None:
+            step = self._prepare(message, limit)
+        else:
+            import anyio.to_thread
+
+            step = await anyio.to_thread.run_sync(self._prepare, message, limit, limiter=judge_in)
         if isinstance(step, Reply):
             return step
         if isinstance(step, _ObserveCall):
@@ -1073,7 +1089,10 @@ class Backend:
 
         No arguments: stdio ``persistent`` (until EOF). ``--once``: stdio
         ``per_event`` (one message, then exit). ``--http HOST:PORT``: HTTP via
-        uvicorn. ``--max-frame-bytes N`` changes the frame limit.
+        uvicorn (``ahp_protocol.server.asgi``), on a loopback address unless
+        ``--allow-remote``; with ``--bearer-token-env VAR``, only callers sending
+        ``Authorization: Bearer`` with the token in environment variable ``VAR`` are
+        answered (401 otherwise). ``--max-frame-bytes N`` changes the frame limit.
         """
         args = sys.argv[1:] if argv is None else list(argv)
         # Fast paths keep per-event start-up free of argparse.
@@ -1109,6 +1128,18 @@ class Backend:
             "is printed on stderr)",
         )
         parser.add_argument(
+            "--allow-remote",
+            action="store_true",
+            help="allow --http on a non-loopback address (put TLS in front of it: AHP "
+            "requires https remotely)",
+        )
+        parser.add_argument(
+            "--bearer-token-env",
+            metavar="VAR",
+            help="with --http: answer only requests with 'Authorization: Bearer <token>', "
+            "the token being the value of environment variable VAR (401 otherwise)",
+        )
+        parser.add_argument(
             "--max-frame-bytes",
             type=int,
             default=self.max_frame_bytes,
@@ -1119,14 +1150,21 @@ class Backend:
         limit: int = ns.max_frame_bytes
         if limit < 1:
             parser.error("--max-frame-bytes must be positive")
+        if ns.http is None and (ns.allow_remote or ns.bearer_token_env is not None):
+            parser.error("--allow-remote and --bearer-token-env apply to --http only")
         if ns.http is not None:
-            host, sep, port_text = str(ns.http).rpartition(":")
-            host = host.strip("[]")
-            if not sep or not host or not port_text.isdigit() or int(port_text) > 65535:
-                parser.error("--http needs HOST:PORT, e.g. 127.0.0.1:8765")
-            from ahp_protocol.server.asgi import serve_http
+            from ahp_protocol.server.asgi import bearer_token_from_env, http_address, serve_http
 
-            serve_http(self, host, int(port_text), max_frame_bytes=limit)
+            try:
+                host, port = http_address(str(ns.http), allow_remote=ns.allow_remote)
+                token = (
+                    None
+                    if ns.bearer_token_env is None
+                    else bearer_token_from_env(ns.bearer_token_env)
+                )
+            except ValueError as exc:
+                parser.error(str(exc))
+            serve_http(self, host, port, max_frame_bytes=limit, bearer_token=token)
             return 0
         if ns.once:
             self._run_once(limit)
