@@ -8,13 +8,20 @@ stdout and stderr merged, in a new session (its own process group). Bounds:
   ``SIGKILL`` and the shell is reaped; outcome ``timeout``;
 * output ``Limits.output_cap_bytes``: the rest is read and discarded, a
   ``[truncated]`` note says how much;
-* nothing the command started outlives the call: the process group is killed when
-  the call ends, however it ends (a detached ``nohup ... &`` included, unless it
-  left the group with ``setsid``).
+* nothing the command started in its process group outlives the call: the group is
+  killed when the call ends, however it ends (a detached ``nohup ... &`` included). A
+  process that left the group (``setsid``, a double fork) runs on until the session
+  ends: on Linux the harness adopts it and kills it then (:mod:`ahp_harness.lifetime`);
+  elsewhere it can outlive the harness. A background process that keeps the command's
+  output open holds the call until the output closes or the timeout.
 
 A non-zero exit is outcome ``error`` with the exit code (or signal) in ``error``.
-Paths named inside the command are not checked (a command is not parsed); the
-permission layer decides whether a command runs at all.
+
+Not confined: the command runs as the harness's user and is not parsed, so paths named
+in it are not checked and it can read any file, and reach any host, that user can; the
+permission layer decides only whether a command runs at all. Its environment is the
+scrubbed one, and the harness's own (``/proc/$PPID/environ``, its memory) is kept from
+it as far as :mod:`ahp_harness.lifetime` says.
 """
 
 from __future__ import annotations
