@@ -356,7 +356,14 @@ FAILURES: dict[str, dict[str, FailureClass | None]] = {
     "garbage": dict.fromkeys(TRANSPORTS, F.MALFORMED_OUTPUT),
     # A pretty-printed object breaks line framing; an HTTP body is not line-framed.
     "multiline": {"persistent": F.MALFORMED_OUTPUT, "per_event": F.MALFORMED_OUTPUT, "http": None},
-    "wrong-id": dict.fromkeys(TRANSPORTS, F.ID_MISMATCH),
+    # Persistent stdio discards an uncorrelated answer and waits on (draft §8.1): a backend
+    # that only answers with another id ends at the deadline. per_event and HTTP carry one
+    # answer per request: another id there means it is missing.
+    "wrong-id": {
+        "persistent": F.DEADLINE_EXCEEDED,
+        "per_event": F.ID_MISMATCH,
+        "http": F.ID_MISMATCH,
+    },
     "rpc-error": dict.fromkeys(TRANSPORTS, F.RPC_ERROR),
     "wrong-version": dict.fromkeys(TRANSPORTS, F.UNSUPPORTED_VERSION),
     # AHP-DEC-001: a success result has an ordered effects array ([] for no effect).
@@ -372,6 +379,7 @@ FAILURES: dict[str, dict[str, FailureClass | None]] = {
     "connection-refused": {"http": F.CONNECT_FAILED},
 }
 SLOW_MODES = {"hang", "late"}
+SLOW_CASES = {("wrong-id", "persistent")}  # (mode, transport) that also wait the deadline out
 MATRIX = [
     pytest.param(mode, transport, failure, id=f"{transport}-{mode}")
     for mode, by_transport in FAILURES.items()
@@ -416,7 +424,7 @@ async def test_failure_matrix(
     request: pytest.FixtureRequest,
     official_schema: Callable[[str, Any], list[str]],
 ) -> None:
-    slow = mode in SLOW_MODES
+    slow = mode in SLOW_MODES or (mode, transport) in SLOW_CASES
     timeout_ms = SLOW_TIMEOUT_MS if slow else FAST_TIMEOUT_MS
     uses_server = transport == "http" and mode != "connection-refused"
     server = request.getfixturevalue("misbehave_http") if uses_server else None
@@ -445,6 +453,10 @@ async def test_failure_matrix(
         failure,
         policy,
     )
+    if (mode, transport) in SLOW_CASES:  # the other id was discarded, and it says so
+        assert first.discarded == 1 and first.to_json()["discarded"] == 1
+    else:
+        assert first.discarded == 0 and "discarded" not in first.to_json()
     if slow:  # at the deadline, not before and not much after
         assert timeout_ms <= first.latency_ms < timeout_ms + MARGIN_MS, first.latency_ms
         assert elapsed_ms < timeout_ms + 2 * MARGIN_MS + 500
@@ -487,6 +499,29 @@ async def test_failure_matrix(
         if m["params"]["event"]["type"] == "hook.failure"
     ]
     assert official_schema("observe-notification.schema.json", notification) == []
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("policy", ["fail-open", "fail-closed"])
+async def test_a_stray_frame_is_discarded_and_the_live_answer_decides(
+    policy: str, tmp_path: Path
+) -> None:
+    # A response with another id, then the live deny: the deny is accepted (a real one,
+    # not synthetic), within the deadline, and the diagnostic counts the discarded frame.
+    rec = tmp_path / "rec.jsonl"
+    args = ("stray-then-deny", "--record", str(rec))
+    hook = stdio_hook(FAILING, MISBEHAVE, *args, subs=[intercept(FAST_TIMEOUT_MS, policy)])
+    async with dispatcher(hook) as d:
+        event = tool_event()
+        result = await d.intercept(event)
+        again = await d.intercept(tool_event())
+    first = diag(result, FAILING)
+    assert (first.outcome, first.failure, first.discarded) == ("denied", None, 1)
+    assert first.latency_ms < FAST_LIMIT_MS
+    assert result.permission == "deny" and result.denied_by == FAILING
+    assert not result.synthetic_denial
+    assert diag(again, FAILING).discarded == 1  # each exchange counts its own
+    assert len({r["pid"] for r in records(rec)}) == 1  # the same child throughout
 
 
 @pytest.mark.anyio

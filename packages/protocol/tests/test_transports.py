@@ -32,7 +32,13 @@ from ahp_protocol.client.transports import (
     child_environment,
     open_transport,
 )
-from ahp_protocol.client.transports.stdio import MAX_ABANDONED, STDERR_TAIL_BYTES, request_key
+from ahp_protocol.client.transports.stdio import (
+    DISCARDED,
+    MAX_ABANDONED,
+    MAX_UNCORRELATED,
+    STDERR_TAIL_BYTES,
+    request_key,
+)
 from ahp_protocol.wire import jsonrpc
 
 MISBEHAVE = Path(__file__).resolve().parent / "backends" / "misbehave.py"
@@ -131,6 +137,19 @@ async def outcome(transport: Any, msg: dict[str, Any], deadline: float = LONG) -
     return result, time.perf_counter() - started
 
 
+async def discarding(
+    transport: Any, msg: dict[str, Any], deadline: float = LONG
+) -> tuple[Any, float, list[int]]:
+    """:func:`outcome`, plus the sizes of the frames the transport discarded meanwhile."""
+    sizes: list[int] = []
+    token = DISCARDED.set(sizes)
+    try:
+        result, elapsed = await outcome(transport, msg, deadline)
+    finally:
+        DISCARDED.reset(token)
+    return result, elapsed, sizes
+
+
 def effects(response: Any) -> list[Any]:
     assert isinstance(response, dict), response
     return list(response["result"]["effects"])
@@ -178,11 +197,13 @@ STDIO_FAILURES: dict[str, FailureClass] = {
     "exit-before-answer": F.ABNORMAL_EXIT,
     "garbage": F.MALFORMED_OUTPUT,
     "multiline": F.MALFORMED_OUTPUT,
-    "wrong-id": F.ID_MISMATCH,
+    "wrong-id": F.ID_MISMATCH,  # per_event: its one answer is not this request's
     "oversized": F.MALFORMED_OUTPUT,
     "invalid-utf8": F.MALFORMED_OUTPUT,
     "unterminated": F.MALFORMED_OUTPUT,
 }
+PERSISTENT_DISCARDS = {"wrong-id"}
+"""Persistent modes whose only answer has another id: discarded, so the deadline ends them."""
 
 
 def check(mode: str, result: Any, expected: FailureClass | Check) -> None:
@@ -201,6 +222,11 @@ def check(mode: str, result: Any, expected: FailureClass | Check) -> None:
 async def test_stdio_mode(lifecycle: str, mode: str, tmp_path: Path) -> None:
     transport = stdio(mode, lifecycle=lifecycle, extra=("--delay-ms", "150"), exit_grace=0.3)
     try:
+        if lifecycle == "persistent" and mode in PERSISTENT_DISCARDS:
+            result, elapsed, discarded = await discarding(transport, message(), deadline=0.5)
+            assert (result, len(discarded)) == ("timeout", 1), mode
+            assert elapsed < QUICK
+            return
         result, elapsed = await outcome(transport, message())
         expected = STDIO_FAILURES.get(mode) or RESPONSES[mode]
         check(mode, result, expected)
@@ -272,18 +298,121 @@ async def test_stdio_frame_limit_is_exact(lifecycle: str) -> None:
 
 
 @pytest.mark.anyio
-async def test_persistent_stale_duplicate_is_a_mismatch_for_the_next_request() -> None:
-    # Only ids abandoned by a deadline are discarded; any other uncorrelated frame fails.
+async def test_persistent_stale_duplicate_is_discarded_and_the_next_answer_taken() -> None:
+    # A late duplicate of an earlier answer is uncorrelated: discarded, never fatal.
     transport = stdio()
     try:
-        first, _ = await outcome(transport, message("two-responses"))
-        assert is_ok(first)
+        first, _ = await outcome(transport, message("two-responses", id="first"))
+        assert is_ok(first) and first["id"] == "first"
         (pid,) = transport.pids
-        second, _ = await outcome(transport, message())
-        assert second == F.ID_MISMATCH
-        assert pid not in transport.pids
-        third, _ = await outcome(transport, message())
-        assert is_ok(third)
+        second, elapsed, discarded = await discarding(transport, message(id="second"))
+        assert is_ok(second) and second["id"] == "second"
+        assert discarded == [len(ok_line("first")) - 1]  # the duplicate, by size only
+        assert elapsed < QUICK
+        assert transport.pids == [pid]  # the same child: nothing failed
+    finally:
+        await transport.aclose()
+
+
+# -- stdio: uncorrelated frames on a persistent backend (draft §8.1) ---------------------
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("lifecycle", ["persistent", "per_event"])
+async def test_a_stray_response_before_the_live_one(
+    lifecycle: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """persistent: discarded (logged by size), the live answer accepted within the same
+    deadline. per_event: the child's one response is not this request's: a failure."""
+    transport = stdio(lifecycle=lifecycle)
+    try:
+        with caplog.at_level(logging.INFO, "ahp_protocol.client.transports.stdio"):
+            result, elapsed, discarded = await discarding(
+                transport, message("stray-then-ok", id="live")
+            )
+        assert elapsed < QUICK
+        if lifecycle == "per_event":
+            assert result == F.ID_MISMATCH and discarded == []
+            return
+        assert is_ok(result) and result["id"] == "live"
+        assert discarded == [len(ok_line("live-stray")) - 1]
+        logged = caplog.text
+        assert f"discarded an uncorrelated response ({discarded[0]} bytes)" in logged
+        assert "live-stray" not in logged  # never the content
+        (pid,) = transport.pids
+        again, _ = await outcome(transport, message(id="next"))
+        assert is_ok(again) and again["id"] == "next" and transport.pids == [pid]
+    finally:
+        await transport.aclose()
+
+
+@pytest.mark.anyio
+async def test_uncorrelated_responses_are_bounded_per_request() -> None:
+    transport = stdio()
+    try:
+        tolerated = message("strays", id="edge", _strays=MAX_UNCORRELATED)
+        result, _, discarded = await discarding(transport, tolerated)
+        assert is_ok(result) and result["id"] == "edge"
+        assert len(discarded) == MAX_UNCORRELATED
+        (pid,) = transport.pids
+        # One more is a misbehaving backend: failed at once, not at the deadline, and the
+        # child replaced; a flood is read no further than the bound.
+        for count in (MAX_UNCORRELATED + 1, 100 * MAX_UNCORRELATED):
+            flood = message("strays", _strays=count)
+            result, elapsed, discarded = await discarding(transport, flood)
+            assert result == F.ID_MISMATCH, count
+            assert len(discarded) == MAX_UNCORRELATED
+            assert elapsed < QUICK, f"{count} strays took {elapsed:.2f}s"
+            assert pid not in transport.pids and transport.pids == []
+        after, _ = await outcome(transport, message())
+        assert is_ok(after)
+    finally:
+        await transport.aclose()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("then", "failure"),
+    [
+        ("garbage", F.MALFORMED_OUTPUT),
+        ("multiline", F.MALFORMED_OUTPUT),
+        ("invalid-utf8", F.MALFORMED_OUTPUT),
+        ("oversized", F.MALFORMED_OUTPUT),
+    ],
+)
+async def test_malformed_output_after_a_stray_still_fails_at_once(
+    then: str, failure: FailureClass
+) -> None:
+    transport = stdio()
+    try:
+        result, elapsed, discarded = await discarding(
+            transport, message("strays", _strays=1, _then=then)
+        )
+        assert result == failure and len(discarded) == 1
+        assert elapsed < QUICK
+        assert transport.pids == []
+    finally:
+        await transport.aclose()
+
+
+@pytest.mark.anyio
+async def test_a_late_answer_never_passes_for_a_new_request_with_the_same_id(
+    tmp_path: Path,
+) -> None:
+    # The abandoned request's late answer (ok) would carry the same id as the new request
+    # (deny): the new request goes to a fresh child, so the answer it gets is its own.
+    rec = tmp_path / "rec.jsonl"
+    transport = stdio(record=rec)
+    try:
+        with anyio.move_on_after(0.2) as scope:
+            await transport.request(message("late", id="same", _delay_ms=400))
+        assert scope.cancelled_caught
+        (first,) = transport.pids
+        result, _ = await outcome(transport, message("deny", id="same"), deadline=5)
+        assert is_deny(result)
+        (second,) = transport.pids
+        assert second != first
+        assert [s["pid"] for s in starts(rec)] == [first, second]
     finally:
         await transport.aclose()
 
@@ -329,13 +458,20 @@ async def test_abandoned_request_then_next_request_ignores_the_late_reply(tmp_pa
 
 
 @pytest.mark.anyio
-async def test_an_unknown_id_is_a_mismatch_even_after_an_abandon() -> None:
+async def test_only_other_ids_end_at_the_deadline_after_an_abandon() -> None:
+    # The abandoned request's late answer and an unknown id: both discarded; the request
+    # for "mine" is never answered, so the caller's deadline ends it (never a wrong answer).
     transport = stdio()
     try:
         with anyio.move_on_after(0.1):
             await transport.request(message("late", id="gone", _delay_ms=300))
-        result, _ = await outcome(transport, message("wrong-id", id="mine"), deadline=5)
-        assert result == F.ID_MISMATCH
+        (pid,) = transport.pids
+        result, elapsed, discarded = await discarding(
+            transport, message("wrong-id", id="mine"), deadline=3
+        )
+        assert result == "timeout" and elapsed >= 3
+        assert discarded == [len(ok_line("gone")) - 1, len(ok_line("mine-wrong")) - 1]
+        assert transport.pids == [pid]  # a timeout keeps the child
     finally:
         await transport.aclose()
 
@@ -348,7 +484,6 @@ async def test_an_unknown_id_is_a_mismatch_even_after_an_abandon() -> None:
         ("multiline", F.MALFORMED_OUTPUT),
         ("invalid-utf8", F.MALFORMED_OUTPUT),
         ("oversized", F.MALFORMED_OUTPUT),
-        ("wrong-id", F.ID_MISMATCH),
         ("crash", F.ABNORMAL_EXIT),
     ],
 )

@@ -9,7 +9,9 @@ Mode selection, most specific first: a request's ``params._mode`` (with optional
 the positional ``MODE`` argument, then ``MISBEHAVE_MODE``, then ``ok``.
 
 Request modes (stdio and HTTP): ok, deny, hang, crash, garbage, multiline, wrong-id,
-stray-then-ok (a response with another id, then the real answer), rpc-error,
+stray-then-MODE (a response with another id, then the answer of MODE), strays (stdio:
+``params._strays`` responses with other ids, then the answer of mode ``params._then``,
+default ok, all in one write), rpc-error,
 wrong-version, no-effects (a result without ``effects``), null-effects (``"effects":
 null``), unknown-effect, unadvertised-effect, oversized, late,
 slow-start, stderr-noise, exit-before-answer, invalid-utf8, linger (answers, then
@@ -81,9 +83,9 @@ def answer(mode: str, rid: Any) -> bytes:
     if mode == "wrong-id":
         other = f"{rid}-wrong" if isinstance(rid, str) else (rid or 0) + 1
         return line(ok(other))
-    if mode == "stray-then-ok":  # an uncorrelated response first, then the real answer
+    if mode.startswith("stray-then-"):  # an uncorrelated response, then the real answer
         other = f"{rid}-stray" if isinstance(rid, str) else (rid or 0) + 1
-        return line(ok(other)) + line(ok(rid))
+        return line(ok(other)) + answer(mode.removeprefix("stray-then-"), rid)
     if mode == "rpc-error":
         error = {"code": -32004, "message": "backend_internal_error"}
         return line({"jsonrpc": "2.0", "id": rid, "error": error})
@@ -152,6 +154,14 @@ def write_out(data: bytes) -> None:
         os._exit(0)
 
 
+def strays(message: dict[str, Any], rid: Any) -> bytes:
+    """``_strays`` uncorrelated responses, then the answer of mode ``_then`` (one write)."""
+    params = message.get("params") or {}
+    count, then = params.get("_strays", 1), params.get("_then", "ok")
+    frames = [line(ok(f"{rid}-stray-{i}")) for i in range(count)]
+    return b"".join(frames) + answer(then, rid)
+
+
 def serve_stdio(args: Options) -> None:
     if args.mode == "slow-start":
         time.sleep(args.delay_ms / 1000.0)
@@ -180,7 +190,7 @@ def serve_stdio(args: Options) -> None:
             time.sleep(delay if delay is not None else args.delay_ms / 1000.0)
         if mode == "grandchild":
             spawn_grandchild()
-        write_out(answer(mode, rid))
+        write_out(strays(message, rid) if mode == "strays" else answer(mode, rid))
         if mode in ("unterminated", "answer-then-fail"):
             os._exit(0 if mode == "unterminated" else 3)
         if mode == "linger":

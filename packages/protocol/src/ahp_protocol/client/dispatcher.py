@@ -30,6 +30,7 @@ import anyio
 from ahp_protocol.client.chain import ChainState, Permission, fold_response
 from ahp_protocol.client.failures import FailureClass, OperationalFailure
 from ahp_protocol.client.result import Diagnostic, HookResult, Outcome
+from ahp_protocol.client.transports.stdio import DISCARDED
 from ahp_protocol.wire import catalogue, jsonrpc
 
 if TYPE_CHECKING:
@@ -456,6 +457,8 @@ class Dispatcher:
                 continue
             grant = self.grant(event_type, route)
             started = time.perf_counter()
+            discarded: list[int] = []  # uncorrelated frames the transport dropped meanwhile
+            token = DISCARDED.set(discarded)
             try:
                 with anyio.fail_after(route.timeout_s):
                     folded, count = await self._exchange(route, event_type, state, grant)
@@ -474,10 +477,13 @@ class Dispatcher:
                         "intercept",
                         outcome,
                         (time.perf_counter() - started) * 1000,
+                        discarded=len(discarded),
                     )
                 )
                 state = folded
                 continue
+            finally:
+                DISCARDED.reset(token)
             diagnostics.append(
                 Diagnostic(
                     route.hook.id,
@@ -488,6 +494,7 @@ class Dispatcher:
                     failure.failure,
                     "fail-closed" if route.fail_closed else "fail-open",
                     failure.detail,
+                    len(discarded),
                 )
             )
             failures.append((route, failure.failure))

@@ -28,7 +28,9 @@ class FailureClass(StrEnum):
     MALFORMED_OUTPUT = "malformed_output"
     """Bytes that are not one UTF-8 JSON-RPC object per frame (bad UTF-8, JSON, envelope, size)."""
     ID_MISMATCH = "id_mismatch"
-    """A response whose id is not the request's id."""
+    """A response whose id is not the request's id where no other answer can follow (HTTP,
+    per_event stdio), or too many of them while one persistent stdio request waits (below
+    that bound persistent stdio discards them and keeps waiting, draft §8.1)."""
     RPC_ERROR = "rpc_error"
     """The backend answered with a JSON-RPC error."""
     UNSUPPORTED_VERSION = "unsupported_version"

@@ -27,7 +27,9 @@ class Diagnostic:
     ``outcome``: ``no_effect`` (empty effects), ``accepted`` (effects folded),
     ``denied`` (an accepted deny), ``failed`` (see ``failure`` and ``policy``)
     or ``delivered`` (an observation sent). ``latency_ms`` is wall time for the
-    exchange, acceptance included.
+    exchange, acceptance included. ``discarded`` counts the uncorrelated responses
+    (another request's id) a persistent stdio backend sent while this exchange
+    waited: dropped unread, as the stdio binding says, and shown here by count only.
     """
 
     backend: str
@@ -38,6 +40,7 @@ class Diagnostic:
     failure: FailureClass | None = None
     policy: Policy | None = None
     detail: str | None = None
+    discarded: int = 0
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -49,6 +52,8 @@ class Diagnostic:
         }
         if self.failure is not None:
             out.update(failure=self.failure.value, policy=self.policy, detail=self.detail)
+        if self.discarded:
+            out["discarded"] = self.discarded
         return out
 
 

@@ -12,18 +12,28 @@ Two lifecycles (draft §8.1):
 
 - ``persistent``: one long-lived child, spawned on first use and replaced on
   the next use after it exits or misbehaves. At most one request is
-  outstanding; a notification is written without waiting for anything. A
-  request abandoned by the caller's cancellation (its deadline) leaves the
-  child in place and its id remembered: a late frame with that id is discarded
-  (its size logged, never its content). Any other uncorrelated frame is
-  ``ID_MISMATCH``. Malformed output (bytes that are not UTF-8, not JSON, not a
-  response envelope, a pretty-printed multi-line object, an over-long or
-  unterminated frame) is ``MALFORMED_OUTPUT`` at once; EOF is
-  ``ABNORMAL_EXIT``. After any failure the child is killed and replaced on next
-  use. Lines holding only whitespace are skipped.
+  outstanding; a notification is written without waiting for anything.
+  Responses are correlated by id, and an uncorrelated response (a stray frame,
+  a late duplicate of an earlier answer) is discarded, as the stdio binding
+  says: its size is logged (never its content) and counted in
+  :data:`DISCARDED` for the caller's diagnostics, and the request keeps waiting
+  for its own answer within the caller's deadline. A backend that answers only
+  with other ids therefore ends at that deadline; more than
+  :data:`MAX_UNCORRELATED` uncorrelated responses while one request waits is
+  ``ID_MISMATCH`` at once (so a flood costs bounded, linear work). A request
+  abandoned by the caller's cancellation (its deadline) leaves the child in
+  place and its id remembered: its late answer is discarded too (not counted
+  against that bound), and a new request reusing that id gets a fresh child, so
+  the late answer can never pass for the new one. Malformed output (bytes that
+  are not UTF-8, not JSON, not a response envelope, a pretty-printed multi-line
+  object, an over-long or unterminated frame) is ``MALFORMED_OUTPUT`` at once;
+  EOF is ``ABNORMAL_EXIT``. After any failure the child is killed and replaced
+  on next use. Lines holding only whitespace are skipped.
 - ``per_event``: one child per message. It gets one line, then EOF; at most one
   response line is read, then the child must exit 0 (a nonzero exit or no
-  response is ``ABNORMAL_EXIT``, even after a valid answer). A child that
+  response is ``ABNORMAL_EXIT``, even after a valid answer). That one response
+  must carry the request's id (else ``ID_MISMATCH``: the child answers one
+  message, so another id means its answer is missing). A child that
   answers but does not exit within ``exit_grace`` seconds is killed and the
   answer counts. A notification child is not awaited: it is reaped when it
   exits, killed once older than ``notify_grace`` seconds (checked on each later
@@ -45,6 +55,7 @@ pipe) and only a bounded tail is kept for local debugging
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 import os
 import signal
@@ -63,10 +74,12 @@ from ahp_protocol.wire import jsonrpc
 
 __all__ = [
     "CLOSE_GRACE_S",
+    "DISCARDED",
     "ENV_ALLOWLIST",
     "EXIT_GRACE_S",
     "MAX_ABANDONED",
     "MAX_LINGERING",
+    "MAX_UNCORRELATED",
     "NOTIFY_GRACE_S",
     "STDERR_TAIL_BYTES",
     "StdioTransport",
@@ -117,12 +130,23 @@ MAX_LINGERING: Final = 16
 """per_event: notification children alive at once; the oldest is killed beyond this."""
 MAX_ABANDONED: Final = 16
 """persistent: unanswered abandoned requests after which the child is replaced."""
+MAX_UNCORRELATED: Final = 64
+"""persistent: uncorrelated responses discarded while one request waits; one more fails it."""
 CLOSE_GRACE_S: Final = 0.5
 """aclose(): how long children get to exit after their stdin is closed before SIGKILL."""
 NOTIFY_DELIVERY_S: Final = 2.0
 """aclose(): a per_event notification child may finish within this long of its start."""
 
 _READ_CHUNK: Final = 65536
+
+DISCARDED: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
+    "ahp_stdio_discarded", default=None
+)
+"""Where a persistent request records the size of each response it discarded.
+
+The caller sets a list (``token = DISCARDED.set([])``, then ``DISCARDED.reset(token)``)
+around its requests; each discarded frame appends its size in bytes. Unset: nothing is
+recorded. A context variable, so concurrent callers in their own tasks never mix."""
 
 
 # -- helpers shared with the HTTP transport ------------------------------------------
@@ -350,6 +374,14 @@ class _Child:
         return None
 
 
+def _discarded(size: int, what: str) -> None:
+    """Log (by size only) and record one discarded response frame."""
+    _log.info("AHP stdio discarded %s (%d bytes)", what, size)
+    sizes = DISCARDED.get()
+    if sizes is not None:
+        sizes.append(size)
+
+
 # -- the transport -------------------------------------------------------------------
 
 
@@ -519,10 +551,14 @@ class StdioTransport:
     async def _persistent_request(self, key: tuple[str, object], data: bytes) -> dict[str, Any]:
         async with self._request_lock:
             async with self._write_lock:
+                current = self._child
+                if current is not None and key in current.abandoned:
+                    # Its late answer to the abandoned request would carry this very id.
+                    current.broken = True
                 child = await self._ready()
-                child.abandoned.pop(key, None)
                 await self._write(child, data)
             try:
+                uncorrelated = 0
                 while True:
                     frame = await child.read_frame(self.max_frame_bytes)
                     if frame is None:
@@ -535,15 +571,14 @@ class StdioTransport:
                         return response
                     if got in child.abandoned:
                         del child.abandoned[got]
-                        _log.info(
-                            "AHP stdio discarded a late response to an abandoned request "
-                            "(%d bytes)",
-                            len(frame),
-                        )
+                        _discarded(len(frame), "a late response to an abandoned request")
                         continue
-                    raise OperationalFailure(
-                        FailureClass.ID_MISMATCH, "response id is not the request id"
-                    )
+                    uncorrelated += 1
+                    if uncorrelated > MAX_UNCORRELATED:
+                        raise OperationalFailure(
+                            FailureClass.ID_MISMATCH, "too many responses with another id"
+                        )
+                    _discarded(len(frame), "an uncorrelated response")
             except anyio.get_cancelled_exc_class():
                 # The caller's deadline: keep the child, remember the id, drop its late reply.
                 child.abandoned[key] = None
