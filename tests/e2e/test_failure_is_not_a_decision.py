@@ -17,8 +17,14 @@ proposes two writes the host itself decides by user rules: ``allowed.txt`` (an
   denial is attributed to the backend.
 - Either way the audit log records each exchange as ``failed`` with its failure
   class and policy, and its ``latencyMs`` is bounded: within the deadline plus
-  a small margin for the classes that wait (hang, late reply), and far below
-  the deadline for every other class (malformed output never waits it out).
+  a small margin for the classes that wait (hang, late reply, and a wrong id on
+  persistent stdio), and far below the deadline for every other class
+  (malformed output never waits it out).
+- A wrong id: a persistent stdio backend's answer with another id is
+  uncorrelated, so it is discarded (the exchange says ``discarded: 1``) and the
+  harness keeps waiting for the real answer, which never comes: the deadline
+  ends it (``deadline_exceeded``). A per_event child or an HTTP response carries
+  the one answer to the request, so another id there is ``id_mismatch`` at once.
 
 The failure classes are data (:data:`FAILURES`); the matrix is
 failure x transport x policy.
@@ -81,8 +87,9 @@ class Failure:
     make: Callable[[Any], Any] | None  # e2e -> Command; None: a refused connection
     failure: str | dict[str, str]  # the audit log's failure class (per transport when a dict)
     transports: tuple[str, ...] = TRANSPORTS
-    waits: bool = False  # waits out its deadline (hang, late reply)
+    waits: tuple[str, ...] = ()  # transports where it waits out its deadline (hang, late reply)
     backend_text: tuple[str, ...] = ()  # what the backend sent, never to be echoed
+    discarded: tuple[str, ...] = ()  # transports where one uncorrelated answer is discarded
 
     def expected(self, transport: str) -> str:
         return self.failure if isinstance(self.failure, str) else self.failure[transport]
@@ -91,7 +98,7 @@ class Failure:
 ASK = [{"type": "ask"}]  # never advertised to a non-interactive harness
 
 FAILURES = (
-    Failure("hang", lambda e2e: e2e.misbehave("hang"), "deadline_exceeded", waits=True),
+    Failure("hang", lambda e2e: e2e.misbehave("hang"), "deadline_exceeded", waits=TRANSPORTS),
     Failure(
         "crash",
         lambda e2e: e2e.misbehave("crash"),
@@ -99,7 +106,13 @@ FAILURES = (
     ),
     Failure("garbage", lambda e2e: e2e.misbehave("garbage"), "malformed_output"),
     Failure("multiline-json", lambda e2e: e2e.misbehave("multiline"), "malformed_output", STDIO),
-    Failure("wrong-id", lambda e2e: e2e.misbehave("wrong-id"), "id_mismatch"),
+    Failure(
+        "wrong-id",
+        lambda e2e: e2e.misbehave("wrong-id"),
+        {"persistent": "deadline_exceeded", "per_event": "id_mismatch", "http": "id_mismatch"},
+        waits=("persistent",),
+        discarded=("persistent",),
+    ),
     Failure(
         "rpc-error",
         lambda e2e: e2e.misbehave("rpc-error"),
@@ -120,7 +133,7 @@ FAILURES = (
         "late-reply",
         lambda e2e: e2e.misbehave("late", delay_ms=LATE_MS),
         "deadline_exceeded",
-        waits=True,
+        waits=TRANSPORTS,
     ),
 )
 
@@ -136,7 +149,7 @@ def cases() -> list[Any]:
 
 def failing_registration(e2e: Any, failure: Failure, transport: str, policy: str) -> Any:
     """The failing interceptor, then a recording one that answers no effect."""
-    timeout_ms = DEADLINE_MS if failure.waits else LONG_DEADLINE_MS
+    timeout_ms = DEADLINE_MS if transport in failure.waits else LONG_DEADLINE_MS
     subscription = e2e.intercept("tool.before", policy=policy, timeout_ms=timeout_ms)
     if failure.make is None:
         hook = e2e.hook(HOOK_ID, None, transport, [subscription], url=e2e.refused_url())
@@ -163,8 +176,9 @@ def test_failure_is_not_a_decision(e2e: Any, failure: Failure, transport: str, p
         assert exchange["outcome"] == "failed", run.explain()
         assert exchange["failure"] == failure.expected(transport), run.explain()
         assert exchange["policy"] == policy
+        assert exchange.get("discarded", 0) == (1 if transport in failure.discarded else 0)
         latency = exchange["latencyMs"]
-        if failure.waits:
+        if transport in failure.waits:
             assert DEADLINE_MS * 0.95 <= latency <= DEADLINE_MS + MARGIN_MS, run.explain()
         else:
             assert latency <= FAST_MS, run.explain()
