@@ -180,9 +180,11 @@ class Sandbox:
         path.write_text(json.dumps({"protocolVersion": "draft", "hooks": [hook]}))
         return path
 
-    def start_daemon(self, registration: Path) -> tuple[subprocess.Popen[bytes], Path]:
+    def start_daemon(
+        self, registration: Path, name: str = "hostile.sock"
+    ) -> tuple[subprocess.Popen[bytes], Path]:
         """``ahp-adapter daemon run`` on a socket of ours; returns once it said "ready"."""
-        sock = self.runtime / "hostile.sock"
+        sock = self.runtime / name
         read_fd, write_fd = os.pipe()
         with self.daemon_log.open("ab") as log:  # a file, as the hook gives it: never a full pipe
             proc = subprocess.Popen(
@@ -393,7 +395,8 @@ def _run_all_at_once(sandbox: Sandbox, registration: Path, calls: list[str]) -> 
         with path.open("rb") as stdin:
             hooks.append(
                 subprocess.Popen(
-                    sandbox.hook_argv(registration),
+                    # A budget no machine load exhausts: what is tested is the race, not speed.
+                    sandbox.hook_argv(registration, "--budget", "20"),
                     stdin=stdin,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
@@ -419,7 +422,7 @@ def _run_one_after_another(sandbox: Sandbox, registration: Path, calls: list[str
     outputs = []
     for command in calls:
         done = subprocess.run(
-            sandbox.hook_argv(registration),
+            sandbox.hook_argv(registration, "--budget", "20"),
             input=json.dumps(payload(command)).encode(),
             capture_output=True,
             env=sandbox.env,
@@ -520,3 +523,23 @@ def test_a_hook_waits_for_the_daemon_another_hook_is_starting(sandbox: Sandbox, 
     assert reason(out) == RM_RF
     assert request(sock, {"op": "ping"})["requests"] == 1  # answered by the daemon it waited for
     assert daemon.poll() is None
+
+
+# -- one daemon per socket ----------------------------------------------------------------
+
+
+def test_a_second_daemon_on_the_same_socket_leaves_the_first_serving(sandbox: Sandbox) -> None:
+    registration = sandbox.registration("fail-closed")
+    first, sock = sandbox.start_daemon(registration)
+    second, same = sandbox.start_daemon(registration)  # "ready": the first one serves
+    assert same == sock
+    assert second.wait(timeout=WAIT_S) == 0
+    assert first.poll() is None, "checking for a live daemon ended it"
+    status = request(sock, {"op": "ping"})
+    assert status["pid"] == first.pid
+    assert request(sock, intercept_request("rm -rf /"))["reason"] == RM_RF
+    request(sock, {"op": "stop"})
+    assert first.wait(timeout=WAIT_S) == 0
+    assert not sock.exists()
+    third, again = sandbox.start_daemon(registration)  # after the first: a fresh one serves
+    assert request(again, {"op": "ping"})["pid"] == third.pid

@@ -16,11 +16,26 @@ serves hook processes over a Unix socket:
   request; a change builds a new engine (requests in flight finish on the old
   one, which is then closed). An invalid new file answers failures with the
   file's fail policy until it is fixed.
+- **One connection, one task:** whatever goes wrong on a connection (closed
+  before a full line, as the hooks' liveness probe does; reset; garbage,
+  invalid UTF-8, nesting past the recursion limit, a line past the limit; a
+  trickle slower than :data:`READ_TIMEOUT_S`; a client that leaves or does not
+  read its answer within :data:`WRITE_TIMEOUT_S`; a handler that raises) ends
+  that connection only, never the daemon or another connection. A failed
+  ``accept`` is retried.
+- **One daemon per socket:** a daemon holds an exclusive lock on its pid file
+  (``d-<key>.pid`` beside ``d-<key>.sock``) for life. A second daemon for the
+  same socket waits for it (at most :data:`CLAIM_WAIT_S`): if it serves, the
+  second signals "ready" and exits 0; if it exits, the second takes over. Only
+  the owner removes a stale socket file, and a daemon removes only its own.
 - **Lifetime:** exits after ``--idle-timeout`` seconds without requests, on
-  SIGTERM/SIGINT, or on ``stop``; it closes every backend and removes its socket.
+  SIGTERM/SIGINT, or on ``stop``: it stops accepting and removes its socket
+  first (a hook that comes now starts a new daemon), lets answers in flight
+  go out (at most :data:`STOP_GRACE_S`), then closes every backend.
 
 Never answers a hook with backend output or exception text (verdicts carry fixed
-phrases); logs go to stderr (the log file the hook opened for it).
+phrases); logs go to stderr (the log file the hook opened for it). Its own lines
+about a connection name the error's type, never what the connection sent.
 """
 
 from __future__ import annotations
