@@ -216,3 +216,27 @@ def test_run_restores_the_callers_alarm(tmp_path: Path) -> None:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
+
+
+def test_an_internal_error_is_logged_by_type_and_place_never_its_text(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # An exception's message may quote what it was given (the payload, an env value):
+    # the daemon log gets the exception's type and its frames, never its text.
+    import anyio
+    from ahp_adapters.engine import Engine
+
+    engine = Engine(str(registration(tmp_path, "fail-closed")))
+    capabilities = {"effects": ["deny-SECRET42"]}  # makes the dispatcher itself raise
+    with caplog.at_level("DEBUG", logger="ahp_adapters"):
+        verdict = anyio.run(engine.intercept, {"type": "tool.before"}, capabilities, 2.0)
+    assert (verdict.decision, verdict.policy, verdict.detail) == (
+        "failure",
+        "fail-closed",
+        "internal error",
+    )
+    logged = "\n".join(r.getMessage() + (r.exc_text or "") for r in caplog.records)
+    assert "intercept failed (WireErrors)" in logged
+    assert "parse_capabilities" in logged  # where it failed is kept
+    assert "must be a standard effect" not in logged
+    assert all(r.exc_info is None for r in caplog.records)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import traceback
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -117,8 +118,9 @@ class Engine:
             return Verdict("failure", policy=self.policy(dispatcher), detail="budget exhausted")
         except EngineError:
             return Verdict("failure", policy=self._fallback_policy, detail="registration rejected")
-        except Exception:
-            log.exception("intercept failed")
+        except Exception as exc:  # its type and where, never its text (it may quote input)
+            where = "".join(traceback.format_tb(exc.__traceback__))
+            log.error("intercept failed (%s)\n%s", type(exc).__name__, where)
             return Verdict("failure", policy=self.policy(dispatcher), detail="internal error")
         for diagnostic in result.diagnostics:
             if diagnostic.outcome == "failed":
