@@ -33,6 +33,7 @@ from ahp_protocol.server import Backend, InterceptRequest
 from ahp_protocol.server import backend as kit
 from ahp_protocol.wire import registration
 from ahp_protocol.wire.capabilities import parse_capabilities
+from ahp_protocol.wire.content import project_event
 from ahp_protocol.wire.effects import check_effects
 from ahp_protocol.wire.errors import WireErrors
 from ahp_protocol.wire.jsonrpc import decode
@@ -431,6 +432,27 @@ WIRE: dict[str, tuple[Callable[[int], Callable[[], object]], int]] = {
             [{"type": "message", "text": f"m{i}"} for i in range(n)],
         ),
         500,
+    ),
+    "event content withheld, open JSON scrubbed": (
+        lambda n: (
+            lambda: project_event(
+                {
+                    **tool_before("evt_1"),
+                    "items": [
+                        {"id": f"p{i}", "kind": "text", "mediaType": "text/plain"}
+                        | {"selection": "body", "text": f"secret {i}"}
+                        for i in range(n)
+                    ],
+                    "tool": {
+                        "name": "Bash",
+                        "origin": "native",
+                        "input": {"args": [f"arg {i}" for i in range(n)]},
+                    },
+                },
+                {"default": "metadata"},
+            )
+        ),
+        200,
     ),
     "JSON-RPC message": (
         lambda n: (

@@ -670,6 +670,7 @@ class _Projector:
     def __init__(self, selection: Mapping[str, str]) -> None:
         self.selection = selection
         self.withheld: set[str] = set()
+        self._long: list[str] | None = None  # the long withheld bodies, once all are seen
 
     def part(self, part: dict[str, Any]) -> dict[str, Any]:
         current = part.get("selection")
@@ -702,8 +703,14 @@ class _Projector:
         return node
 
     def scrub(self, value: Any, where: list[PathPart], scrubbed: list[str]) -> Any:
-        """Blank every string in ``value`` that duplicates a withheld body."""
-        long = [w for w in self.withheld if len(w) >= _MIN_EMBEDDED]
+        """Blank every string in ``value`` that duplicates a withheld body.
+
+        Runs after every part was projected: the long bodies are listed once (not once
+        per node). Looking for them inside a string costs its length times their number.
+        """
+        long = self._long
+        if long is None:
+            long = self._long = [w for w in self.withheld if len(w) >= _MIN_EMBEDDED]
 
         def hit(s: str) -> bool:
             return s in self.withheld or any(w in s for w in long)
