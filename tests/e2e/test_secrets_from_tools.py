@@ -16,8 +16,8 @@ command runs ``backends/proc_probe.py $PPID``, which reports what it could read.
    dumpable); ``cmdline`` is readable and holds no secret.
 
 What remains (the README's Limits): a privileged tool can read the harness's memory,
-which holds the secrets (test 1 checks that too, where the probe could read it). Both tests fail on a harness that does neither (the secrets
-are in ``environ``).
+which holds the secrets (test 1 checks that too, where the probe could read it). Both
+tests fail on a harness that does neither (the secrets are in ``environ``).
 """
 
 from __future__ import annotations
