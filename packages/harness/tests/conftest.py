@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ahp_harness.hooks import HARNESS, CallRecord, Envelope, Gate
+from ahp_harness.hooks import HARNESS, CallRecord, Envelope, Gate, new_id
 from ahp_harness.manifest import capabilities
 from ahp_harness.permissions import Permissions
 from ahp_harness.sandbox import Sandbox
@@ -84,6 +84,21 @@ class GateRun:
     reporter: RecordingReporter
     dispatcher: Dispatcher | None
     audit: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+    async def barrier(self) -> None:
+        """Wait until every interceptor has read everything sent so far (each answers in
+        order): one more ``tool.before``, about a call of its own, answered by all."""
+        assert self.dispatcher is not None
+        tool = {
+            "name": "read_file",
+            "kind": "file_read",
+            "input": {"path": "-"},
+            "origin": "native",
+        }
+        event = self.gate.envelope.event(
+            "tool.before", tool=tool, call={"id": new_id("call")}, path="native"
+        )
+        await self.dispatcher.intercept(event)
 
 
 class HarnessKit:

@@ -221,18 +221,6 @@ def gate_for(
     return shared.gate(dispatcher, permissions, approve=approve, workspace=workspace), workspace
 
 
-async def barrier(run: GateRun) -> None:
-    """Wait until the policy backend has read everything sent so far (it answers in order)."""
-    assert run.dispatcher is not None
-    event = run.gate.envelope.event(
-        "tool.before",
-        tool={"name": "read_file", "kind": "file_read", "input": {"path": "-"}, "origin": "native"},
-        call={"id": new_id("call")},
-        path="native",
-    )
-    await run.dispatcher.intercept(event)
-
-
 def observed(shared: HarnessKit, call_id: str, event_type: str) -> list[dict[str, Any]]:
     """The ``event_type`` observations the policy backend received for one call."""
     out = []
@@ -397,7 +385,7 @@ async def test_precedence_row(
         assert "rejected" in line["reason"]
     assert audit_calls(run) == [line]
     if dispatcher is backends[POLICY]:
-        await barrier(run)
+        await run.barrier()
         (after,) = observed(shared, record.call_id, "tool.after")
         status = "executed" if executed else "skipped"
         assert after["execution"]["status"] == status
@@ -462,7 +450,7 @@ async def test_an_invalid_modified_input_is_refused_not_run(
     assert record.input == effective  # the transcript shows what the backend made of it
     assert list(workspace.iterdir()) == []
     assert run.approver.calls == []
-    await barrier(run)
+    await run.barrier()
     (after,) = observed(shared, record.call_id, "tool.after")
     assert after["execution"] == {"status": "skipped", "reason": "policy"}
 
@@ -479,7 +467,7 @@ async def test_a_valid_modified_input_is_what_runs_and_what_is_recorded(
     assert not (workspace / "modify-valid.txt").exists()
     assert (workspace / "redirected.txt").read_text() == "rewritten by the policy\n"
     assert record.transcript()["input"] == effective
-    await barrier(run)
+    await run.barrier()
     (after,) = observed(shared, record.call_id, "tool.after")
     assert after["tool"]["input"] == effective
     (changed,) = observed_changes(shared, after["id"])
@@ -560,7 +548,7 @@ async def test_a_supplied_result_still_needs_approval(
     assert record.supplied is delivered
     assert record.outcome == ("ok" if delivered else "denied")
     assert (record.output == "supplied by the policy") is delivered
-    await barrier(run)
+    await run.barrier()
     (after,) = observed(shared, record.call_id, "tool.after")
     reason = "supplied_result" if delivered else "policy"
     assert after["execution"] == {"status": "skipped", "reason": reason}
@@ -598,7 +586,7 @@ async def test_the_permission_request_boundary(
     assert len(run.approver.calls) == (1 if prompted else 0)
     assert record.executed is executed
     assert (workspace / f"{marker}.txt").exists() is executed
-    await barrier(run)
+    await run.barrier()
     (resolved,) = observed(shared, record.call_id, "tool.permission.resolved")
     assert resolved["decidedBy"] == decided_by
     assert resolved["decision"] == ("allow" if executed else "deny")
@@ -640,7 +628,7 @@ async def test_a_permission_request_modification_is_judged_again(
     assert not (workspace.parent / "perm-escaped.txt").exists()
     assert list(workspace.iterdir()) == []
     assert {k: record.input[k] for k in effective} == effective
-    await barrier(run)
+    await run.barrier()
     (resolved,) = observed(shared, record.call_id, "tool.permission.resolved")
     assert resolved["decision"] == "deny"
     (after,) = observed(shared, record.call_id, "tool.after")
@@ -872,7 +860,7 @@ async def test_escapes_are_refused_even_when_everything_allows(
     assert sorted(p.name for p in outside.iterdir()) == ["secret.txt", "target.txt"]
     assert target.read_text() == "original\n"
     assert shared.secret_text not in record.output
-    await barrier(run)
+    await run.barrier()
     assert shared.secret_text not in json.dumps(shared.recorded(POLICY))
 
 
@@ -892,7 +880,7 @@ async def test_a_shell_cannot_read_an_inherited_secret(
     assert "escape-secret:::" in record.output  # the variables are simply not there
     assert secret not in record.output
     assert "AHP_HARNESS_TEST_API_TOKEN" not in record.output
-    await barrier(run)
+    await run.barrier()
     assert secret not in json.dumps(shared.recorded(POLICY))
     assert secret not in json.dumps(run.audit)
 

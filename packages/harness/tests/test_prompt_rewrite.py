@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from ahp_harness.hooks import new_id
 from ahp_harness.manifest import manifest
 from ahp_protocol.client import Dispatcher
 from ahp_protocol.client.chain import SYNTHETIC_DENIAL_REASON
@@ -137,18 +136,6 @@ def gate_for(
     return shared.gate(dispatcher, permissions, approve=approve, workspace=workspace), workspace
 
 
-async def barrier(run: GateRun) -> None:
-    """Wait until the guard has read everything sent so far (it answers in order)."""
-    assert run.dispatcher is not None
-    event = run.gate.envelope.event(
-        "tool.before",
-        tool={"name": "read_file", "kind": "file_read", "input": {"path": "-"}, "origin": "native"},
-        call={"id": new_id("call")},
-        path="native",
-    )
-    await run.dispatcher.intercept(event)
-
-
 def received(shared: HarnessKit, call_id: str, event_type: str) -> list[dict[str, Any]]:
     """The guard's received messages (intercepts and observations) about one call."""
     out = []
@@ -181,7 +168,7 @@ async def test_a_deny_list_at_tool_before_sees_the_rewritten_command(
     assert (record.host_decision, record.host_stage) == ("deny", "ahp")
     assert record.input == {"command": "rm -rf victim"}  # what was refused, as refused
     assert run.approver.calls == []  # refused before anyone is asked
-    await barrier(run)
+    await run.barrier()
     first, second = received(shared, record.call_id, "tool.before")
     assert event_of(first)["tool"]["input"] == {"command": "ls victim"}
     assert event_of(second)["tool"]["input"] == {"command": "rm -rf victim"}
@@ -215,7 +202,7 @@ async def test_an_ask_from_tool_before_survives_a_rewrite_and_an_allow_at_the_pr
         assert (workspace / "ask-me.txt").read_text() == "rewritten at the prompt\n"
     else:
         assert list(workspace.iterdir()) == []
-    await barrier(run)
+    await run.barrier()
     first, second = received(shared, record.call_id, "tool.before")
     assert first["params"]["state"]["permission"] == "none"
     assert second["params"]["state"]["permission"] == "ask"  # seeded: the ask persists
@@ -238,7 +225,7 @@ async def test_a_rewrite_at_the_prompt_drops_the_supplied_result(
     assert record.executed is True
     assert record.output != "supplied by the guard"
     assert (workspace / "supply-me.txt").read_text() == "rewritten at the prompt\n"
-    await barrier(run)
+    await run.barrier()
     first, second = received(shared, record.call_id, "tool.before")
     # The guard supplied a result for the original input; it is not delivered for the
     # rewritten one, nor carried into the second run's state (no candidate there).
@@ -291,7 +278,7 @@ async def test_the_second_tool_before_has_its_own_deadline(kit: HarnessKit, poli
     rewriter = kit.scripted(REWRITER, REWRITER_RULES, intercept=["tool.permission.request"])
     async with kit.open_dispatcher([slow, rewriter]) as dispatcher:
         run = kit.gate(dispatcher, kit.permissions(mode="default"), approve=True)
-        await barrier(run)  # the backend is up before the call's deadlines start
+        await run.barrier()  # the backend is up before the call's deadlines start
         record = await run.gate.call("write_file", {"path": "slow-me.txt", "content": "x\n"})
         run.gate.sandbox.close()
     missed = [
@@ -325,7 +312,7 @@ async def test_a_second_tool_before_may_not_change_the_input_again(
     assert run.approver.calls == []
     assert "changed the input again" in record.reason
     assert (record.host_decision, record.host_stage) == ("deny", "ahp")
-    await barrier(run)
+    await run.barrier()
     (after,) = received(shared, record.call_id, "tool.after")
     assert event_of(after)["execution"] == {"status": "skipped", "reason": "policy"}
 
