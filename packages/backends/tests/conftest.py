@@ -12,8 +12,9 @@ Fixtures (factories; whatever they start is stopped at teardown):
 - ``stdio_backend(command, *args)`` -> :class:`StdioBackend`: one persistent process
   driven line by line (``request(message) -> dict``), its stderr collected
   (``wait_for_stderr(text)``, ``stderr_text()``);
-- ``http_backend(command, *args)`` -> :class:`HttpBackend`: ``--http 127.0.0.1:0``
-  started, ``url`` read from the stderr line; same stderr helpers;
+- ``http_backend(command, *args, env=None)`` -> :class:`HttpBackend`: ``--http
+  127.0.0.1:0`` started (in ``env``, else ours), ``url`` read from the stderr line; same
+  stderr helpers; ``stop()`` returns everything it wrote on stdout and stderr;
 - ``hook(command, *args, kind=..., http=None, subscriptions=None)`` -> one
   registration ``hooks[]`` entry for a transport kind (``persistent``,
   ``per_event``, ``http``; for ``http`` pass the running :class:`HttpBackend`);
@@ -37,7 +38,7 @@ import subprocess
 import sys
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, ClassVar
 
@@ -99,6 +100,19 @@ class _Stderr:
                 self.lines.append(line)
                 if text in line:
                     return line
+
+    def until_closed(self, timeout: float = DEADLINE) -> str:
+        """Everything the stream carried, once it has closed (the process ended)."""
+        with self._lock:
+            while True:
+                try:
+                    line = self._queue.get(timeout=timeout)
+                except queue.Empty:
+                    raise AssertionError("the stream did not close in time") from None
+                if line is None:
+                    self._queue.put(None)
+                    return "".join(self.lines)
+                self.lines.append(line)
 
     def text(self) -> str:
         """What has been collected so far (plus anything already queued)."""
@@ -175,12 +189,17 @@ class StdioBackend:
 class HttpBackend:
     """An ``--http 127.0.0.1:0`` backend process; ``url`` comes from its stderr line."""
 
-    def __init__(self, argv: list[str]) -> None:
+    def __init__(self, argv: list[str], env: Mapping[str, str] | None = None) -> None:
         self.argv = argv
         self.process = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=None if env is None else dict(env),
         )
-        assert self.process.stderr is not None
+        assert self.process.stdout is not None and self.process.stderr is not None
+        self.stdout = _Stderr(self.process.stdout)  # kept: an HTTP backend prints nothing there
         self.stderr = _Stderr(self.process.stderr)
         try:
             line = self.stderr.wait_for("listening on http://")
@@ -204,7 +223,8 @@ class HttpBackend:
     def stderr_text(self) -> str:
         return self.stderr.text()
 
-    def stop(self) -> None:
+    def stop(self) -> str:
+        """Stop the process; everything it wrote, stdout then stderr."""
         if self.process.poll() is None:
             self.process.terminate()
             try:
@@ -212,6 +232,7 @@ class HttpBackend:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(timeout=DEADLINE)
+        return self.stdout.until_closed() + self.stderr.until_closed()
 
 
 @pytest.fixture
@@ -249,8 +270,8 @@ def stdio_backend() -> Iterator[Callable[..., StdioBackend]]:
 def http_backend() -> Iterator[Callable[..., HttpBackend]]:
     started: list[HttpBackend] = []
 
-    def start(command: str, *args: str) -> HttpBackend:
-        backend = HttpBackend(backend_argv_for(command, *args, "--http", "127.0.0.1:0"))
+    def start(command: str, *args: str, env: Mapping[str, str] | None = None) -> HttpBackend:
+        backend = HttpBackend(backend_argv_for(command, *args, "--http", "127.0.0.1:0"), env)
         started.append(backend)
         return backend
 
