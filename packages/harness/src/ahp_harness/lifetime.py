@@ -63,7 +63,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from ahp_harness.sandbox import _SECRET_NAME, DEFAULT_ENV_ALLOWLIST
+from ahp_harness.sandbox import DEFAULT_ENV_ALLOWLIST, looks_secret
 
 __all__ = [
     "Descendants",
@@ -118,7 +118,7 @@ def visible_environment(environ: Mapping[str, str]) -> dict[str, str]:
             or name in STARTUP_NAMES
             or name.startswith(STARTUP_PREFIXES)
         )
-        and not _SECRET_NAME.search(name)
+        and not looks_secret(name)
     }
 
 

@@ -66,6 +66,7 @@ __all__ = [
     "Limits",
     "Sandbox",
     "SandboxViolation",
+    "looks_secret",
     "open_entry",
 ]
 
@@ -74,11 +75,17 @@ DEFAULT_ENV_ALLOWLIST: frozenset[str] = frozenset(
     {"PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TERM", "TZ", "SHELL"}
 )
 
-# Names that are never inherited, even when a caller puts them in the allowlist.
 _SECRET_NAME = re.compile(
     r"TOKEN|SECRET|PASSW|PASSPHRASE|CREDENTIAL|API_?KEY|PRIVATE|AUTH|COOKIE|SESSION",
     re.IGNORECASE,
 )
+
+
+def looks_secret(name: str) -> bool:
+    """Whether an environment variable's name says it holds a secret: such a name is
+    never given to a tool, even when a caller puts it in the allowlist, and never shown
+    by the harness itself (:mod:`ahp_harness.lifetime`)."""
+    return _SECRET_NAME.search(name) is not None
 
 
 # Every open a file tool makes: never follow a symlink, never leak the descriptor into
@@ -359,7 +366,7 @@ class Sandbox:
         """The whole environment for ``shell``: allowlisted names only, never secrets."""
         env: dict[str, str] = {}
         for name in sorted(self.env_allowlist):
-            if _SECRET_NAME.search(name):
+            if looks_secret(name):
                 continue
             value = os.environ.get(name)
             if value is not None:
