@@ -1,6 +1,8 @@
 """The harness side of AHP: run one event through a registration's subscriptions.
 
-- :class:`Dispatcher` (async) and :class:`SyncDispatcher` (blocking facade);
+- :class:`Hooks`, the harness-facing API (envelope, lifecycle calls, validation),
+  built on :class:`Dispatcher` (async, low level) and :class:`SyncDispatcher`
+  (blocking facade);
 - :class:`HookResult` and :class:`Diagnostic`, what a run produced;
 - :mod:`~ahp_protocol.client.chain`, the pure folding rules;
 - :mod:`~ahp_protocol.client.transports`, stdio (persistent, per_event) and HTTP.
@@ -10,20 +12,35 @@ through the host's own permissions, managed policy and sandbox.
 """
 
 from ahp_protocol.client.chain import Candidate, ChainState, Denial
-from ahp_protocol.client.dispatcher import Dispatcher, RegistrationError
+from ahp_protocol.client.dispatcher import DeclarationError, Dispatcher, RegistrationError
 from ahp_protocol.client.failures import FailureClass, OperationalFailure
+from ahp_protocol.client.hooks import (
+    FileChange,
+    Hooks,
+    InvalidEvent,
+    SessionHooks,
+    ToolCall,
+    UnknownToolKind,
+)
 from ahp_protocol.client.result import Diagnostic, HookResult
 from ahp_protocol.client.sync import SyncDispatcher
 
 __all__ = [
     "Candidate",
     "ChainState",
+    "DeclarationError",
     "Denial",
     "Diagnostic",
     "Dispatcher",
     "FailureClass",
+    "FileChange",
     "HookResult",
+    "Hooks",
+    "InvalidEvent",
     "OperationalFailure",
     "RegistrationError",
+    "SessionHooks",
     "SyncDispatcher",
+    "ToolCall",
+    "UnknownToolKind",
 ]

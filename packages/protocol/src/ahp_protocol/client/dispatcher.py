@@ -20,7 +20,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -55,6 +55,49 @@ _EFFECT_FAILURES = {
 
 class RegistrationError(ValueError):
     """A registration this harness cannot run (the message names the JSON path and the rule)."""
+
+
+class DeclarationError(ValueError):
+    """The host's own declaration of what it enforces is wrong (a programming error)."""
+
+
+def check_declaration(capabilities: object) -> dict[str, dict[str, Any]]:
+    """The host's per-event capabilities, checked now rather than at the first event.
+
+    Each key must be an interceptable standard event, each value a wire capabilities
+    object within that event's bounds (draft §4). Raises :class:`DeclarationError`
+    naming the entry, what is wrong and what is allowed there.
+    """
+    from ahp_protocol.wire.capabilities import parse_capabilities
+    from ahp_protocol.wire.effects import EVENT_EFFECTS
+    from ahp_protocol.wire.errors import WireErrors
+
+    if not isinstance(capabilities, Mapping):
+        raise DeclarationError("capabilities must map event types to capabilities objects")
+    declared: dict[str, dict[str, Any]] = {}
+    for event_type, caps in capabilities.items():
+        where = f"capabilities[{event_type!r}]"
+        if not isinstance(event_type, str) or not catalogue.is_interceptable(event_type):
+            raise DeclarationError(
+                f"{where}: not an interceptable event (interceptable: "
+                f"{', '.join(catalogue.INTERCEPTABLE)})"
+            )
+        allowed = ", ".join(sorted(EVENT_EFFECTS.get(event_type, ())))
+        if not isinstance(caps, Mapping):
+            raise DeclarationError(
+                f"{where}: must be a capabilities object such as "
+                f'{{"effects": ["deny"]}}, not {type(caps).__name__} '
+                f"(effects allowed at {event_type}: {allowed})"
+            )
+        try:
+            parse_capabilities(caps, event_type=event_type)
+        except WireErrors as exc:
+            problems = "; ".join(f"{where}.{e.path}: {e.reason}" for e in exc.errors)
+            raise DeclarationError(
+                f"{problems} (effects allowed at {event_type}: {allowed})"
+            ) from None
+        declared[event_type] = dict(caps)
+    return declared
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +147,29 @@ class Route:
         return "fail-closed" if self.fail_closed else "fail-open"
 
 
+MAX_REASON_CHARS = 160
+"""How much of a backend's ``error.data.reason`` a diagnostic keeps."""
+
+
+def rpc_error_detail(error: object) -> str:
+    """What a JSON-RPC error says, for a diagnostic: its code, the code's fixed name and
+    the backend's ``data.reason`` (printable, bounded); never ``message`` or other data,
+    where a careless backend may have put exception text."""
+    if not isinstance(error, Mapping) or type(error.get("code")) is not int:
+        return "backend answered with a malformed JSON-RPC error"
+    code: int = error["code"]
+    detail = f"backend answered with JSON-RPC error {code}"
+    name = jsonrpc.ERROR_MESSAGES.get(code)
+    if name is not None:
+        detail += f" ({name})"
+    data = error.get("data")
+    reason = data.get("reason") if isinstance(data, Mapping) else None
+    if isinstance(reason, str) and reason:
+        text = "".join(c if c.isprintable() else " " for c in reason[:MAX_REASON_CHARS])
+        detail += f": {text}" + ("…" if len(reason) > MAX_REASON_CHARS else "")
+    return detail
+
+
 def now_rfc3339() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
@@ -138,7 +204,7 @@ class Dispatcher:
         harness: Mapping[str, str] | None = None,
     ) -> None:
         self.registration = registration
-        self.capabilities = {k: dict(v) for k, v in capabilities.items()}
+        self.capabilities = check_declaration(capabilities)
         self.environ = dict(os.environ if environ is None else environ)
         self.observe_timeout = observe_timeout
         self.discovery_timeout = discovery_timeout
@@ -146,6 +212,7 @@ class Dispatcher:
         self.harness = dict(harness or {"name": "ahp-protocol", "version": "0"})
         self.configuration_diagnostics: list[Diagnostic] = []
         self._transports: dict[str, Transport] = {}
+        self._stderr: dict[str, Callable[[], bytes]] = {}
         self._subscriptions: dict[str, Sequence[Subscription]] = {}
         self._routes: dict[tuple[str, str], list[Route]] = {}
         self._grants: dict[tuple[str, str, int], dict[str, Any]] = {}
@@ -242,6 +309,16 @@ class Dispatcher:
             with anyio.CancelScope(shield=True):
                 await transport.aclose()
 
+    def stderr_tail(self, backend_id: str) -> str:
+        """The most recent stderr of a stdio backend's processes (``""`` for HTTP, or none yet).
+
+        For showing a user why a backend failed (a missing rules file, a traceback). The
+        backend's own words: it may echo what it was given, so show it to the operator,
+        never to the model, and never put it into an event.
+        """
+        tail = self._stderr.get(backend_id)
+        return tail().decode("utf-8", "replace") if tail is not None else ""
+
     def _transport(self, hook: Hook) -> Transport:
         transport = self._transports.get(hook.id)
         if transport is None:
@@ -249,6 +326,9 @@ class Dispatcher:
 
             transport = open_transport(hook, environ=self.environ)
             self._transports[hook.id] = transport
+            tail = getattr(transport, "stderr_tail", None)
+            if callable(tail):  # kept after aclose(): why a backend died is read afterwards
+                self._stderr[hook.id] = tail
         return transport
 
     async def _discover(self, hook: Hook) -> list[Subscription]:
@@ -379,7 +459,7 @@ class Dispatcher:
         if response.get("id") != request_id:
             raise OperationalFailure(FailureClass.ID_MISMATCH, "response id is not the request id")
         if "error" in response:
-            raise OperationalFailure(FailureClass.RPC_ERROR, "backend answered with an error")
+            raise OperationalFailure(FailureClass.RPC_ERROR, rpc_error_detail(response["error"]))
         result = response.get("result")
         if not isinstance(result, dict):
             raise OperationalFailure(FailureClass.INVALID_RESULT, "result is not an object")

@@ -507,10 +507,10 @@ class StdioTransport:
                     env=env,
                     start_new_session=True,
                 )
-        except (OSError, ValueError, subprocess.SubprocessError):
+        except (OSError, ValueError, subprocess.SubprocessError) as exc:
             os.close(read_fd)
             raise OperationalFailure(
-                FailureClass.SPAWN_FAILED, "backend process could not be started"
+                FailureClass.SPAWN_FAILED, self._spawn_detail(exc, env)
             ) from None
         finally:
             os.close(write_fd)
@@ -520,6 +520,21 @@ class StdioTransport:
             await self._retire(child)
             raise OperationalFailure(FailureClass.SPAWN_FAILED, "transport is closed")
         return child
+
+    def _spawn_detail(self, exc: BaseException, env: Mapping[str, str]) -> str:
+        """Why the backend could not be started, naming the command and the folder it was
+        looked up in, never an argument, an environment value or exception text."""
+        where = f" (working folder {self.cwd!r})" if self.cwd else ""
+        if self.cwd and not os.path.isdir(self.cwd):
+            return f"working folder {self.cwd!r} does not exist"
+        if isinstance(exc, FileNotFoundError):
+            if os.sep in self.command or (os.altsep and os.altsep in self.command):
+                return f"command {self.command!r} not found{where}"
+            path = env.get("PATH", "")
+            return f"{self.command!r} not found on PATH (the backend's PATH is {path!r})"
+        if isinstance(exc, PermissionError):
+            return f"command {self.command!r} is not executable{where}"
+        return f"command {self.command!r} could not be started ({type(exc).__name__}){where}"
 
     async def _retire(self, child: _Child) -> None:
         if self._child is child:
