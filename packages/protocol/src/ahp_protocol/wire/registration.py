@@ -4,8 +4,9 @@ Owns the pydantic models of a registration (``protocolVersion`` plus an ordered
 list of backends: transport, authentication binding, subscriptions) and of the
 shared subscription configuration a backend returns from ``hooks/configuration``;
 the loaders :func:`parse_registration`, :func:`load_registration` and
-:func:`parse_configuration`; and subscription matching for dispatch
-(:meth:`Hook.matching`).
+:func:`parse_configuration`; and the models' view of dispatch
+(:meth:`Hook.matching`, :meth:`Configuration.matching`), whose rule is
+:func:`ahp_protocol.wire.routing.routes`.
 
 The loaders check every rule of draft section 9 and of the official registration
 schema on the plain JSON value first, so each violation is reported as a
@@ -28,7 +29,7 @@ import os
 import re
 import string
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Annotated, Any, ClassVar, Final, Literal, Self, TypeAlias
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final, Literal, Self, TypeAlias
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -49,10 +50,10 @@ from .catalogue import (
     REMOVED,
     expand,
     is_wildcard,
-    selector_matches,
 )
 from .errors import PathPart, WireError, WireErrors, from_validation_error, json_path
 from .jsonrpc import PROTOCOL_VERSION
+from .routing import routes
 
 __all__ = [
     "Authentication",
@@ -425,6 +426,9 @@ class Upload(_WireModel):
 class _SubscriptionBase(_WireModel):
     _always_on_wire = ("mode",)
 
+    if TYPE_CHECKING:
+        mode: Literal["intercept", "observe"]  # a field of each subclass
+
     events: Annotated[list[str], Field(min_length=1)]
     content: ContentSelection
     include_native: bool = False
@@ -446,8 +450,12 @@ class _SubscriptionBase(_WireModel):
             raise ValueError(_MANAGED)
 
     def matches(self, event_type: str) -> bool:
-        """Whether any selector covers ``event_type`` (mode aside)."""
-        return any(selector_matches(s, event_type) for s in self.events)
+        """Whether this subscription receives ``event_type`` in its own mode.
+
+        :func:`~ahp_protocol.wire.routing.routes`: a selector covers it and, for an
+        intercept subscription, the event is interceptable.
+        """
+        return routes(self.events, self.mode, event_type, self.mode)
 
 
 class InterceptSubscription(_SubscriptionBase):
@@ -495,13 +503,10 @@ def _matching(
 ) -> list[tuple[int, Subscription]]:
     if not subscriptions:
         return []
-    if mode == "intercept" and event_type not in INTERCEPTABLE_SET:
-        # An intercept wildcard expands only to interceptable events.
-        return []
     return [
         (index, sub)
         for index, sub in enumerate(subscriptions)
-        if sub.mode == mode and sub.matches(event_type)
+        if routes(sub.events, sub.mode, event_type, mode)
     ]
 
 
