@@ -108,7 +108,16 @@ def test_conversation_helpers() -> None:
 @pytest.mark.parametrize(
     ("data", "expected"),
     [
-        ({"steps": []}, "script: must be a JSON list of steps"),
+        ({"steps": []}, 'script: must be a JSON list of steps, or an object {"turns": [...]}'),
+        ({"turns": []}, 'script: "turns" must be a non-empty list'),
+        ({"turns": ["x"]}, 'turn 1: must be an object with "steps" (and "prompt")'),
+        ({"turns": [{"steps": [], "mood": 1}]}, "turn 1: unknown key(s) 'mood'"),
+        ({"turns": [{"prompt": 3, "steps": []}]}, 'turn 1: "prompt" must be a string'),
+        ({"turns": [{"prompt": "a"}]}, 'turn 1: "steps" must be a list of steps'),
+        (
+            {"turns": [{"steps": [{"say": "a"}]}, {"steps": [{"say": "b"}, {"say": 2}]}]},
+            'step 3 (turn 2): "say" must be a string',
+        ),
         ([{"say": "hi"}, "ls"], 'step 2: must be an object with "tool" and "input", or "say"'),
         ([{"say": "a", "tool": "shell"}], 'step 1: has both "say" and "tool"; use exactly one'),
         ([{"say": 3}], 'step 1: "say" must be a string'),
@@ -346,11 +355,11 @@ async def test_repl_ctrl_d_and_ctrl_c(pipe: Any) -> None:
     screen = io.StringIO()
     driver = ManualDriver(input=pipe, output=PlainTextOutput(screen))
     pipe.send_text("\x03")  # Ctrl-C: a hint, then the prompt again
-    pipe.send_text("\x04")  # Ctrl-D on an empty line: the turn ends
+    pipe.send_text("\x04")  # Ctrl-D on an empty line: the turn ends, and the session
     reply = await driver.respond(CONVERSATION)
-    assert reply == Reply(done=True)
+    assert reply == Reply(done=True, end_session=True)
     assert driver.quit_requested is True
-    assert "(Ctrl-C: /quit or Ctrl-D ends the turn" in screen.getvalue()
+    assert "(Ctrl-C: /quit or Ctrl-D ends the session" in screen.getvalue()
 
 
 @pytest.mark.anyio
@@ -360,7 +369,7 @@ async def test_repl_quit_and_dummy_output(pipe: Any) -> None:
     assert (await driver.respond(CONVERSATION)).steps == (
         ToolCall("edit_file", {"path": "a.txt", "old": "x", "new": "y"}, id="call_m1"),
     )
-    assert await driver.respond(CONVERSATION) == Reply(done=True)
+    assert await driver.respond(CONVERSATION) == Reply(done=True, end_session=True)
     assert driver.quit_requested is True
 
 
@@ -368,7 +377,7 @@ async def test_repl_quit_and_dummy_output(pipe: Any) -> None:
 async def test_repl_end_of_input(pipe: Any) -> None:
     driver = ManualDriver(input=pipe, output=DummyOutput())
     pipe.close()
-    assert await driver.respond(CONVERSATION) == Reply(done=True)
+    assert await driver.respond(CONVERSATION) == Reply(done=True, end_session=True)
     assert driver.quit_requested is True
 
 

@@ -1,16 +1,17 @@
 """What a model driver is: something that proposes the next steps of a turn.
 
 A driver sees the conversation (canonical AHP messages: system, user,
-assistant and tool turns, injections included) and answers with steps: tool
-calls to resolve, or text to say. Drivers never run tools and never see the
-host's permissions; the session sends every tool call through the gate.
+assistant and tool turns, injections included; every turn of the session so far)
+and answers with steps: tool calls to resolve, or text to say. Drivers never
+run tools and never see the host's permissions; the session sends every tool
+call through the gate.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,12 +37,14 @@ Step = ToolCall | Say
 class Reply:
     """One model response: what it says and the tool calls it proposes (in order).
 
-    ``done`` ends the turn (no more model requests after this reply's tool calls).
+    ``done`` ends the turn (no more model requests after this reply's tool calls);
+    ``end_session`` also asks for the session to end after this turn (the user quit).
     """
 
     steps: Sequence[Step] = field(default_factory=tuple)
     done: bool = False
     finish_reason: str = "stop"
+    end_session: bool = False
 
 
 class ModelDriver(Protocol):
@@ -56,4 +59,13 @@ class ModelDriver(Protocol):
 
     async def aclose(self) -> None:
         """Release what the driver holds (HTTP clients, terminals)."""
+        ...
+
+
+@runtime_checkable
+class TurnAware(Protocol):
+    """A driver that wants to know when a turn starts (the scripted one: its turns)."""
+
+    def start_turn(self) -> None:
+        """A new turn starts; the next :meth:`ModelDriver.respond` belongs to it."""
         ...

@@ -13,8 +13,12 @@ assistant message, each shown once), then reads commands until one is a step:
 ``/fetch URL``              ``fetch {"url"}``
 ``/say TEXT...``            say ``TEXT`` and end the turn (the model's final answer)
 ``/help``                   list the commands
-``/quit``, Ctrl-D           end the turn with nothing said; :attr:`quit_requested`
+``/quit``, Ctrl-D           end the turn with nothing said, and the session
+                            (``Reply.end_session``; :attr:`quit_requested`)
 ==========================  ======================================================
+
+The session goes on after ``/say``: the next turn starts with the user's next prompt
+(``ahp-harness run`` asks for it at ``you>``; ``/quit`` or Ctrl-D there ends the session).
 
 Words are split like a POSIX shell (``shlex``): quote paths with spaces, and quote
 regular expressions with single quotes to keep backslashes. In ``/write``, ``/edit``
@@ -105,7 +109,7 @@ COMMANDS: Mapping[str, Command] = {
         Command("/fetch", "/fetch URL", "HTTP GET a URL.", "fetch"),
         Command("/say", "/say TEXT...", "Say TEXT to the user and end the turn."),
         Command("/help", "/help", "Show this help."),
-        Command("/quit", "/quit", "End the turn without answering (Ctrl-D too)."),
+        Command("/quit", "/quit", "End the turn and the session (Ctrl-D too)."),
     )
 }
 _ALIASES = {"/exit": "/quit", "/?": "/help"}
@@ -325,7 +329,10 @@ class ManualDriver:
             self.say(text or "(no text)")
 
     def _toolbar(self) -> str:
-        return f" {self.model_id}: you are the model - /help lists commands, Ctrl-D ends"
+        return (
+            f" {self.model_id}: you are the model - /say ends the turn, "
+            "/quit or Ctrl-D the session, /help lists commands"
+        )
 
     async def respond(self, conversation: Sequence[Mapping[str, Any]]) -> Reply:
         self._show_news(conversation)
@@ -333,11 +340,11 @@ class ManualDriver:
             try:
                 line = await self._session.prompt_async("model> ", bottom_toolbar=self._toolbar)
             except KeyboardInterrupt:
-                self.say("(Ctrl-C: /quit or Ctrl-D ends the turn; /help lists commands)")
+                self.say("(Ctrl-C: /quit or Ctrl-D ends the session; /help lists commands)")
                 continue
             except EOFError:
                 self.quit_requested = True
-                return Reply(done=True)
+                return Reply(done=True, end_session=True)
             parsed = parse_line(line)
             if isinstance(parsed, _Show):
                 if parsed.text:
@@ -345,7 +352,7 @@ class ManualDriver:
                 continue
             if isinstance(parsed, _Quit):
                 self.quit_requested = True
-                return Reply(done=True)
+                return Reply(done=True, end_session=True)
             if isinstance(parsed, Say):
                 return Reply(steps=(parsed,), done=True)
             self._count += 1
