@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from ahp_adapters import dialects
-from ahp_adapters.decision import GENERIC_DENIAL_REASON, Verdict, registration_policy
+from ahp_adapters.decision import GENERIC_DENIAL_REASON, Verdict, read_policy
 from ahp_adapters.dialects.base import NativeAnswer, PayloadError, scrub_args, scrub_url
 from ahp_adapters.events import build_event, manifest, source_uri
 from ahp_protocol.client.chain import SYNTHETIC_DENIAL_REASON
@@ -341,16 +341,29 @@ def test_scrubbing() -> None:
     ]
 
 
-def test_registration_policy() -> None:
+def test_read_policy(tmp_path: Path) -> None:
+    """The fallback policy when no chain can run: wire.routing's rule, read from the file."""
+
     def sub(policy: str, events: list[str], **extra: Any) -> dict[str, Any]:
         return {"events": events, "mode": "intercept", "failurePolicy": policy, **extra}
 
-    def doc(*subs: dict[str, Any]) -> dict[str, Any]:
+    def doc(*subs: Any) -> dict[str, Any]:
         return {"hooks": [{"id": "a", "subscriptions": list(subs)}]}
 
-    assert registration_policy(doc(sub("fail-open", ["tool.before"]))) == "fail-open"
-    assert registration_policy(doc(sub("fail-closed", ["tool.*"]))) == "fail-closed"
-    assert registration_policy(doc(sub("fail-open", ["*"], scope="managed"))) == "fail-closed"
-    assert registration_policy(doc(sub("fail-closed", ["session.start"]))) == "none"
-    assert registration_policy({"hooks": [{"id": "a"}]}) == "fail-closed"  # discovered
-    assert registration_policy("not a registration") == "fail-closed"
+    def policy(document: Any) -> str:
+        path = tmp_path / "registration.json"
+        path.write_text(json.dumps(document), "utf-8")
+        return read_policy(str(path))
+
+    assert policy(doc(sub("fail-open", ["tool.before"]))) == "fail-open"
+    assert policy(doc(sub("fail-closed", ["tool.*"]))) == "fail-closed"
+    assert policy(doc(sub("fail-open", ["*"], scope="managed"))) == "fail-closed"
+    assert policy(doc(sub("fail-closed", ["session.start"]))) == "none"
+    assert policy({"hooks": [{"id": "a"}]}) == "fail-closed"  # discovered
+    assert policy("not a registration") == "fail-closed"
+    # A subscription that cannot be read may be a fail-closed interceptor.
+    assert policy(doc(sub("fail-open", ["tool.before"]), "garbage")) == "fail-closed"
+    assert policy(doc({"events": ["tool.before"], "mode": "intercept"})) == "fail-closed"
+    assert read_policy(str(tmp_path / "missing.json")) == "fail-closed"
+    (tmp_path / "broken.json").write_text("{", "utf-8")
+    assert read_policy(str(tmp_path / "broken.json")) == "fail-closed"

@@ -1,16 +1,18 @@
 """What one hook invocation decided, and which failure policy applies when nothing did.
 
 Owns :class:`Verdict` (``deny``, ``none`` or ``failure``; the form the daemon
-sends back over its socket) and :func:`registration_policy`, a standard
-library reading of a registration document that answers one question: if the
-adapter cannot run the chain at all (a malformed native payload, an
-unreadable registration, a daemon that died, a spent budget), does any
-``tool.before`` interceptor demand fail-closed?
+sends back over its socket) and :func:`read_policy`, which answers one question
+from the registration file: if the adapter cannot run the chain at all (a
+malformed native payload, an unreadable registration, a daemon that died, a
+spent budget), does any ``tool.before`` interceptor demand fail-closed? The rule
+itself is the protocol's (:func:`ahp_protocol.wire.routing.strictest_policy`,
+standard library only); this module only reads the file.
 
 Conservative by construction: a backend whose subscriptions come from
-``hooks/configuration`` (none in the file) and a registration that cannot be
-read count as fail-closed, since nothing shows they may fail open. Never
-carries backend output or exception text: ``detail`` is a fixed phrase.
+``hooks/configuration`` (none in the file), a subscription that cannot be read
+and a registration that cannot be read count as fail-closed, since nothing shows
+they may fail open. Never carries backend output or exception text: ``detail``
+is a fixed phrase.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from ahp_protocol.wire.routing import strictest_policy
 
 Policy = Literal["none", "fail-open", "fail-closed"]
 Decision = Literal["deny", "none", "failure"]
@@ -87,47 +91,17 @@ class Verdict:
         )
 
 
-def _matches_tool_before(selector: object) -> bool:
-    return selector in ("*", "tool.*", "tool.before")
-
-
-def registration_policy(doc: object) -> Policy:
-    """The strictest failure policy among ``tool.before`` interceptors of a registration doc."""
-    if not isinstance(doc, Mapping) or not isinstance(doc.get("hooks"), list):
-        return "fail-closed"
-    found: Policy = "none"
-    for hook in doc["hooks"]:
-        if not isinstance(hook, Mapping):
-            return "fail-closed"
-        subscriptions = hook.get("subscriptions")
-        if subscriptions is None:
-            return "fail-closed"  # discovered at start-up: its policy is unknown here
-        if not isinstance(subscriptions, list):
-            return "fail-closed"
-        for sub in subscriptions:
-            if not isinstance(sub, Mapping) or sub.get("mode") != "intercept":
-                continue
-            events = sub.get("events")
-            if not isinstance(events, list) or not any(_matches_tool_before(e) for e in events):
-                continue
-            if (
-                sub.get("failurePolicy") != "fail-open"
-                or sub.get("scope") == "managed"
-                or sub.get("disableable") is False
-            ):
-                return "fail-closed"
-            found = "fail-open"
-    return found
-
-
 def read_policy(path: str) -> Policy:
-    """:func:`registration_policy` of a file; ``fail-closed`` when it cannot be read."""
+    """The strictest ``tool.before`` policy of a registration file; fail-closed if unreadable.
+
+    :func:`ahp_protocol.wire.routing.strictest_policy` of the decoded document.
+    """
     try:
         with open(path, "rb") as handle:
             raw = handle.read(_MAX_REGISTRATION_BYTES + 1)
         if len(raw) > _MAX_REGISTRATION_BYTES:
             return "fail-closed"
-        return registration_policy(json.loads(raw.decode("utf-8-sig")))
+        return strictest_policy(json.loads(raw.decode("utf-8-sig")), "tool.before")
     except (OSError, ValueError):
         return "fail-closed"
 
