@@ -10,6 +10,7 @@ never a native "allow".
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +24,7 @@ from ahp_adapters.events import build_event, manifest, source_uri
 from ahp_protocol.client.chain import SYNTHETIC_DENIAL_REASON
 from ahp_protocol.wire.content import project_event
 from ahp_protocol.wire.events import parse_event
+from ahp_protocol.wire.kinds import TOOL_KINDS, is_known_kind
 from ahp_protocol.wire.manifest import parse_manifest
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -72,6 +74,8 @@ def test_fixture_builds_the_expected_valid_event(
     assert official_schema(SCHEMAS[event["type"]], event) == []
     parse_event(event)  # our wire models agree (raises on any problem)
 
+    if "tool" in event:  # a kind of the draft's vocabulary, never a native name
+        assert is_known_kind(event["tool"]["kind"]), event["tool"]["kind"]
     for key, value in expect.items():
         if key == "call" and value == {"synthesized": True}:
             assert event["call"]["synthesized"] is True
@@ -123,6 +127,39 @@ def test_synthesized_ids_differ_for_different_calls() -> None:
     shell = load("cursor", "before_shell_execution")["payload"]
     next_generation = {**shell, "generation_id": "another-generation"}
     assert event_for("cursor", shell)["call"] != event_for("cursor", next_generation)["call"]
+
+
+def kind_tables() -> dict[str, dict[str, str]]:
+    """Every ``*_KINDS`` table of every dialect module (VS Code's lives with Claude's)."""
+    tables: dict[str, dict[str, str]] = {}
+    for module_name, _ in dialects.DIALECTS.values():
+        module = importlib.import_module(module_name)
+        for name, value in vars(module).items():
+            if name.endswith("_KINDS") and isinstance(value, dict):
+                tables[f"{module_name}.{name}"] = value
+    return tables
+
+
+def test_every_kind_table_maps_only_into_the_wire_vocabulary() -> None:
+    tables = kind_tables()
+    assert {n.rsplit(".", 1)[1] for n in tables} >= {
+        "CLAUDE_KINDS",
+        "VSCODE_KINDS",
+        "CODEX_KINDS",
+        "GEMINI_KINDS",
+        "CURSOR_KINDS",
+        "KIMI_KINDS",
+    }
+    for table_name, table in tables.items():
+        unknown = {name: kind for name, kind in table.items() if kind not in TOOL_KINDS}
+        assert not unknown, f"{table_name} maps to kinds outside TOOL_KINDS: {unknown}"
+
+
+@pytest.mark.parametrize("body", ["*** Add File: a\n", "*** Update File: a\n", "", None])
+def test_codex_patch_kinds_are_wire_kinds(body: str | None) -> None:
+    from ahp_adapters.dialects.codex import patch_kind
+
+    assert is_known_kind(patch_kind({} if body is None else {"command": body}))
 
 
 def test_sources_differ_per_dialect() -> None:

@@ -9,6 +9,11 @@ output messages, URL and argument scrubbing.
 Never: imports anything outside the standard library (the hook process that
 talks to the warm daemon must start fast), emits a native "allow" (no effect
 is never permission), or puts payload values into an error message.
+
+Tool kinds: each codec's ``*_KINDS`` table (native tool name -> ``tool.kind``)
+maps only into :data:`ahp_protocol.wire.kinds.TOOL_KINDS`; a name it does not
+list is ``other``. The adapter tests check every value. They do so at test time,
+not at import: a hook that fails to import fails open in most harnesses.
 """
 
 from __future__ import annotations
