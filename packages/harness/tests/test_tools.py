@@ -14,6 +14,7 @@ import pytest
 from ahp_harness.sandbox import Limits, Sandbox
 from ahp_harness.tools import KINDS, TOOLS, ToolInputError, get_tool
 from ahp_harness.tools.base import FileChange, ToolResult
+from ahp_protocol.wire.kinds import TOOL_KIND_SET, TOOL_KINDS
 from pydantic import BaseModel, ConfigDict
 
 pytestmark = pytest.mark.anyio
@@ -60,6 +61,12 @@ def test_the_six_tools() -> None:
         assert kind in KINDS
         assert tool.description and "\n" not in tool.description
     assert get_tool("rm") is None
+
+
+def test_the_kinds_are_the_wire_vocabulary() -> None:
+    """One list: the harness's kinds are ``ahp_protocol.wire.kinds``, not a copy."""
+    assert KINDS is TOOL_KIND_SET
+    assert {tool.kind for tool in TOOLS.values()} <= set(TOOL_KINDS)
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))

@@ -12,13 +12,17 @@ name           kind            input                           main argument
 =============  ==============  ==============================  ===================
 
 The input names are what hook backends see and match on. Tools are stateless;
-one instance of each serves every call. This package never imports AHP.
+one instance of each serves every call. This package never imports AHP, except
+the kind vocabulary: :data:`KINDS` is :data:`ahp_protocol.wire.kinds.TOOL_KIND_SET`
+(standard library only), so the harness's kinds are the wire's, one list.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
+
+from ahp_protocol.wire.kinds import TOOL_KIND_SET
 
 from ahp_harness.tools.base import FileChange, Tool, ToolInputError, ToolResult
 from ahp_harness.tools.fetch import FetchTool
@@ -51,9 +55,7 @@ TOOLS: Mapping[str, Tool] = MappingProxyType(
 )
 
 #: Every tool kind the AHP draft names (the six above plus ``task``, ``mcp``, ``other``).
-KINDS: frozenset[str] = frozenset(
-    {"shell", "file_read", "file_write", "file_edit", "search", "fetch", "task", "mcp", "other"}
-)
+KINDS: frozenset[str] = TOOL_KIND_SET
 
 
 def get_tool(name: str) -> Tool | None:
