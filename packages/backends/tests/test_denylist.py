@@ -33,6 +33,7 @@ from typing import Any
 import pytest
 from ahp_backends import denylist
 from ahp_backends.denylist import ConfigError, glob_to_regex, parse_rules, table_lines
+from ahp_protocol.wire.kinds import TOOL_KINDS
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLE_RULES = REPO / "examples" / "backends" / "denylist.toml"
@@ -412,8 +413,20 @@ BAD_FILES: list[tuple[str, bytes, list[str]]] = [
     ),
     (
         "bad_event",
-        b'[[rules]]\nreason = "r"\ncode = "com.example.a"\nkind = "x"\nevents = ["tool.after"]\n',
+        b'[[rules]]\nreason = "r"\ncode = "com.example.a"\nkind = "shell"\n'
+        b'events = ["tool.after"]\n',
         [":5:", "rules[0].events", "must be one of tool.before, tool.permission.request"],
+    ),
+    (
+        # A harness that says "bash" would never meet this rule: refused at load.
+        "unknown_kind",
+        b'[[rules]]\nreason = "r"\ncode = "com.example.a"\nkind = ["shell", "bash"]\n',
+        [":4:", "rules[0].kind", "not a tool kind of the draft", ", ".join(TOOL_KINDS), "tool ="],
+    ),
+    (
+        "kind_case",
+        b'[[rules]]\nreason = "r"\ncode = "com.example.a"\n\nkind = "Shell"\n',
+        [":5:", "rules[0].kind", "not a tool kind of the draft"],
     ),
     ("not_utf8", b"\xff\xfe[[rules]]\n", ["not UTF-8"]),
     ("unknown_top_level", b'[[rule]]\nreason = "r"\n', ["unknown top-level key 'rule'"]),
@@ -664,6 +677,20 @@ def test_mcp_server_matches_id_or_name_and_needs_mcp() -> None:
     assert not rules.first_match("tool.before", event({"id": "gitlab"}))
     native = {"tool": {"name": "t", "origin": "native", "input": {}}}
     assert not rules.first_match("tool.before", native)
+
+
+def test_every_kind_of_the_draft_loads_and_matches() -> None:
+    for kind in TOOL_KINDS:
+        rules = loaded(f'[[rules]]\nreason = "r"\ncode = "com.example.r"\nkind = "{kind}"\n')
+        assert rules.first_match("tool.before", {"tool": {"name": "t", "kind": kind}}), kind
+        assert not rules.first_match("tool.before", {"tool": {"name": "t", "kind": "bash"}})
+
+
+def test_an_unknown_kind_never_echoes_the_rule() -> None:
+    with pytest.raises(ConfigError) as caught:
+        loaded('[[rules]]\nreason = "r"\ncode = "com.example.r"\nkind = "s3cr3t-kind"\n')
+    assert "s3cr3t" not in str(caught.value)
+    assert str(caught.value).startswith("rules.toml:4: rules[0].kind: is not a tool kind")
 
 
 def test_first_matching_rule_wins() -> None:

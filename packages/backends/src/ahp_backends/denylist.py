@@ -21,7 +21,8 @@ the conditions a rule gives must hold; a rule must give at least one)::
     [[rules]]
     reason = "Recursive force deletes are not allowed here."   # deny reason, non-empty
     code = "com.example.policy.rm_rf"                          # reverse-DNS deny code
-    kind = "shell"              # tool.kind (a string or a list: any of them)
+    kind = "shell"              # tool.kind (a string or a list: any of them), one of
+                                # the draft's kinds (ahp_protocol.wire.kinds.TOOL_KINDS)
     tool = "Bash"               # tool.name, exact (a string or a list)
     origin = "mcp"              # tool.origin: "native" or "mcp"
     mcp_server = "github"       # tool.mcp.server.id or .name (a string or a list)
@@ -45,6 +46,8 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any, Final
+
+from ahp_protocol.wire.kinds import TOOL_KINDS
 
 from ahp_backends.serving import Replies, add_transport_arguments, fail, serve
 
@@ -133,7 +136,9 @@ rules file (TOML): one [[rules]] table per rule; the first rule that matches, in
 file order, denies with its reason and code. Keys:
   reason      (required) the deny reason, non-empty
   code        (required) reverse-DNS deny code, e.g. com.example.policy.rm_rf
-  kind        tool.kind, exact (a string or a list: any of them)
+  kind        tool.kind, exact (a string or a list: any of them), one of
+              <kinds>
+              (a native tool name such as "Bash" is matched with 'tool')
   tool        tool.name, exact (a string or a list)
   origin      tool.origin: "native" or "mcp"
   mcp_server  the MCP server's id or name (tool.mcp.server), a string or a list
@@ -159,7 +164,7 @@ example:
   kind = "shell"
   [rules.input]
   command = "rm\\\\s+-rf"
-"""
+""".replace("<kinds>", ", ".join(TOOL_KINDS))
 
 
 # --------------------------------------------------------------------------- TOML helpers
@@ -476,6 +481,22 @@ def _names(
     return frozenset(items)
 
 
+UNKNOWN_KIND: Final = (
+    "is not a tool kind of the draft (kinds: "
+    + ", ".join(TOOL_KINDS)
+    + "); the rule would never match, since harnesses send these kinds; "
+    'to match a tool by its own name, use tool = "..."'
+)
+
+
+def _kinds(loc: Locator, i: int, value: Any) -> frozenset[str]:
+    """A rule's ``kind`` condition; a kind outside the vocabulary is a load error."""
+    kinds = _names(loc, i, "kind", value)
+    if not kinds <= frozenset(TOOL_KINDS):
+        raise loc.error(i, UNKNOWN_KIND, "kind")
+    return kinds
+
+
 def _text(loc: Locator, i: int, key: str, value: Any) -> str:
     if not isinstance(value, str) or not value.strip():
         raise loc.error(i, "must be a non-empty string", key)
@@ -536,7 +557,7 @@ def _rule(loc: Locator, i: int, table: Any) -> Rule:
         reason=reason,
         code=code,
         message=_text(loc, i, "message", table["message"]) if "message" in table else None,
-        kinds=_names(loc, i, "kind", table["kind"]) if "kind" in table else None,
+        kinds=_kinds(loc, i, table["kind"]) if "kind" in table else None,
         tools=_names(loc, i, "tool", table["tool"]) if "tool" in table else None,
         origin=origin,
         mcp_servers=(
