@@ -386,7 +386,8 @@ MATRIX = [
     for transport, failure in by_transport.items()
 ]
 # Backend content that must never reach a result, a denial or a diagnostic.
-BACKEND_TEXT = ("teleport", "mars", "backend_internal_error", "not json", "misbehave", "padding")
+BACKEND_TEXT = ("teleport", "mars", "not json", "misbehave", "padding")
+"""Backend output a harness never keeps (a JSON-RPC error's ``message`` included)."""
 
 FAILING = "com.example.failing"
 FOLLOWER = "com.example.follower"
@@ -453,6 +454,11 @@ async def test_failure_matrix(
         failure,
         policy,
     )
+    if failure == F.RPC_ERROR:  # the code, its fixed name and data.reason; never message
+        assert first.detail == (
+            "backend answered with JSON-RPC error -32004 (backend_internal_error): "
+            "evaluation failed"
+        )
     if (mode, transport) in SLOW_CASES:  # the other id was discarded, and it says so
         assert first.discarded == 1 and first.to_json()["discarded"] == 1
     else:
@@ -774,7 +780,10 @@ async def test_per_request_capabilities_are_narrowed(
             "inject": {"context": {"append": True, "deliverAt": ["now"]}},
         },
         # Declared for another event: never granted at tool.before.
-        "turn.start": {"effects": ["deny", "modify"], "modify": {"prompt": {"replace": True}}},
+        "turn.start": {
+            "effects": ["deny", "modify"],
+            "modify": {"prompt": {"replace": True, "merge": False}},
+        },
     }
     only_deny = tmp_path / "only-deny.jsonl"
     async with dispatcher(

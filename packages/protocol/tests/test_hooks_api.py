@@ -123,9 +123,10 @@ def run(fn: Any) -> Any:
             "capabilities['tool.before'].effects[0]: must be a standard effect",
         ),
         (
-            {"tool.after": {"effects": ["return"]}},
-            "capabilities['tool.after'].effects[0]: is not an effect allowed at tool.after "
-            "(effects allowed at tool.after: flow, inject, message, modify)",
+            {"tool.before": {"effects": ["modify"]}},
+            "capabilities['tool.before'].modify: is required when effects contains 'modify' "
+            "(effects allowed at tool.before: allow, ask, deny, flow, inject, message, modify, "
+            "return)",
         ),
         ({"tool.bogus": {"effects": []}}, "capabilities['tool.bogus']: not an interceptable"),
         ({"session.end": {"effects": []}}, "capabilities['session.end']: not an interceptable"),

@@ -87,7 +87,13 @@ def answer(mode: str, rid: Any) -> bytes:
         other = f"{rid}-stray" if isinstance(rid, str) else (rid or 0) + 1
         return line(ok(other)) + answer(mode.removeprefix("stray-then-"), rid)
     if mode == "rpc-error":
-        error = {"code": -32004, "message": "backend_internal_error"}
+        # ``message`` is free text a harness must never show; ``data.reason`` is the fixed
+        # reason a diagnostic may keep (bounded, printable).
+        error = {
+            "code": -32004,
+            "message": "teleport to mars failed",
+            "data": {"reason": "evaluation failed"},
+        }
         return line({"jsonrpc": "2.0", "id": rid, "error": error})
     if mode == "no-effects":  # a success result without the effects array (AHP-DEC-001)
         return line(success(rid, {"protocolVersion": "draft"}))

@@ -64,9 +64,11 @@ class DeclarationError(ValueError):
 def check_declaration(capabilities: object) -> dict[str, dict[str, Any]]:
     """The host's per-event capabilities, checked now rather than at the first event.
 
-    Each key must be an interceptable standard event, each value a wire capabilities
-    object within that event's bounds (draft §4). Raises :class:`DeclarationError`
-    naming the entry, what is wrong and what is allowed there.
+    Each key must be an interceptable standard event, each value a well-formed wire
+    capabilities object (known effect names, each block its effect needs). What the
+    draft does not allow at an event is not an error: it is narrowed away per request
+    (:meth:`Dispatcher.grant`). Raises :class:`DeclarationError` naming the entry, what
+    is wrong and what is allowed there.
     """
     from ahp_protocol.wire.capabilities import parse_capabilities
     from ahp_protocol.wire.effects import EVENT_EFFECTS
@@ -90,7 +92,7 @@ def check_declaration(capabilities: object) -> dict[str, dict[str, Any]]:
                 f"(effects allowed at {event_type}: {allowed})"
             )
         try:
-            parse_capabilities(caps, event_type=event_type)
+            parse_capabilities(caps)
         except WireErrors as exc:
             problems = "; ".join(f"{where}.{e.path}: {e.reason}" for e in exc.errors)
             raise DeclarationError(
