@@ -1,11 +1,17 @@
 """The ``ahp-harness`` command.
 
-``ahp-harness run`` plays one session: a model driver proposes tool calls,
-each goes through AHP (when ``--registration`` is given) and the host's own
-permissions and sandbox. ``ahp-harness manifest`` prints the manifest served
-for ``hooks/capabilities``. Exit codes: 0 when the session ran, 2 on a usage
-or configuration error (each message names the file, the JSON path or field,
-and the reason).
+``ahp-harness run`` plays one session of one or more turns through the public
+session API (:func:`ahp_harness.harness.open_harness`): a model driver proposes
+tool calls, each goes through AHP (when ``--registration`` is given) and the host's
+own permissions and sandbox. The turns: one per ``--prompt``; else one per turn of a
+``script:FILE`` model; else, interactive with the manual or openai model, one per line
+typed at ``you>`` until Ctrl-D or ``/quit``; else one turn without a prompt.
+``ahp-harness manifest`` prints the manifest served for ``hooks/capabilities``;
+``ahp-harness demo`` plays the demo (:mod:`ahp_harness.demo`, imported only then).
+Nothing is written unless named: ``--transcript`` and ``--audit-log`` (none by
+default); the end of the run says which records were kept. Exit codes: 0 when the
+session ran, 2 on a usage or configuration error (each message names the file, the
+JSON path or field, and the reason).
 """
 
 from __future__ import annotations
@@ -14,113 +20,64 @@ import argparse
 import json
 import signal
 import sys
-import uuid
-from collections.abc import Sequence
-from pathlib import Path
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
-
-MODES = ("default", "accept-edits", "read-only")
 
 
 class UsageError(Exception):
     """A bad command line or configuration file; the message says what to fix."""
 
 
-def _load_registration(path: str, *, interactive: bool) -> Any:
-    from ahp_protocol.client import Dispatcher, RegistrationError
-    from ahp_protocol.wire.errors import WireError, WireErrors
-    from ahp_protocol.wire.registration import load_registration
-
-    from ahp_harness.hooks import HARNESS
-    from ahp_harness.manifest import capabilities
-
-    try:
-        registration = load_registration(path)
-        return Dispatcher(
-            registration,
-            capabilities=capabilities(interactive=interactive),
-            source=f"urn:uuid:{uuid.uuid4()}",
-            harness=HARNESS,
-        )
-    except WireErrors as exc:
-        raise UsageError(f"{path}: {exc.first}") from None
-    except (WireError, RegistrationError) as exc:
-        raise UsageError(f"{path}: {exc}") from None
-
-
-def _load_permissions(args: argparse.Namespace) -> Any:
-    from ahp_harness.permissions import Permissions, PermissionsError
-
-    try:
-        return Permissions.from_files(args.permissions, args.managed, mode=args.mode)
-    except PermissionsError as exc:
-        raise UsageError(str(exc)) from None
-
-
-async def _run(args: argparse.Namespace) -> int:
-    import anyio
-
-    from ahp_harness.audit import AuditLog, Transcript
-    from ahp_harness.hooks import Envelope, Gate
-    from ahp_harness.lifetime import Descendants
+def _driver(args: argparse.Namespace) -> Any:
     from ahp_harness.models import load_driver
-    from ahp_harness.sandbox import Sandbox
-    from ahp_harness.session import Session
-    from ahp_harness.ui import FixedApprover, PromptApprover, TerminalUI
 
-    workspace = Path(args.workspace)
-    if not workspace.is_dir():
-        raise UsageError(f"--workspace {args.workspace}: not a directory")
-    interactive = not args.non_interactive
-    if args.model == "manual" and not interactive:
-        raise UsageError("--model manual needs an interactive session (drop --non-interactive)")
-    permissions = _load_permissions(args)
-    sandbox = Sandbox(
-        [workspace],
-        fetch_hosts=permissions.fetch_allowed,
-        search_hides=permissions.hidden_from_search,
-    )
     try:
         options: dict[str, Any] = {}
         if args.model.startswith("openai"):
             options = {"base_url": args.base_url, "model": args.model_name}
             options["api_key_env"] = args.api_key_env
-        driver = load_driver(args.model, **options)
+        return load_driver(args.model, **options)
     except (ValueError, OSError) as exc:
         raise UsageError(f"--model {args.model}: {exc}") from None
-    ui = TerminalUI()
-    dispatcher = None
-    if args.registration:
-        dispatcher = _load_registration(args.registration, interactive=interactive)
+
+
+async def _prompts(
+    args: argparse.Namespace, driver: Any, interactive: bool
+) -> AsyncIterator[str | None]:
+    """The session's turns, one prompt each: every ``--prompt``; else the script's turns;
+    else, interactive with a conversational model, what the user types at ``you>``
+    (Ctrl-D or ``/quit`` ends the session); else one turn without a prompt."""
+    from ahp_harness.models.scripted import ScriptedDriver
+
+    if args.prompt:
+        for prompt in args.prompt:
+            yield prompt
+    elif isinstance(driver, ScriptedDriver):
+        for prompt in driver.prompts:
+            yield prompt
+    elif interactive:
+        from ahp_harness.ui import TerminalPrompts
+
+        reader = TerminalPrompts()
+        while (prompt := await reader.read()) is not None:
+            yield prompt
     else:
-        ui.note("no --registration: running with no AHP step at all (host permissions only)")
-    audit = AuditLog(args.audit_log)
-    transcript = Transcript(args.transcript)
-    source = dispatcher.source if dispatcher is not None else f"urn:uuid:{uuid.uuid4()}"
-    envelope = Envelope(
-        source=source,
-        session_id=f"sess_{uuid.uuid4().hex}",
-        cwd=str(sandbox.roots[0]),
-        roots=[str(r) for r in sandbox.roots],
-    )
+        yield None
+
+
+async def _run(args: argparse.Namespace) -> int:
+    import anyio
+
+    from ahp_harness.harness import ConfigError, open_harness
+    from ahp_harness.lifetime import Descendants
+    from ahp_harness.ui import FixedApprover, PromptApprover, TerminalUI
+
+    interactive = not args.non_interactive
+    if args.model == "manual" and not interactive:
+        raise UsageError("--model manual needs an interactive session (drop --non-interactive)")
+    driver = _driver(args)
+    ui = TerminalUI()
     approve = PromptApprover(ui.console) if interactive else FixedApprover(args.approve == "always")
-    gate = Gate(
-        envelope=envelope,
-        permissions=permissions,
-        sandbox=sandbox,
-        approve=approve,
-        dispatcher=dispatcher,
-        audit=audit.record,
-        reporter=ui,
-    )
-    session = Session(
-        gate=gate,
-        driver=driver,
-        transcript=transcript,
-        interactive=interactive,
-        permission_mode=args.mode,
-        ui=ui,
-    )
     stopped_by: int | None = None
     # The whole process is the harness (not a caller's main(argv)): orphans of its tools
     # and backends become its children, and none outlives it (ahp_harness.lifetime).
@@ -128,7 +85,7 @@ async def _run(args: argparse.Namespace) -> int:
 
     async def stop_on_signal(scope: anyio.CancelScope) -> None:
         # Ctrl-C (SIGINT), SIGTERM and SIGHUP end the session by cancelling it: every
-        # backend and tool process is closed by the ``finally`` below, none outlives
+        # backend and tool process is closed when open_harness exits, none outlives
         # the harness. SIGINT is taken here too, not left to the event loop's own
         # handler: that one cancels the main task natively, which can cut a shielded
         # clean-up short and leave the loop waiting for a child nobody reaps.
@@ -140,34 +97,63 @@ async def _run(args: argparse.Namespace) -> int:
                 return
 
     summary = None
+    problem: str | None = None
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(stop_on_signal, tg.cancel_scope)
             if descendants is not None:
                 tg.start_soon(descendants.watch)
-            if dispatcher is not None:
-                await dispatcher.start()
-                for d in dispatcher.configuration_diagnostics:
-                    ui.note(f"warning: backend {d.backend}: {d.detail}")
-            summary = await session.run(args.prompt)
+            async with open_harness(
+                args.workspace,
+                driver=driver,
+                registration=args.registration,
+                permissions=args.permissions,
+                managed=args.managed,
+                mode=args.mode,
+                interactive=interactive,
+                approver=approve,
+                ui=ui,
+                reporter=ui,
+                transcript=args.transcript,
+                audit_log=args.audit_log,
+            ) as harness:
+                if harness.dispatcher is None:
+                    ui.note("no --registration: running with no AHP step at all (host rules only)")
+                async for prompt in _prompts(args, driver, interactive):
+                    turn = await harness.turn(prompt)
+                    if turn.stopped:
+                        ui.note(f"turn stopped: {turn.stopped}")
+                    if turn.end_session:
+                        break
+                summary = harness.summary
             tg.cancel_scope.cancel()
+    except* ConfigError as group:  # raised in the task group: one of them says it
+        config = group.exceptions[0]
+        assert isinstance(config, ConfigError)
+        problem = f"--{config.option} {config}" if config.option else str(config)
     finally:
-        with anyio.CancelScope(shield=True):
-            if dispatcher is not None:
-                await dispatcher.aclose()
-            await driver.aclose()
-            if descendants is not None:
+        if descendants is not None:
+            with anyio.CancelScope(shield=True):
                 await descendants.aclose()
-        audit.close()
-        transcript.close()
-        sandbox.close()
+    if problem is not None:
+        raise UsageError(problem)
     if stopped_by is not None or summary is None:
         ui.note("session ended by a signal")
         return 128 + (stopped_by or signal.SIGTERM)
     refused = sum(1 for c in summary.calls if c.outcome == "denied")
-    ui.note(f"session over: {len(summary.calls)} tool calls, {refused} refused")
+    turns = len(summary.turns)
+    ui.note(
+        f"session over: {len(summary.calls)} tool calls, {refused} refused, "
+        f"{turns} turn{'s' if turns != 1 else ''}"
+    )
     if summary.stopped:
         ui.note(f"stopped: {summary.stopped}")
+    kept = [
+        f"{name} {path}"
+        for name, path in (("transcript", args.transcript), ("audit log", args.audit_log))
+        if path
+    ]
+    ui.note("records: " + (", ".join(kept) if kept else "none kept (--transcript, --audit-log)"))
     return 0
 
 
@@ -179,6 +165,8 @@ def _manifest(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from ahp_harness.permissions import MODES
+
     parser = argparse.ArgumentParser(
         prog="ahp-harness",
         description="A small agent harness that implements the Agent Hooks Protocol natively.",
@@ -212,7 +200,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--transcript", metavar="FILE", help="append one JSON line per tool call")
     run.add_argument("--audit-log", metavar="FILE", help="append every decision and exchange")
-    run.add_argument("--prompt", help="the user's request (for the openai model)")
+    run.add_argument(
+        "--prompt",
+        action="append",
+        help="the user's request: one turn (repeat for more turns, in one session)",
+    )
     run.add_argument("--base-url", help="openai: base URL of the chat-completions API")
     run.add_argument("--model-name", help="openai: model name")
     run.add_argument(

@@ -57,6 +57,7 @@ __all__ = [
     "SPACE_RUN",
     "FixedApprover",
     "PromptApprover",
+    "TerminalPrompts",
     "TerminalUI",
     "call_lines",
     "visible",
@@ -301,3 +302,36 @@ class PromptApprover:
         except (EOFError, KeyboardInterrupt):
             return False
         return answer.strip().lower() in ("y", "yes")
+
+
+class TerminalPrompts:
+    """The user's prompts, one per turn, read at ``you>`` (prompt-toolkit).
+
+    :meth:`read` returns the next non-empty line, or ``None`` when the user ends the
+    session (Ctrl-D, ``/quit`` or ``/exit``); Ctrl-C asks again. History is kept in
+    memory only: nothing is written to disk.
+    """
+
+    QUIT = frozenset({"/quit", "/exit"})
+
+    def __init__(self, *, input: Input | None = None, output: Output | None = None) -> None:
+        from prompt_toolkit import PromptSession
+
+        self._session: PromptSession[str] = PromptSession(input=input, output=output)
+
+    def _toolbar(self) -> str:
+        return " your request starts a turn - Ctrl-D or /quit ends the session"
+
+    async def read(self) -> str | None:
+        while True:
+            try:
+                line = await self._session.prompt_async("you> ", bottom_toolbar=self._toolbar)
+            except KeyboardInterrupt:
+                continue
+            except EOFError:
+                return None
+            text = line.strip()
+            if text.lower() in self.QUIT:
+                return None
+            if text:
+                return text

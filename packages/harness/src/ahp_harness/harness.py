@@ -1,0 +1,235 @@
+"""The harness as a library: open one session, play its turns, close it.
+
+``ahp-harness run`` and ``ahp-harness demo`` both drive the harness through this API::
+
+    from ahp_harness.harness import open_harness
+    from ahp_harness.models import load_driver
+
+    async with open_harness(
+        "workspace", driver=load_driver("script:session.json"), registration="reg.json"
+    ) as harness:
+        await harness.turn("tidy up")      # turn.start ... turn.end
+        await harness.turn("now push")     # the same session, the conversation kept
+    print(harness.summary.calls)
+
+What :func:`open_harness` does, in order: checks the configuration (the workspace, the
+permission files, the registration: a :class:`ConfigError` saying which file or value
+and why, before anything starts), builds the host's sandbox and permissions, builds the
+gate (:func:`ahp_harness.host.build_gate`, the one place a gate is made, over the
+session's :class:`ahp_protocol.client.SessionHooks`), starts the backends and sends
+``session.start``. Each :meth:`Harness.turn` is one turn
+(:meth:`ahp_harness.session.Session.turn`). Leaving the block sends ``session.end``
+(``completed``; ``error`` when the block raised; ``cancelled`` when it was cancelled;
+bounded by :data:`END_TIMEOUT_S` and shielded, so a cancelled session still says it
+ended), then closes every backend process, the driver, the records and the sandbox.
+
+Files: it writes only the ``transcript`` and ``audit_log`` it is given (appended; none by
+default) and what the tools do inside the workspace; never anything relative to the
+current folder. The host pieces keep their own contracts: :mod:`ahp_harness.permissions`,
+:mod:`ahp_harness.sandbox`, :mod:`ahp_harness.hooks`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+import anyio
+
+from ahp_harness.audit import AuditLog, Transcript
+from ahp_harness.host import build_gate
+from ahp_harness.session import UI, Session, SessionOutcome, SessionSummary, TurnSummary
+
+if TYPE_CHECKING:
+    from ahp_protocol.client import Dispatcher, Hooks
+
+    from ahp_harness.hooks import Approver, CallRecord, Gate, Reporter
+    from ahp_harness.models.base import ModelDriver
+    from ahp_harness.permissions import Permissions
+    from ahp_harness.sandbox import Sandbox
+
+__all__ = ["END_TIMEOUT_S", "ConfigError", "Harness", "open_harness"]
+
+#: How long ``session.end`` may take when the session is closed (also when cancelled).
+END_TIMEOUT_S: Final = 10.0
+
+PathLike = str | Path
+
+
+class ConfigError(Exception):
+    """The configuration is unusable; the message names the file or value and the reason.
+
+    ``option`` names the setting (``"workspace"``) when the message does not name a file.
+    """
+
+    def __init__(self, message: str, *, option: str | None = None) -> None:
+        super().__init__(message)
+        self.option = option
+
+
+class _Silent:
+    """The default reporter of a library session: shows nothing."""
+
+    def call(self, record: CallRecord) -> None:
+        pass
+
+    def backend_messages(self, texts: Sequence[str]) -> None:
+        pass
+
+
+class _Refuse:
+    """The default approver: nobody can be asked, so every prompt is refused."""
+
+    async def __call__(self, tool: str, tool_input: Mapping[str, Any], reason: str) -> bool:
+        return False
+
+
+def _hooks(registration: PathLike | None, *, interactive: bool) -> Hooks:
+    """The AHP side of the session: the registration's backends (``None``: none at all).
+
+    A registration file's folder is its backends' home (:mod:`ahp_protocol.client.hooks`).
+    """
+    from ahp_protocol.client import DeclarationError, Hooks, RegistrationError
+    from ahp_protocol.wire.errors import WireError, WireErrors
+
+    from ahp_harness.host import HARNESS
+    from ahp_harness.manifest import capabilities
+
+    try:
+        return Hooks(
+            registration, harness=HARNESS, capabilities=capabilities(interactive=interactive)
+        )
+    except WireErrors as exc:
+        raise ConfigError(f"{registration}: {exc.first}") from None
+    except (WireError, RegistrationError, DeclarationError) as exc:
+        raise ConfigError(f"{registration}: {exc}") from None
+
+
+@dataclass
+class Harness:
+    """One open session: play turns with :meth:`turn`; see :func:`open_harness`."""
+
+    session: Session
+    sandbox: Sandbox
+
+    @property
+    def gate(self) -> Gate:
+        return self.session.gate
+
+    @property
+    def dispatcher(self) -> Dispatcher | None:
+        return self.session.gate.dispatcher
+
+    @property
+    def summary(self) -> SessionSummary:
+        """Every turn and every call so far."""
+        return self.session.summary
+
+    async def turn(self, prompt: str | None = None) -> TurnSummary:
+        """One turn for ``prompt`` (``None``: the driver plays it without one)."""
+        return await self.session.turn(prompt)
+
+
+def _permissions(permissions: PathLike | None, managed: PathLike | None, mode: str) -> Permissions:
+    from ahp_harness.permissions import MODES, Permissions, PermissionsError
+
+    if mode not in MODES:
+        raise ConfigError(f"{mode[:40]!r} is not a mode ({', '.join(MODES)})", option="mode")
+    try:
+        return Permissions.from_files(permissions, managed, mode=mode)
+    except PermissionsError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+@asynccontextmanager
+async def open_harness(
+    workspace: PathLike,
+    *,
+    driver: ModelDriver,
+    registration: PathLike | None = None,
+    permissions: PathLike | None = None,
+    managed: PathLike | None = None,
+    mode: str = "default",
+    interactive: bool = False,
+    approver: Approver | None = None,
+    ui: UI | None = None,
+    reporter: Reporter | None = None,
+    transcript: PathLike | None = None,
+    audit_log: PathLike | None = None,
+) -> AsyncIterator[Harness]:
+    """One session of the harness in ``workspace`` (see the module docstring).
+
+    ``driver`` is the model (it is closed on exit, also when opening fails);
+    ``registration`` the AHP registration file (``None``: no AHP step at all);
+    ``permissions``/``managed`` the host's TOML rule files; ``mode`` one of
+    :data:`MODES`; ``interactive`` whether someone can be asked (it sets the manifest
+    and the capabilities: ``ask`` only when interactive); ``approver`` answers the
+    host's prompts (default: refuse); ``ui`` shows what the model says and notes,
+    ``reporter`` each resolved call (default: nothing); ``transcript`` and
+    ``audit_log`` are JSON-lines files appended to (default: none kept).
+    """
+    from ahp_harness.sandbox import Sandbox
+
+    try:
+        root = Path(workspace)
+        if not root.is_dir():
+            raise ConfigError(f"{workspace}: not a directory", option="workspace")
+        host = _permissions(permissions, managed, mode)
+        sandbox = Sandbox(
+            [root], fetch_hosts=host.fetch_allowed, search_hides=host.hidden_from_search
+        )
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await driver.aclose()
+        raise
+    audit = AuditLog(audit_log)
+    records = Transcript(transcript)
+    hooks: Hooks | None = None
+    shown = ui or UI()
+    try:
+        hooks = _hooks(registration, interactive=interactive)
+        root_text = str(sandbox.roots[0])
+        gate = build_gate(
+            hooks.session(cwd=root_text, roots=[str(r) for r in sandbox.roots]),
+            permissions=host,
+            sandbox=sandbox,
+            approve=approver or _Refuse(),
+            reporter=reporter or _Silent(),
+            audit=audit.record,
+        )
+        session = Session(
+            gate=gate,
+            driver=driver,
+            transcript=records,
+            interactive=interactive,
+            permission_mode=mode,
+            ui=shown,
+        )
+        await hooks.start()
+        for d in hooks.configuration_diagnostics:
+            shown.note(f"warning: backend {d.backend}: {d.detail}")
+        await session.start()
+        outcome: SessionOutcome = "completed"
+        try:
+            yield Harness(session=session, sandbox=sandbox)
+        except anyio.get_cancelled_exc_class():
+            outcome = "cancelled"
+            raise
+        except BaseException:
+            outcome = "error"
+            raise
+        finally:
+            reason = None if outcome == "completed" else f"the session ended: {outcome}"
+            with anyio.move_on_after(END_TIMEOUT_S, shield=True):
+                await session.end(outcome, reason)
+    finally:
+        with anyio.CancelScope(shield=True):
+            if hooks is not None:
+                await hooks.aclose()
+            await driver.aclose()
+        audit.close()
+        records.close()
+        sandbox.close()
