@@ -158,3 +158,152 @@ def test_omitted_limits_are_valid(tmp_path: Path) -> None:
     manifest["limits"] = {}
     manifest["gaps"] = [{"path": "limits", "reason": "not measured"}]
     assert validate(tmp_path, capabilities_response(manifest))["valid"]
+
+
+# -- tool kinds outside the vocabulary: valid, with a note --------------------------------
+
+TOOL = {"name": "Bash", "kind": "shell", "input": {"command": "ls"}, "origin": "native"}
+
+
+def tool_before(kind: str) -> dict[str, Any]:
+    """A valid ``hooks/intercept`` of a tool.before whose tool says ``kind`` ("": none)."""
+    tool = {**TOOL, "kind": kind}
+    if not kind:
+        del tool["kind"]
+    event = {
+        "id": "evt_k",
+        "source": "urn:example:harness",
+        "type": "tool.before",
+        "time": "2026-01-01T00:00:00Z",
+        "harness": {"name": "h", "version": "1"},
+        "session": {"id": "s"},
+        "call": {"id": "c1"},
+        "tool": tool,
+        "path": "native",
+    }
+    return {
+        "jsonrpc": "2.0",
+        "id": "evt_k",
+        "method": "hooks/intercept",
+        "params": {"protocolVersion": "draft", "event": event, "capabilities": {"effects": []}},
+    }
+
+
+def batch_after(*kinds: str) -> dict[str, Any]:
+    calls = [
+        {
+            "call": {"id": f"c{i}"},
+            "tool": {**TOOL, "kind": kind},
+            "path": "native",
+            "outcome": "ok",
+            "execution": {"status": "executed"},
+        }
+        for i, kind in enumerate(kinds)
+    ]
+    event = {
+        "id": "evt_b",
+        "source": "urn:example:harness",
+        "type": "tool.batch.after",
+        "time": "2026-01-01T00:00:00Z",
+        "harness": {"name": "h", "version": "1"},
+        "batch": {"id": "b1"},
+        "calls": calls,
+    }
+    return {
+        "jsonrpc": "2.0",
+        "method": "hooks/observe",
+        "params": {"protocolVersion": "draft", "event": event},
+    }
+
+
+def subscription(*kinds: str) -> dict[str, Any]:
+    return {
+        "events": ["tool.before"],
+        "mode": "intercept",
+        "timeoutMs": 100,
+        "failurePolicy": "fail-closed",
+        "content": {"default": "metadata"},
+        "filters": {"toolKinds": list(kinds)},
+    }
+
+
+KNOWN = "shell, file_read, file_write, file_edit, search, fetch, task, mcp, other"
+
+
+def test_an_unknown_tool_kind_is_valid_with_a_note(tmp_path: Path) -> None:
+    verdict = validate(tmp_path, tool_before("bash"))
+    assert verdict["valid"] and verdict["errors"] == []
+    (note,) = verdict["notes"]
+    assert note["path"] == "params.event.tool.kind"
+    assert note["note"].startswith(f'unknown tool kind "bash" (known: {KNOWN})')
+    assert "never matches" in note["note"]
+
+
+@pytest.mark.parametrize("kind", ["shell", "other", "mcp", ""])
+def test_a_known_or_absent_kind_has_no_note(kind: str, tmp_path: Path) -> None:
+    verdict = validate(tmp_path, tool_before(kind))
+    assert verdict["valid"] and verdict["notes"] == []
+
+
+def test_every_call_of_a_batch_is_looked_at(tmp_path: Path) -> None:
+    verdict = validate(tmp_path, batch_after("shell", "Shell", "file_read", "exec"))
+    assert verdict["valid"], verdict
+    assert [n["path"] for n in verdict["notes"]] == [
+        "params.event.calls[1].tool.kind",
+        "params.event.calls[3].tool.kind",
+    ]
+
+
+def test_unknown_filter_kinds_in_a_registration_and_a_configuration(tmp_path: Path) -> None:
+    hook = {
+        "id": "com.example.guard",
+        "transport": {"type": "stdio", "command": "guard", "lifecycle": "persistent"},
+        "subscriptions": [subscription("shell"), subscription("file_read", "bash")],
+    }
+    verdict = validate(tmp_path, {"protocolVersion": "draft", "hooks": [hook]})
+    assert verdict["valid"], verdict
+    (note,) = verdict["notes"]
+    assert note["path"] == "hooks[0].subscriptions[1].filters.toolKinds[1]"
+    assert note["note"].startswith(f'unknown tool kind "bash" (known: {KNOWN})')
+    assert "never justify dropping" in note["note"]
+
+    configuration = {
+        "jsonrpc": "2.0",
+        "id": "config",
+        "result": {
+            "protocolVersion": "draft",
+            "configuration": {"subscriptions": [subscription("Read")]},
+        },
+    }
+    verdict = validate(tmp_path, configuration)
+    assert verdict["valid"], verdict
+    assert [n["path"] for n in verdict["notes"]] == [
+        "result.configuration.subscriptions[0].filters.toolKinds[0]"
+    ]
+
+
+def test_notes_in_text_output_and_stdio_files(tmp_path: Path) -> None:
+    path = tmp_path / "session.jsonl"
+    lines = [tool_before("shell"), tool_before("bash")]
+    path.write_text("".join(json.dumps(m) + "\n" for m in lines), "utf-8")
+    done = subprocess.run(
+        [str(COMMAND), "validate", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    first, second = done.stdout.splitlines()
+    assert first == f"{path}: valid"
+    assert second.startswith(
+        f'{path}: note: line 2: params.event.tool.kind: unknown tool kind "bash"'
+    )
+
+
+def test_an_invalid_file_keeps_its_verdict_and_still_notes(tmp_path: Path) -> None:
+    message = tool_before("bash")
+    del message["params"]["capabilities"]
+    verdict = validate(tmp_path, message)
+    assert not verdict["valid"]
+    assert [n["path"] for n in verdict["notes"]] == ["params.event.tool.kind"]

@@ -3,7 +3,13 @@
 ``ahp-protocol validate [--kind auto|registration|message|stdio] [--json] FILE...``
 prints ``FILE: valid`` or ``FILE: invalid: <JSON path>: <reason>`` per file
 and exits 0 only when every file is valid (1 when one is not, 2 on a usage
-error). It reads files only; it never starts a backend.
+error). It reads files only; it never starts a backend. What is valid but
+likely a mistake follows as ``FILE: note: <JSON path>: <note>`` lines, which
+never change the verdict: a ``tool.kind`` (in an event, or a batch's calls) or a
+``filters.toolKinds`` entry (in a registration or a ``hooks/configuration``
+result) that is not one of :data:`~ahp_protocol.wire.kinds.TOOL_KINDS`. The
+draft accepts any kind on the wire, but a rule keyed on ``kind = "shell"`` never
+meets a harness that says ``"bash"``.
 
 ``ahp-protocol send --registration FILE --event FILE [--effects LIST] [--repeat N] [--json]``
 is a one-shot harness: it completes a partial event, runs it through the
@@ -26,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ahp_protocol.wire.errors import WireError, WireErrors
+from ahp_protocol.wire.kinds import TOOL_KINDS, is_known_kind
 
 if TYPE_CHECKING:
     from ahp_protocol.client.result import HookResult
@@ -34,10 +41,22 @@ Kind = Literal["auto", "registration", "message", "stdio"]
 
 
 @dataclass(frozen=True, slots=True)
+class Note:
+    """Something valid that is probably a mistake, at a wire path; never changes a verdict."""
+
+    path: str
+    note: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.note}"
+
+
+@dataclass(frozen=True, slots=True)
 class Verdict:
     file: str
     kind: str
     errors: tuple[WireError, ...]
+    notes: tuple[Note, ...] = ()
 
     @property
     def valid(self) -> bool:
@@ -48,13 +67,111 @@ class Verdict:
             return f"{self.file}: valid"
         return f"{self.file}: invalid: {self.errors[0]}"
 
+    def note_lines(self) -> list[str]:
+        return [f"{self.file}: note: {note}" for note in self.notes]
+
     def to_json(self) -> dict[str, object]:
         return {
             "file": self.file,
             "kind": self.kind,
             "valid": self.valid,
             "errors": [{"path": e.path, "reason": e.reason} for e in self.errors],
+            "notes": [{"path": n.path, "note": n.note} for n in self.notes],
         }
+
+
+_KNOWN_KINDS = ", ".join(TOOL_KINDS)
+
+
+def _kind_notes(kinds: Sequence[tuple[str, object]], *, in_filter: bool) -> list[Note]:
+    """A note for each ``(path, kind)`` outside the draft's vocabulary."""
+    consequence = (
+        "accepted (filters are hints and never justify dropping a call), but no harness "
+        "following the draft sends it"
+        if in_filter
+        else "accepted (kind is descriptive only), but a rule or filter on kind never matches it"
+    )
+    return [
+        Note(path, f"unknown tool kind {_shown(kind)} (known: {_KNOWN_KINDS}); {consequence}")
+        for path, kind in kinds
+        if not is_known_kind(kind)
+    ]
+
+
+def _shown(value: object, limit: int = 64) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _event_notes(event: object, where: str) -> list[Note]:
+    if not isinstance(event, Mapping):
+        return []
+    tools: list[tuple[str, object]] = [(f"{where}.tool", event.get("tool"))]
+    calls = event.get("calls")
+    if isinstance(calls, list):
+        tools += [
+            (f"{where}.calls[{i}].tool", call.get("tool"))
+            for i, call in enumerate(calls)
+            if isinstance(call, Mapping)
+        ]
+    kinds = [
+        (f"{path}.kind", tool["kind"])
+        for path, tool in tools
+        if isinstance(tool, Mapping) and "kind" in tool
+    ]
+    return _kind_notes(kinds, in_filter=False)
+
+
+def _filter_notes(subscriptions: object, where: str) -> list[Note]:
+    if not isinstance(subscriptions, list):
+        return []
+    kinds: list[tuple[str, object]] = []
+    for i, sub in enumerate(subscriptions):
+        filters = sub.get("filters") if isinstance(sub, Mapping) else None
+        listed = filters.get("toolKinds") if isinstance(filters, Mapping) else None
+        if isinstance(listed, list):
+            kinds += [(f"{where}[{i}].filters.toolKinds[{j}]", k) for j, k in enumerate(listed)]
+    return _kind_notes(kinds, in_filter=True)
+
+
+def _document_notes(document: object, kind: Kind) -> list[Note]:
+    """The notes on one decoded registration or JSON-RPC message."""
+    if not isinstance(document, Mapping):
+        return []
+    if kind == "registration":
+        hooks = document.get("hooks")
+        if not isinstance(hooks, list):
+            return []
+        return [
+            note
+            for i, hook in enumerate(hooks)
+            if isinstance(hook, Mapping)
+            for note in _filter_notes(hook.get("subscriptions"), f"hooks[{i}].subscriptions")
+        ]
+    notes: list[Note] = []
+    params = document.get("params")
+    if isinstance(params, Mapping):
+        notes += _event_notes(params.get("event"), "params.event")
+    result = document.get("result")
+    configuration = result.get("configuration") if isinstance(result, Mapping) else None
+    if isinstance(configuration, Mapping):
+        notes += _filter_notes(
+            configuration.get("subscriptions"), "result.configuration.subscriptions"
+        )
+    return notes
+
+
+def _stdio_notes(data: bytes) -> list[Note]:
+    notes: list[Note] = []
+    for number, line in enumerate(data.split(b"\n"), start=1):
+        try:
+            message = json.loads(line)
+        except ValueError:
+            continue
+        notes += [
+            Note(f"line {number}: {n.path}", n.note) for n in _document_notes(message, "message")
+        ]
+    return notes
 
 
 def _detect(path: Path, data: bytes) -> Kind:
@@ -83,25 +200,28 @@ def validate_file(name: str, kind: Kind = "auto") -> Verdict:
         return Verdict(name, kind, (WireError("$", f"cannot read file: {reason}"),))
     if kind == "auto":
         kind = _detect(path, data)
+    notes: list[Note] = []
     try:
         if kind == "stdio":
+            notes = _stdio_notes(data)
             messages.validate_stdio(data)
-            return Verdict(name, kind, ())
+            return Verdict(name, kind, (), tuple(notes))
         try:
             document = json.loads(data.decode("utf-8"))
         except UnicodeDecodeError:
             raise WireError("$", "not valid UTF-8") from None
         except json.JSONDecodeError as exc:
             raise _json_error(exc) from None
+        notes = _document_notes(document, kind)
         if kind == "registration":
             registration.parse_registration(document)
         else:
             messages.validate_message(document)
     except WireErrors as exc:
-        return Verdict(name, kind, tuple(exc.errors))
+        return Verdict(name, kind, tuple(exc.errors), tuple(notes))
     except WireError as exc:
-        return Verdict(name, kind, (exc,))
-    return Verdict(name, kind, ())
+        return Verdict(name, kind, (exc,), tuple(notes))
+    return Verdict(name, kind, (), tuple(notes))
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -111,6 +231,8 @@ def _validate(args: argparse.Namespace) -> int:
     else:
         for verdict in verdicts:
             print(verdict.line())
+            for line in verdict.note_lines():
+                print(line)
     return 0 if all(v.valid for v in verdicts) else 1
 
 
@@ -262,8 +384,10 @@ def build_parser() -> argparse.ArgumentParser:
         "validate",
         help="check registration documents and JSON-RPC messages",
         description=(
-            "Check each FILE and print 'FILE: valid' or 'FILE: invalid: <JSON path>: <reason>'. "
-            "Exit 0 only when all files are valid."
+            "Check each FILE and print 'FILE: valid' or 'FILE: invalid: <JSON path>: <reason>', "
+            "then 'FILE: note: <JSON path>: <note>' for anything valid that is likely a mistake "
+            "(a tool kind outside the draft's vocabulary). Exit 0 only when all files are "
+            "valid; notes never change it."
         ),
     )
     validate.add_argument(
