@@ -1,0 +1,57 @@
+"""``wire.kinds``: the draft's tool-kind vocabulary, and what an unknown kind means on the wire."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from ahp_protocol.wire.events import parse_event
+from ahp_protocol.wire.kinds import TOOL_KIND_SET, TOOL_KINDS, is_known_kind
+
+EVENT: dict[str, Any] = {
+    "id": "evt_1",
+    "source": "urn:example:harness",
+    "type": "tool.before",
+    "time": "2026-01-01T00:00:00Z",
+    "harness": {"name": "h", "version": "1"},
+    "call": {"id": "c1"},
+    "tool": {"name": "Bash", "kind": "shell", "input": {"command": "ls"}, "origin": "native"},
+    "path": "native",
+}
+
+
+def test_the_vocabulary_is_the_drafts_in_its_order() -> None:
+    assert TOOL_KINDS == (
+        "shell",
+        "file_read",
+        "file_write",
+        "file_edit",
+        "search",
+        "fetch",
+        "task",
+        "mcp",
+        "other",
+    )
+    assert frozenset(TOOL_KINDS) == TOOL_KIND_SET
+    assert isinstance(TOOL_KIND_SET, frozenset)
+
+
+@pytest.mark.parametrize("kind", TOOL_KINDS)
+def test_every_kind_is_known(kind: str) -> None:
+    assert is_known_kind(kind)
+
+
+@pytest.mark.parametrize(
+    "kind", ["bash", "Shell", "SHELL", " shell", "shell ", "", "file-read", None, 1, ["shell"], {}]
+)
+def test_anything_else_is_unknown(kind: object) -> None:
+    assert is_known_kind(kind) is False
+
+
+@pytest.mark.parametrize("kind", ["bash", "com.example.custom", "Shell"])
+def test_an_unknown_kind_is_accepted_on_the_wire(kind: str) -> None:
+    """Kind is descriptive and free-form: the event stays valid (the report is elsewhere)."""
+    event = copy.deepcopy(EVENT)
+    event["tool"]["kind"] = kind
+    assert parse_event(event).tool.kind == kind  # type: ignore[attr-defined]
