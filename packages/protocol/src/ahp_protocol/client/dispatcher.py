@@ -31,7 +31,8 @@ from ahp_protocol.client.chain import ChainState, Permission, fold_response
 from ahp_protocol.client.failures import FailureClass, OperationalFailure
 from ahp_protocol.client.result import Diagnostic, HookResult, Outcome
 from ahp_protocol.client.transports.stdio import DISCARDED
-from ahp_protocol.wire import catalogue, jsonrpc
+from ahp_protocol.wire import catalogue, jsonrpc, routing
+from ahp_protocol.wire.routing import Policy, failure_policy
 
 if TYPE_CHECKING:
     from ahp_protocol.client.transports import Transport
@@ -131,13 +132,7 @@ class Route:
 
     @property
     def fail_closed(self) -> bool:
-        sub = self.subscription
-        # Mandatory policy is fail-closed whatever it declares (draft §6.3).
-        return (
-            getattr(sub, "failure_policy", None) == "fail-closed"
-            or getattr(sub, "scope", None) == "managed"
-            or getattr(sub, "disableable", None) is False
-        )
+        return self.policy == "fail-closed"
 
     @property
     def timeout_s(self) -> float:
@@ -145,8 +140,14 @@ class Route:
         return timeout_ms / 1000
 
     @property
-    def policy(self) -> str:
-        return "fail-closed" if self.fail_closed else "fail-open"
+    def policy(self) -> Policy:
+        """The subscription's failure policy (:func:`ahp_protocol.wire.routing.failure_policy`)."""
+        sub = self.subscription
+        return failure_policy(
+            getattr(sub, "failure_policy", None),
+            scope=getattr(sub, "scope", None),
+            disableable=getattr(sub, "disableable", None),
+        )
 
 
 MAX_REASON_CHARS = 160
@@ -392,14 +393,10 @@ class Dispatcher:
         if cached is not None:
             return cached
         out = []
-        if mode != "intercept" or (
-            catalogue.is_interceptable(event_type) and event_type in self.capabilities
-        ):
+        if mode != "intercept" or event_type in self.capabilities:
             for hook in self.registration.hooks:
                 for j, sub in enumerate(self._subscriptions.get(hook.id, ())):
-                    if sub.mode == mode and any(
-                        catalogue.selector_matches(s, event_type) for s in sub.events
-                    ):
+                    if routing.routes(sub.events, sub.mode, event_type, mode):
                         out.append(Route.of(hook, j, sub))
         if self._started:
             self._routes[(event_type, mode)] = out
@@ -574,7 +571,7 @@ class Dispatcher:
                     "failed",
                     (time.perf_counter() - started) * 1000,
                     failure.failure,
-                    "fail-closed" if route.fail_closed else "fail-open",
+                    route.policy,
                     failure.detail,
                     len(discarded),
                 )
