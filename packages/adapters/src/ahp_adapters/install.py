@@ -407,11 +407,8 @@ def check_registration(path: str, budget: float) -> list[str]:
     warnings = []
     total = 0
     for hook in engine.registration.hooks:
-        for sub in hook.subscriptions or ():
-            if sub.mode == "intercept" and any(
-                e in ("*", "tool.*", "tool.before") for e in sub.events
-            ):
-                total += int(getattr(sub, "timeout_ms", 0) or 0)
+        for _, sub in hook.matching("tool.before", "intercept"):
+            total += int(getattr(sub, "timeout_ms", 0) or 0)
     if total > budget * 1000:
         warnings.append(
             f"the tool.before interceptors' timeouts add up to {total} ms, more than the "
