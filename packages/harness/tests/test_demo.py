@@ -1,11 +1,13 @@
 """``ahp-harness demo``: the scripted session against the three sample backends, end to end.
 
-Runs ``ahp-harness demo --dir DIR`` as a subprocess from the repository (the way the
-README tells people to) and checks what it claims against the evidence it leaves:
-its summary, the audit database written by the audit backend (a separate process),
-the harness's transcript and log, and the workspace on disk (the denied calls never
-ran). Also: the approval backend it started is gone afterwards, and the example
-registration is made runnable without changing its meaning.
+Runs ``ahp-harness demo`` as a subprocess from an empty folder outside the repository,
+with no ``--dir`` (the default: a new temporary folder) and checks what it claims
+against the evidence it leaves: its summary, the audit database written by the audit
+backend (a separate process), the harness's transcript and log, and the workspace on
+disk (the denied calls never ran); the folder it ran from stays empty. Also: the approval
+backend it started is gone afterwards, and the demo's registrations (package data in
+``ahp_harness/demo_files``) are made runnable without changing their meaning, and run by
+hand write nothing the user did not name.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import pytest
 from ahp_harness import demo
 
 REPO = Path(__file__).resolve().parents[3]
+DEMO_FILES = REPO / "packages" / "harness" / "src" / "ahp_harness" / "demo_files"
 CALLS = {
     "call_2": ("read_file", "README.md"),
     "call_3": ("shell", "ls"),
@@ -36,10 +39,14 @@ CALLS = {
 
 
 class Run:
-    def __init__(self, work: Path, done: subprocess.CompletedProcess[str]) -> None:
+    def __init__(
+        self, work: Path, done: subprocess.CompletedProcess[str], *, cwd: Path, temp: Path
+    ) -> None:
         self.work = work
         self.done = done
         self.out = done.stdout
+        self.cwd = cwd
+        self.temp = temp
 
     def transcript(self) -> dict[str, dict[str, Any]]:
         lines = (self.work / "transcript.jsonl").read_text().splitlines()
@@ -55,18 +62,32 @@ class Run:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
-    work = tmp_path_factory.mktemp("demo") / "work"
-    env = {**os.environ, "COLUMNS": "220", "NO_COLOR": "1"}
+    root = tmp_path_factory.mktemp("demo")
+    cwd, temp = root / "cwd", root / "tmp"
+    cwd.mkdir()
+    temp.mkdir()
+    env = {**os.environ, "COLUMNS": "220", "NO_COLOR": "1", "TMPDIR": str(temp)}
     done = subprocess.run(
-        [sys.executable, "-m", "ahp_harness.cli", "demo", "--dir", str(work)],
-        cwd=REPO,
+        [sys.executable, "-m", "ahp_harness.cli", "demo"],
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=150,
         env=env,
         stdin=subprocess.DEVNULL,
     )
-    yield Run(work, done)
+    found = re.search(r"work folder: (\S+)", done.stdout)
+    assert found is not None, f"{done.stdout}\n{done.stderr}"
+    yield Run(Path(found.group(1)), done, cwd=cwd, temp=temp)
+
+
+def test_the_demo_writes_nothing_where_it_is_run(run: Run) -> None:
+    """No --dir: a new temporary folder (printed), nothing in the current folder."""
+    assert run.done.returncode == 0, f"{run.out}\n{run.done.stderr}"
+    assert list(run.cwd.iterdir()) == []
+    assert run.work.parent == run.temp.resolve()
+    assert (run.work / "files" / "session.json").is_file()  # the demo's files, copied
+    assert f"remove the demo's files: rm -rf {run.work}" in run.out
 
 
 @pytest.mark.timeout(180)
@@ -95,7 +116,7 @@ def test_the_demo_runs_and_says_what_happened(run: Run) -> None:
     assert "build/ is still there" in run.out
     db = run.work / "audit.db"
     assert f"audit database: {db}" in run.out
-    assert f"ahp-backend audit show --db {db}" in run.out
+    assert f"ahp-backend audit show --db {db}" in run.out  # the command found, where it is
     assert f"transcript:     {run.work / 'transcript.jsonl'}" in run.out
 
 
@@ -188,16 +209,18 @@ def test_a_non_empty_folder_is_refused(tmp_path: Path) -> None:
 
 
 def test_localize_keeps_the_meaning_of_the_example(tmp_path: Path) -> None:
-    examples = REPO / "examples" / "demo"
-    template = json.loads((examples / "registration.json").read_text())
-    paths = demo.DemoPaths(examples, tmp_path)
+    paths = demo.DemoPaths(tmp_path)
+    demo.copy_demo_files(paths)
+    template = json.loads((paths.files / "registration.json").read_text())
+    assert template == json.loads((DEMO_FILES / "registration.json").read_text())  # one copy
     backend = ["/opt/bin/ahp-backend"]
     local = demo.localize(
         template, backend=backend, paths=paths, approval_url="http://127.0.0.1:4242/"
     )
     denylist, approval, audit = local["hooks"]
     assert denylist["transport"]["command"] == "/opt/bin/ahp-backend"
-    assert denylist["transport"]["args"] == ["denylist", "--rules", str(examples / "denylist.toml")]
+    rules = str(paths.files / "denylist.toml")
+    assert denylist["transport"]["args"] == ["denylist", "--rules", rules]
     assert approval["transport"] == {"type": "http", "url": "http://127.0.0.1:4242/"}
     assert audit["transport"]["args"] == ["audit", "--db", str(tmp_path / "audit.db")]
     for before, after in zip(template["hooks"], local["hooks"], strict=True):
@@ -209,20 +232,45 @@ def test_localize_keeps_the_meaning_of_the_example(tmp_path: Path) -> None:
     assert module["hooks"][0]["transport"]["args"][:3] == ["-m", "ahp_backends.cli", "denylist"]
 
 
+def harness_argv(paths: demo.DemoPaths, registration: Path | str) -> list[str]:
+    """``ahp-harness run`` as the demo plays it, with ``registration``."""
+    files = paths.files
+    return [
+        "run",
+        "--workspace",
+        str(paths.workspace),
+        "--registration",
+        str(registration),
+        "--permissions",
+        str(files / "permissions.toml"),
+        "--managed",
+        str(files / "managed.toml"),
+        "--model",
+        f"script:{files / 'session.json'}",
+        "--non-interactive",
+        "--approve",
+        "never",
+        "--transcript",
+        str(paths.transcript),
+        "--audit-log",
+        str(paths.harness_log),
+    ]
+
+
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("example", ["registration-per-event.json", "registration-discovered.json"])
 def test_the_other_example_registrations_tell_the_same_story(tmp_path: Path, example: str) -> None:
     """per_event processes, and subscriptions discovered with hooks/configuration."""
-    examples = REPO / "examples" / "demo"
-    paths = demo.DemoPaths(examples, tmp_path)
+    paths = demo.DemoPaths(tmp_path)
     backend = demo.backend_command()
+    demo.copy_demo_files(paths)
     demo.prepare_workspace(paths)
     demo.grant(backend, paths)
-    template = json.loads((examples / example).read_text())
+    template = json.loads((paths.files / example).read_text())
     registration = demo.localize(template, backend=backend, paths=paths, approval_url="unused")
     paths.registration.write_text(json.dumps(registration))
     done = subprocess.run(
-        [sys.executable, "-m", "ahp_harness.cli", *demo.harness_argv(paths)],
+        [sys.executable, "-m", "ahp_harness.cli", *harness_argv(paths, paths.registration)],
         capture_output=True,
         text=True,
         timeout=150,
@@ -254,19 +302,21 @@ def test_the_other_example_registrations_tell_the_same_story(tmp_path: Path, exa
 def test_the_example_registrations_write_nothing_the_user_did_not_name(
     tmp_path: Path, example: str
 ) -> None:
-    """Run by hand, as examples/demo/README.md says (from the repository root, the backends
-    on PATH): the session writes only to the workspace, transcript and log it was given.
-    (The audit database used to land in the working folder as ``demo-audit.db``.)"""
-    cwd = tmp_path / "cwd"  # stands in for the repository root: examples/ and nothing else
+    """Run by hand, as examples/demo/README.md says (from any folder, the backends on
+    PATH): the session writes only to the workspace, transcript and log it was given;
+    the backends run in the registration's folder (the package's demo files), and
+    nothing lands there either. (The audit database used to land in the working
+    folder as ``demo-audit.db``.)"""
+    cwd = tmp_path / "cwd"
     cwd.mkdir()
-    (cwd / "examples").symlink_to(REPO / "examples", target_is_directory=True)
     work = tmp_path / "named"
-    paths = demo.DemoPaths(REPO / "examples" / "demo", work)
+    paths = demo.DemoPaths(work)
+    demo.copy_demo_files(paths)
     demo.prepare_workspace(paths)
-    argv = demo.harness_argv(paths)
-    argv[argv.index("--registration") + 1] = f"examples/demo/{example}"
+    argv = harness_argv(paths, DEMO_FILES / example)
     bin_dir = str(Path(sys.executable).parent)  # where `ahp-backend` is installed
     before = sorted(p.name for p in work.iterdir())
+    shipped = sorted(p.name for p in DEMO_FILES.iterdir())
     done = subprocess.run(
         [sys.executable, "-m", "ahp_harness.cli", *argv],
         cwd=cwd,
@@ -277,11 +327,14 @@ def test_the_example_registrations_write_nothing_the_user_did_not_name(
         env={**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"},
     )
     assert done.returncode == 0, done.stderr
-    assert [p.name for p in cwd.iterdir()] == ["examples"]
+    assert list(cwd.iterdir()) == []
+    assert sorted(p.name for p in DEMO_FILES.iterdir()) == shipped
     assert sorted(p.name for p in work.iterdir()) == sorted(
         {*before, paths.transcript.name, paths.harness_log.name}
     )
     calls = [json.loads(line) for line in paths.transcript.read_text().splitlines()]
     assert len(calls) == len(CALLS)  # the session really ran against the backends
+    if example != "registration.json":  # (that one needs the approval service running)
+        denied = {c["call_id"]: c["denied_by"] for c in calls}
+        assert denied["call_4"] == demo.DENYLIST_ID  # the rules file was found and read
     assert not (REPO / "demo-audit.db").exists()
-    assert not (REPO / "examples" / "demo" / "demo-audit.db").exists()

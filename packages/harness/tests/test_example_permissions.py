@@ -43,7 +43,7 @@ from fake_openai import FakeOpenAI, text_response, tool_call_response
 
 REPO = Path(__file__).resolve().parents[3]
 PERMISSIONS = REPO / "examples" / "permissions"
-DEMO = REPO / "examples" / "demo"
+DEMO = REPO / "packages" / "harness" / "src" / "ahp_harness" / "demo_files"
 DEFAULT = PERMISSIONS / "default.toml"
 READ_ONLY_ISH = PERMISSIONS / "read-only-ish.toml"
 STRICT = PERMISSIONS / "strict-managed.toml"

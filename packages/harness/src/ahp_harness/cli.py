@@ -219,12 +219,13 @@ def build_parser() -> argparse.ArgumentParser:
     demo = commands.add_parser(
         "demo",
         help="play the scripted demo against the three sample backends",
-        description="Play examples/demo/session.json against the deny-list, approval and "
-        "audit backends (separate processes, stdio and HTTP), then print what happened.",
+        description="Play the demo's scripted session (shipped with ahp-harness) against the "
+        "deny-list, approval and audit backends (separate processes, stdio and HTTP), then "
+        "print what happened.",
     )
-    demo.add_argument(
-        "--dir", "--keep", dest="dir", metavar="DIR", help="where to keep the demo's files"
-    )
+    from ahp_harness.demo import add_arguments  # standard library only: cheap
+
+    add_arguments(demo)
     demo.set_defaults(func=_demo_command)
     return parser
 

@@ -1,7 +1,10 @@
 """``ahp-harness demo``: one scripted session against the three sample backends.
 
-Plays ``examples/demo/session.json`` through ``ahp-harness run`` (in this process,
-non-interactively) with the registration ``examples/demo/registration.json``:
+Plays the demo's ``session.json`` through the public session API
+(:func:`ahp_harness.harness.open_harness`, in this process, non-interactively) with its
+registration ``registration.json``. The demo's files ship inside the package
+(``ahp_harness/demo_files``, read with :mod:`importlib.resources`), so the demo runs
+where the kit is installed, not only in the repository:
 
 - the deny-list (``ahp-backend denylist``), stdio, one persistent process started
   by the harness, fail-closed;
@@ -20,13 +23,14 @@ asked, so the approval backend denies and says how to grant), writes a note
 effect is not permission). Then it prints what happened per call and where the
 audit database, transcript and logs are.
 
-Owns only the orchestration: the work folder, the workspace's files, the
-localized registration (commands and paths made absolute, the approval URL
-filled in), the approval process's lifetime and the summary. The harness never
-imports the backends: they are found as the ``ahp-backend`` command next to this
-Python (``uv sync`` in the repository installs it), else ``python -m
-ahp_backends.cli``. Everything stays in the work folder (kept, so the paths
-printed at the end can be opened); nothing leaves loopback.
+Owns only the orchestration: the work folder (``--dir``, else a new temporary folder;
+never the current folder), the demo's files copied into it (``files/``), the
+workspace's files, the localized registration (commands and paths made absolute, the
+approval URL filled in), the approval process's lifetime and the summary. The harness
+never imports the backends: they are found as the ``ahp-backend`` command next to this
+Python, else ``python -m ahp_backends.cli``; missing, the error says what to install.
+Everything stays in the work folder (kept, so the paths printed at the end can be
+opened); nothing leaves loopback.
 """
 
 from __future__ import annotations
@@ -43,19 +47,23 @@ import tempfile
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from importlib.resources import files
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import IO, Any, Final
 
 __all__ = [
+    "DEMO_FILES",
     "DemoError",
     "DemoPaths",
     "backend_command",
-    "find_examples",
+    "copy_demo_files",
+    "demo_files",
     "grant",
-    "harness_argv",
     "localize",
     "prepare_workspace",
     "run",
+    "run_session",
 ]
 
 APPROVAL_ID: Final = "com.example.ahp.approval"
@@ -64,6 +72,18 @@ AUDIT_ID: Final = "com.example.ahp.audit"
 START_TIMEOUT_S: Final = 30.0
 STOP_TIMEOUT_S: Final = 10.0
 PRE_GRANT: Final = ("write_file", r"notes/.*")
+
+#: The files the demo ships (package data in ``ahp_harness/demo_files``).
+DEMO_FILES: Final = (
+    "session.json",
+    "registration.json",
+    "registration-per-event.json",
+    "registration-discovered.json",
+    "denylist.toml",
+    "approval.toml",
+    "permissions.toml",
+    "managed.toml",
+)
 
 WORKSPACE_FILES: Final[Mapping[str, str]] = {
     "README.md": "# demo-project\n\nA tiny project the demo agent works in.\n",
@@ -79,14 +99,14 @@ class DemoError(Exception):
 
 @dataclass(frozen=True)
 class DemoPaths:
-    """Everything the demo reads and writes."""
+    """Everything the demo reads and writes: all of it under ``work``."""
 
-    examples: Path
     work: Path
 
     @property
-    def repo(self) -> Path:
-        return self.examples.parent.parent
+    def files(self) -> Path:
+        """The demo's own files, copied from the package (:func:`copy_demo_files`)."""
+        return self.work / "files"
 
     @property
     def workspace(self) -> Path:
@@ -120,18 +140,24 @@ class DemoPaths:
 # -- finding things ------------------------------------------------------------------
 
 
-def find_examples(start: Path | None = None) -> Path:
-    """``examples/demo`` of the repository: under the current folder, else near this file."""
-    candidates = [(start or Path.cwd()) / "examples" / "demo"]
-    here = Path(__file__).resolve()
-    candidates += [parent / "examples" / "demo" for parent in here.parents]
-    for candidate in candidates:
-        if (candidate / "registration.json").is_file() and (candidate / "session.json").is_file():
-            return candidate.resolve()
-    raise DemoError(
-        "examples/demo not found: run 'ahp-harness demo' from the AHP reference kit "
-        "repository (after 'uv sync')"
-    )
+def demo_files() -> Traversable:
+    """The demo's files as installed with the package (``ahp_harness/demo_files``)."""
+    folder = files("ahp_harness").joinpath("demo_files")
+    missing = [name for name in DEMO_FILES if not folder.joinpath(name).is_file()]
+    if missing:
+        raise DemoError(
+            f"the demo's files are missing from the installed ahp-harness ({', '.join(missing)}"
+            " under ahp_harness/demo_files): reinstall ahp-harness"
+        )
+    return folder
+
+
+def copy_demo_files(paths: DemoPaths) -> None:
+    """Copy the demo's files into ``paths.files`` (real files the backends can read)."""
+    source = demo_files()
+    paths.files.mkdir(parents=True, exist_ok=True)
+    for name in DEMO_FILES:
+        (paths.files / name).write_bytes(source.joinpath(name).read_bytes())
 
 
 def backend_command() -> list[str]:
@@ -145,7 +171,9 @@ def backend_command() -> list[str]:
         return [sys.executable, "-m", "ahp_backends.cli"]
     raise DemoError(
         "the sample backends are not installed (no 'ahp-backend' next to "
-        f"{sys.executable}): run 'uv sync' in the repository, then 'uv run ahp-harness demo'"
+        f"{sys.executable}, no ahp_backends module): install the ahp-backends package "
+        f"into this environment ({shlex.quote(sys.executable)} -m pip install ahp-backends, "
+        "or the ahp-backends wheel); in the repository, 'uv sync' installs it"
     )
 
 
@@ -162,18 +190,19 @@ def _work_folder(requested: str | None) -> Path:
 # -- the registration ----------------------------------------------------------------
 
 _PATH_FLAGS: Final = ("--rules", "--config")
-"""Arguments whose value is a file of the repository (made absolute)."""
+"""Arguments whose value is one of the demo's files (relative to the registration's
+folder, made absolute)."""
 
 
 def localize(
     template: Mapping[str, Any], *, backend: Sequence[str], paths: DemoPaths, approval_url: str
 ) -> dict[str, Any]:
-    """The example registration made runnable from anywhere.
+    """The demo's registration made runnable from anywhere.
 
-    ``ahp-backend`` becomes ``backend`` (absolute), repository files after
-    ``--rules``/``--config`` become absolute, ``--db`` (the audit database) and
-    ``--store`` (the grants) point into the work folder, and the approval
-    backend's URL is the one it is listening on.
+    ``ahp-backend`` becomes ``backend`` (absolute), the demo's files after
+    ``--rules``/``--config`` become absolute (under ``paths.files``), ``--db`` (the
+    audit database) and ``--store`` (the grants) point into the work folder, and the
+    approval backend's URL is the one it is listening on.
     """
     registration: dict[str, Any] = json.loads(json.dumps(template))
     for hook in registration["hooks"]:
@@ -185,7 +214,7 @@ def localize(
         args = list(transport.get("args", []))
         for i in range(len(args) - 1):
             if args[i] in _PATH_FLAGS:
-                args[i + 1] = str((paths.repo / args[i + 1]).resolve())
+                args[i + 1] = str((paths.files / args[i + 1]).resolve())
             elif args[i] == "--db":
                 args[i + 1] = str(paths.audit_db)
             elif args[i] == "--store":
@@ -208,7 +237,7 @@ class ApprovalServer:
             "--store",
             str(paths.grants),
             "--config",
-            str(paths.examples / "approval.toml"),
+            str(paths.files / "approval.toml"),
             "--http",
             "127.0.0.1:0",
         ]
@@ -303,39 +332,48 @@ def prepare_workspace(paths: DemoPaths) -> None:
         target.write_text(text, encoding="utf-8")
 
 
-def harness_argv(paths: DemoPaths) -> list[str]:
-    ex = paths.examples
-    return [
-        "run",
-        "--workspace",
-        str(paths.workspace),
-        "--registration",
-        str(paths.registration),
-        "--permissions",
-        str(ex / "permissions.toml"),
-        "--managed",
-        str(ex / "managed.toml"),
-        "--mode",
-        "default",
-        "--model",
-        f"script:{ex / 'session.json'}",
-        "--non-interactive",
-        "--approve",
-        "never",
-        "--transcript",
-        str(paths.transcript),
-        "--audit-log",
-        str(paths.harness_log),
-    ]
+async def run_session(paths: DemoPaths, registration: Path | None = None) -> int:
+    """The demo's session through the public session API; the exit code (0: it ran).
+
+    ``registration`` defaults to the localized one (``paths.registration``).
+    """
+    from ahp_harness.harness import ConfigError, open_harness
+    from ahp_harness.models.scripted import ScriptedDriver
+    from ahp_harness.ui import FixedApprover, TerminalUI
+
+    ui = TerminalUI()
+    try:
+        async with open_harness(
+            paths.workspace,
+            driver=ScriptedDriver.from_file(paths.files / "session.json"),
+            registration=registration or paths.registration,
+            permissions=paths.files / "permissions.toml",
+            managed=paths.files / "managed.toml",
+            mode="default",
+            interactive=False,
+            approver=FixedApprover(False),
+            ui=ui,
+            reporter=ui,
+            transcript=paths.transcript,
+            audit_log=paths.harness_log,
+        ) as harness:
+            await harness.turn()
+            summary = harness.summary
+    except ConfigError as exc:
+        print(f"ahp-harness demo: error: {exc}", file=sys.stderr)
+        return 2
+    refused = sum(1 for c in summary.calls if c.outcome == "denied")
+    ui.note(f"session over: {len(summary.calls)} tool calls, {refused} refused")
+    return 0
 
 
 def run(directory: str | None = None) -> int:
     """Play the demo; the exit code (0: the session ran and the audit has it)."""
-    from ahp_harness import cli
+    import anyio
 
-    examples = find_examples()
     backend = backend_command()
-    paths = DemoPaths(examples, _work_folder(directory))
+    paths = DemoPaths(_work_folder(directory))
+    copy_demo_files(paths)
     prepare_workspace(paths)
     _say("AHP demo: one scripted session, three backends, each a separate process.")
     _say(f"  work folder: {paths.work}")
@@ -346,17 +384,17 @@ def run(directory: str | None = None) -> int:
         _say(f"  approval     {APPROVAL_ID}: HTTP at {server.url}, fail-closed")
         _say(f"               pre-approved: {granted}")
         _say(f"  audit        {AUDIT_ID}: stdio, persistent, observes every event")
-        template = json.loads((examples / "registration.json").read_text("utf-8"))
+        template = json.loads((paths.files / "registration.json").read_text("utf-8"))
         registration = localize(template, backend=backend, paths=paths, approval_url=server.url)
         paths.registration.write_text(json.dumps(registration, indent=2) + "\n", "utf-8")
         _say()
-        code = cli.main(harness_argv(paths))
+        code: int = anyio.run(run_session, paths)
     finally:
         server.stop()
     if code != 0:
         _say(f"the session did not run (exit {code}); see the messages above")
         return code
-    return _report(paths)
+    return _report(paths, backend)
 
 
 # -- the report ----------------------------------------------------------------------
@@ -476,7 +514,7 @@ def _evidence(paths: DemoPaths) -> list[str]:
     ]
 
 
-def _report(paths: DemoPaths) -> int:
+def _report(paths: DemoPaths, backend: Sequence[str]) -> int:
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
@@ -525,12 +563,12 @@ def _report(paths: DemoPaths) -> int:
     console.print(f"registration:   {paths.registration}")
     console.print(f"workspace:      {paths.workspace}")
     console.print()
-    console.print("see the timeline (from the repository):")
-    console.print(f"  uv run ahp-backend audit show --db {shlex.quote(str(paths.audit_db))}")
-    console.print(
-        f"  uv run ahp-backend audit show --db {shlex.quote(str(paths.audit_db))} "
-        "--type 'tool.*' --json"
-    )
+    console.print(f"demo files:     {paths.files}")
+    console.print()
+    show = f"{shlex.join(backend)} audit show --db {shlex.quote(str(paths.audit_db))}"
+    console.print("see the timeline:")
+    console.print(f"  {escape(show)}")
+    console.print(f"  {escape(show)} --type 'tool.*' --json")
     console.print(f"remove the demo's files: rm -rf {shlex.quote(str(paths.work))}")
     if not calls or total == 0:
         console.print("[red]the session or the audit recorded nothing; see the messages above[/]")
