@@ -71,24 +71,38 @@ def capabilities_response(manifest: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def session_start(manifest: dict[str, Any]) -> dict[str, Any]:
-    event = {
-        "id": "evt_s",
+def envelope(event_type: str, event_id: str, **fields: Any) -> dict[str, Any]:
+    """An event of ``event_type`` with the envelope fields filled, plus ``fields``."""
+    return {
+        "id": event_id,
         "source": "urn:example:harness",
-        "type": "session.start",
+        "type": event_type,
         "time": "2026-01-01T00:00:00Z",
         "harness": {"name": "h", "version": "1"},
-        "session": {"id": "s"},
-        "trigger": "startup",
-        "permissionMode": "default",
-        "manifest": manifest,
-        "items": [],
+        **fields,
     }
+
+
+def observe(event: dict[str, Any]) -> dict[str, Any]:
     return {
         "jsonrpc": "2.0",
         "method": "hooks/observe",
         "params": {"protocolVersion": "draft", "event": event},
     }
+
+
+def session_start(manifest: dict[str, Any]) -> dict[str, Any]:
+    return observe(
+        envelope(
+            "session.start",
+            "evt_s",
+            session={"id": "s"},
+            trigger="startup",
+            permissionMode="default",
+            manifest=manifest,
+            items=[],
+        )
+    )
 
 
 def with_limit(name: str, value: Any) -> dict[str, Any]:
@@ -170,17 +184,9 @@ def tool_before(kind: str) -> dict[str, Any]:
     tool = {**TOOL, "kind": kind}
     if not kind:
         del tool["kind"]
-    event = {
-        "id": "evt_k",
-        "source": "urn:example:harness",
-        "type": "tool.before",
-        "time": "2026-01-01T00:00:00Z",
-        "harness": {"name": "h", "version": "1"},
-        "session": {"id": "s"},
-        "call": {"id": "c1"},
-        "tool": tool,
-        "path": "native",
-    }
+    event = envelope(
+        "tool.before", "evt_k", session={"id": "s"}, call={"id": "c1"}, tool=tool, path="native"
+    )
     return {
         "jsonrpc": "2.0",
         "id": "evt_k",
@@ -200,20 +206,7 @@ def batch_after(*kinds: str) -> dict[str, Any]:
         }
         for i, kind in enumerate(kinds)
     ]
-    event = {
-        "id": "evt_b",
-        "source": "urn:example:harness",
-        "type": "tool.batch.after",
-        "time": "2026-01-01T00:00:00Z",
-        "harness": {"name": "h", "version": "1"},
-        "batch": {"id": "b1"},
-        "calls": calls,
-    }
-    return {
-        "jsonrpc": "2.0",
-        "method": "hooks/observe",
-        "params": {"protocolVersion": "draft", "event": event},
-    }
+    return observe(envelope("tool.batch.after", "evt_b", batch={"id": "b1"}, calls=calls))
 
 
 def subscription(*kinds: str) -> dict[str, Any]:
