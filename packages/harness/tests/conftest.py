@@ -5,16 +5,15 @@ and a folder outside it (``outside``, holding ``secret.txt``); registration
 entries for real backend processes (``backends/scripted_kit.py``, our server kit
 answering scripted effects and recording every line it receives, and the
 protocol package's ``misbehave.py``); host permissions from real TOML files; and
-a real :class:`~ahp_harness.hooks.Gate` around a real
-:class:`~ahp_protocol.client.Dispatcher` (:meth:`HarnessKit.open_gate`), with an
-approver and a reporter that record what they were asked and shown.
+a real :class:`~ahp_harness.hooks.Gate` (:func:`ahp_harness.host.build_gate`) over a real
+:class:`~ahp_protocol.client.Hooks` (:meth:`HarnessKit.open_gate`), with an approver and a
+reporter that record what they were asked and shown.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -22,12 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ahp_harness.hooks import HARNESS, CallRecord, Envelope, Gate, new_id
+from ahp_harness.hooks import CallRecord, Gate
+from ahp_harness.host import HARNESS, build_gate
 from ahp_harness.manifest import capabilities
 from ahp_harness.permissions import Permissions
 from ahp_harness.sandbox import Sandbox
-from ahp_protocol.client import Dispatcher
-from ahp_protocol.wire.registration import parse_registration
+from ahp_protocol.client import Hooks
 
 HERE = Path(__file__).resolve().parent
 SCRIPTED_KIT = HERE / "backends" / "scripted_kit.py"
@@ -77,28 +76,21 @@ class RecordingReporter:
 
 @dataclass
 class GateRun:
-    """An open gate and what it talks to."""
+    """An open gate and what it talks to (close ``sandbox`` after use)."""
 
     gate: Gate
     approver: RecordingApprover
     reporter: RecordingReporter
-    dispatcher: Dispatcher | None
+    hooks: Hooks
+    sandbox: Sandbox
     audit: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
     async def barrier(self) -> None:
         """Wait until every interceptor has read everything sent so far (each answers in
         order): one more ``tool.before``, about a call of its own, answered by all."""
-        assert self.dispatcher is not None
-        tool = {
-            "name": "read_file",
-            "kind": "file_read",
-            "input": {"path": "-"},
-            "origin": "native",
-        }
-        event = self.gate.envelope.event(
-            "tool.before", tool=tool, call={"id": new_id("call")}, path="native"
-        )
-        await self.dispatcher.intercept(event)
+        assert self.hooks.dispatcher is not None
+        call = self.gate.session.tool_call("read_file", {"path": "-"}, kind="file_read")
+        await call.before()
 
 
 class HarnessKit:
@@ -223,54 +215,49 @@ class HarnessKit:
         workspace.mkdir(parents=True)
         return workspace
 
-    @asynccontextmanager
-    async def open_dispatcher(
-        self, hooks: Sequence[Mapping[str, Any]], *, interactive: bool = True
-    ) -> AsyncIterator[Dispatcher]:
-        """A started dispatcher over ``hooks``; closed (backends ended) on exit."""
-        dispatcher = Dispatcher(
-            parse_registration(self.registration(hooks)),
-            capabilities=capabilities(interactive=interactive),
-            source=f"urn:uuid:{uuid.uuid4()}",
+    def hooks(self, hooks: Sequence[Mapping[str, Any]] = (), *, interactive: bool = True) -> Hooks:
+        """This harness's :class:`Hooks` over ``hooks`` (none: no backend at all), not started."""
+        return Hooks(
+            self.registration(hooks) if hooks else None,
             harness=HARNESS,
+            capabilities=capabilities(interactive=interactive),
         )
-        try:
-            await dispatcher.start()
-            yield dispatcher
-        finally:
-            await dispatcher.aclose()
+
+    @asynccontextmanager
+    async def open_hooks(
+        self, hooks: Sequence[Mapping[str, Any]], *, interactive: bool = True
+    ) -> AsyncIterator[Hooks]:
+        """Started :class:`Hooks` over ``hooks``; closed (backends ended) on exit."""
+        async with self.hooks(hooks, interactive=interactive) as opened:
+            yield opened
 
     def gate(
         self,
-        dispatcher: Dispatcher | None,
+        hooks: Hooks | None,
         permissions: Permissions | None = None,
         *,
         approve: bool = True,
         workspace: Path | None = None,
     ) -> GateRun:
-        """A gate over ``workspace`` (default: the kit's); close its ``sandbox`` after use."""
+        """A gate (a new session of ``hooks``) over ``workspace`` (default: the kit's);
+        close its ``sandbox`` after use."""
+        hooks = hooks or self.hooks()
         permissions = permissions or self.permissions()
         workspace = workspace or self.workspace
         sandbox = Sandbox([workspace], fetch_hosts=permissions.fetch_allowed)
-        envelope = Envelope(
-            source=dispatcher.source if dispatcher else f"urn:uuid:{uuid.uuid4()}",
-            session_id=f"sess_{uuid.uuid4().hex}",
-            cwd=str(sandbox.roots[0]),
-            roots=[str(r) for r in sandbox.roots],
-        )
+        session = hooks.session(cwd=str(sandbox.roots[0]), roots=[str(r) for r in sandbox.roots])
         approver = RecordingApprover(approve)
         reporter = RecordingReporter()
         audit: list[tuple[str, dict[str, Any]]] = []
-        gate = Gate(
-            envelope=envelope,
+        gate = build_gate(
+            session,
             permissions=permissions,
             sandbox=sandbox,
             approve=approver,
-            dispatcher=dispatcher,
             audit=lambda kind, record: audit.append((kind, dict(record))),
             reporter=reporter,
         )
-        return GateRun(gate, approver, reporter, dispatcher, audit)
+        return GateRun(gate, approver, reporter, hooks, sandbox, audit)
 
     @asynccontextmanager
     async def open_gate(
@@ -281,20 +268,13 @@ class HarnessKit:
         approve: bool = True,
         interactive: bool = True,
     ) -> AsyncIterator[GateRun]:
-        """A gate with its own dispatcher over ``hooks`` (none: no AHP step at all)."""
-        if not hooks:
-            run = self.gate(None, permissions, approve=approve)
+        """A gate with its own :class:`Hooks` over ``hooks`` (none: no AHP step at all)."""
+        async with self.open_hooks(hooks, interactive=interactive) as opened:
+            run = self.gate(opened, permissions, approve=approve)
             try:
                 yield run
             finally:
-                run.gate.sandbox.close()
-            return
-        async with self.open_dispatcher(hooks, interactive=interactive) as dispatcher:
-            run = self.gate(dispatcher, permissions, approve=approve)
-            try:
-                yield run
-            finally:
-                run.gate.sandbox.close()
+                run.sandbox.close()
 
 
 @pytest.fixture

@@ -43,7 +43,7 @@ from ahp_harness.hooks import new_id
 from ahp_harness.models.base import Reply
 from ahp_harness.models.scripted import ScriptedDriver, parse_script
 from ahp_harness.session import UI, Session
-from ahp_protocol.client import Dispatcher
+from ahp_protocol.client import Hooks
 from ahp_protocol.client.chain import SYNTHETIC_DENIAL_REASON
 
 if TYPE_CHECKING:  # the helpers live in this folder's conftest.py (fixtures ``kit``, ``kit_class``)
@@ -174,8 +174,8 @@ def shared(tmp_path_factory: pytest.TempPathFactory, kit_class: type[HarnessKit]
 
 
 @pytest.fixture(scope="module")
-async def backends(anyio_backend: str, shared: HarnessKit) -> AsyncIterator[dict[str, Dispatcher]]:
-    """One dispatcher per backend, shared by every test of this module."""
+async def backends(anyio_backend: str, shared: HarnessKit) -> AsyncIterator[dict[str, Hooks]]:
+    """One Hooks (one backend each) per backend, shared by every test of this module."""
     policy = shared.scripted(
         POLICY,
         POLICY_RULES,
@@ -191,13 +191,13 @@ async def backends(anyio_backend: str, shared: HarnessKit) -> AsyncIterator[dict
     async with AsyncExitStack() as stack:
         out = {}
         for hook_id, hook in hooks.items():
-            out[hook_id] = await stack.enter_async_context(shared.open_dispatcher([hook]))
+            out[hook_id] = await stack.enter_async_context(shared.open_hooks([hook]))
         yield out
 
 
 def gate_for(
     shared: HarnessKit,
-    dispatcher: Dispatcher | None,
+    dispatcher: Hooks | None,
     name: str,
     *,
     rule: str | None = None,
@@ -333,7 +333,7 @@ DENIED_BY = {"deny": POLICY, "hang": HANG, "garbage": GARBAGE}
 )
 async def test_precedence_row(
     shared: HarnessKit,
-    backends: dict[str, Dispatcher],
+    backends: dict[str, Hooks],
     request: pytest.FixtureRequest,
     hook: str,
     rule: str | None,
@@ -355,7 +355,7 @@ async def test_precedence_row(
     try:
         record = await run.gate.call("write_file", {"path": path, "content": "hello\n"})
     finally:
-        run.gate.sandbox.close()
+        run.sandbox.close()
 
     # Executed or not: the disk says so.
     assert record.executed is executed
@@ -397,14 +397,14 @@ async def test_precedence_row(
 
 @pytest.mark.anyio
 async def test_a_synthetic_denial_is_audited_apart_from_an_explicit_one(
-    shared: HarnessKit, backends: dict[str, Dispatcher]
+    shared: HarnessKit, backends: dict[str, Hooks]
 ) -> None:
     run, _ = gate_for(shared, backends[GARBAGE], "audit-synthetic", mode="allow")
     synthetic = await run.gate.call("write_file", {"path": "a.txt", "content": "x"})
-    run.gate.sandbox.close()
+    run.sandbox.close()
     run2, _ = gate_for(shared, backends[POLICY], "audit-explicit", mode="allow")
     explicit = await run2.gate.call("write_file", {"path": "hook-deny.txt", "content": "x"})
-    run2.gate.sandbox.close()
+    run2.sandbox.close()
     assert (synthetic.synthetic_denial, explicit.synthetic_denial) == (True, False)
     (hook_s,) = [r for k, r in run.audit if k == "hook"]
     (hook_e,) = [r for k, r in run2.audit if k == "hook"]
@@ -436,13 +436,13 @@ async def test_a_synthetic_denial_is_audited_apart_from_an_explicit_one(
     ],
 )
 async def test_an_invalid_modified_input_is_refused_not_run(
-    shared: HarnessKit, backends: dict[str, Dispatcher], marker: str, effective: dict[str, Any]
+    shared: HarnessKit, backends: dict[str, Hooks], marker: str, effective: dict[str, Any]
 ) -> None:
     run, workspace = gate_for(
         shared, backends[POLICY], marker, rule="allow", managed="allow", mode="allow"
     )
     record = await run.gate.call("write_file", {"path": f"{marker}.txt", "content": "hi\n"})
-    run.gate.sandbox.close()
+    run.sandbox.close()
     assert record.executed is False
     assert record.outcome == "denied"
     assert record.reason.startswith("modified input is invalid")
@@ -457,11 +457,11 @@ async def test_an_invalid_modified_input_is_refused_not_run(
 
 @pytest.mark.anyio
 async def test_a_valid_modified_input_is_what_runs_and_what_is_recorded(
-    shared: HarnessKit, backends: dict[str, Dispatcher]
+    shared: HarnessKit, backends: dict[str, Hooks]
 ) -> None:
     run, workspace = gate_for(shared, backends[POLICY], "modify-valid", mode="allow")
     record = await run.gate.call("write_file", {"path": "modify-valid.txt", "content": "mine\n"})
-    run.gate.sandbox.close()
+    run.sandbox.close()
     effective = {"path": "redirected.txt", "content": "rewritten by the policy\n"}
     assert record.executed is True
     assert not (workspace / "modify-valid.txt").exists()
@@ -485,13 +485,13 @@ def observed_changes(shared: HarnessKit, parent_id: str) -> list[dict[str, Any]]
 
 @pytest.mark.anyio
 async def test_a_modified_input_is_judged_by_the_sandbox_again(
-    shared: HarnessKit, backends: dict[str, Dispatcher]
+    shared: HarnessKit, backends: dict[str, Hooks]
 ) -> None:
     run, workspace = gate_for(
         shared, backends[POLICY], "modify-escape", rule="allow", managed="allow", mode="allow"
     )
     record = await run.gate.call("write_file", {"path": "modify-escape.txt", "content": "x\n"})
-    run.gate.sandbox.close()
+    run.sandbox.close()
     assert record.executed is False
     assert (record.host_decision, record.host_stage) == ("deny", "sandbox")
     assert record.input["path"] == "../modify-escaped.txt"
@@ -501,14 +501,14 @@ async def test_a_modified_input_is_judged_by_the_sandbox_again(
 
 @pytest.mark.anyio
 async def test_a_modified_input_is_judged_by_the_host_rules_again(
-    shared: HarnessKit, backends: dict[str, Dispatcher]
+    shared: HarnessKit, backends: dict[str, Hooks]
 ) -> None:
     protect = [{"decision": "deny", "glob": "protected/*", "reason": "protected folder"}]
     run, workspace = gate_for(
         shared, backends[POLICY], "modify-protected", mode="allow", user_rules=protect
     )
     record = await run.gate.call("write_file", {"path": "modify-protected.txt", "content": "x"})
-    run.gate.sandbox.close()
+    run.sandbox.close()
     assert record.executed is False
     assert (record.host_decision, record.host_stage) == ("deny", "rule")
     assert list(workspace.iterdir()) == []
@@ -529,7 +529,7 @@ async def test_a_modified_input_is_judged_by_the_host_rules_again(
 )
 async def test_a_supplied_result_still_needs_approval(
     shared: HarnessKit,
-    backends: dict[str, Dispatcher],
+    backends: dict[str, Hooks],
     marker: str,
     managed: str | None,
     approve: bool,
@@ -541,7 +541,7 @@ async def test_a_supplied_result_still_needs_approval(
         shared, backends[POLICY], name, managed=managed, mode="ask", approve=approve
     )
     record = await run.gate.call("write_file", {"path": f"{marker}.txt", "content": "real\n"})
-    run.gate.sandbox.close()
+    run.sandbox.close()
     assert record.executed is False  # never the tool itself
     assert list(workspace.iterdir()) == []
     assert len(run.approver.calls) == (1 if prompted else 0)
@@ -571,7 +571,7 @@ async def test_a_supplied_result_still_needs_approval(
 )
 async def test_the_permission_request_boundary(
     shared: HarnessKit,
-    backends: dict[str, Dispatcher],
+    backends: dict[str, Hooks],
     marker: str,
     rule: str | None,
     approve: bool,
@@ -582,7 +582,7 @@ async def test_the_permission_request_boundary(
     name = f"{marker}-{rule}"
     run, workspace = gate_for(shared, backends[POLICY], name, rule=rule, approve=approve)
     record = await run.gate.call("write_file", {"path": f"{marker}.txt", "content": "orig\n"})
-    run.gate.sandbox.close()
+    run.sandbox.close()
     assert len(run.approver.calls) == (1 if prompted else 0)
     assert record.executed is executed
     assert (workspace / f"{marker}.txt").exists() is executed
@@ -613,7 +613,7 @@ async def test_the_permission_request_boundary(
 )
 async def test_a_permission_request_modification_is_judged_again(
     shared: HarnessKit,
-    backends: dict[str, Dispatcher],
+    backends: dict[str, Hooks],
     marker: str,
     effective: dict[str, str],
     stage: str,
@@ -621,7 +621,7 @@ async def test_a_permission_request_modification_is_judged_again(
 ) -> None:
     run, workspace = gate_for(shared, backends[POLICY], marker)
     record = await run.gate.call("write_file", {"path": f"{marker}.txt", "content": "x\n"})
-    run.gate.sandbox.close()
+    run.sandbox.close()
     assert record.executed is False
     assert record.outcome == "denied"
     assert run.approver.calls == []  # refused before anyone is asked
@@ -644,11 +644,11 @@ async def test_a_permission_request_modification_is_judged_again(
 
 @pytest.mark.anyio
 async def test_backend_messages_are_shown_to_the_user(
-    shared: HarnessKit, backends: dict[str, Dispatcher]
+    shared: HarnessKit, backends: dict[str, Hooks]
 ) -> None:
     run, _ = gate_for(shared, backends[POLICY], "message", mode="allow")
     record = await run.gate.call("write_file", {"path": "message.txt", "content": "x"})
-    run.gate.sandbox.close()
+    run.sandbox.close()
     assert record.executed is True
     assert run.reporter.messages == ["policy says hi", "and again"]
     assert run.reporter.records == [record]
@@ -826,7 +826,7 @@ async def test_a_fail_closed_failure_at_tool_after_stops_the_turn(kit: HarnessKi
 @pytest.mark.anyio
 @pytest.mark.parametrize("case", ["dotdot", "absolute", "symlink-read", "symlink-write"])
 async def test_escapes_are_refused_even_when_everything_allows(
-    shared: HarnessKit, backends: dict[str, Dispatcher], case: str
+    shared: HarnessKit, backends: dict[str, Hooks], case: str
 ) -> None:
     name = f"escape-{case}"
     run, workspace = gate_for(
@@ -852,7 +852,7 @@ async def test_escapes_are_refused_even_when_everything_allows(
         "symlink-write": ("write_file", {"path": "escape-link-write", "content": "pwned\n"}),
     }[case]
     record = await run.gate.call(tool, arguments)
-    run.gate.sandbox.close()
+    run.sandbox.close()
     assert record.hook_permission == "allow"
     assert record.executed is False
     assert (record.host_decision, record.host_stage) == ("deny", "sandbox")
@@ -866,7 +866,7 @@ async def test_escapes_are_refused_even_when_everything_allows(
 
 @pytest.mark.anyio
 async def test_a_shell_cannot_read_an_inherited_secret(
-    shared: HarnessKit, backends: dict[str, Dispatcher], monkeypatch: pytest.MonkeyPatch
+    shared: HarnessKit, backends: dict[str, Hooks], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     secret = "sk-harness-test-0123456789-SECRET"
     monkeypatch.setenv("AHP_HARNESS_TEST_API_TOKEN", secret)
@@ -874,7 +874,7 @@ async def test_a_shell_cannot_read_an_inherited_secret(
     run, _ = gate_for(shared, backends[POLICY], "escape-secret", user_rules=[{"decision": "allow"}])
     command = 'echo "escape-secret:$AHP_HARNESS_TEST_API_TOKEN:$DEPLOY_PASSWORD:"; env'
     record = await run.gate.call("shell", {"command": command})
-    run.gate.sandbox.close()
+    run.sandbox.close()
     assert record.hook_permission == "allow"
     assert record.executed is True and record.outcome == "ok"
     assert "escape-secret:::" in record.output  # the variables are simply not there
@@ -891,10 +891,10 @@ async def test_a_shell_cannot_read_an_inherited_secret(
 @pytest.mark.anyio
 async def test_ask_is_never_granted_where_nobody_can_answer(kit: HarnessKit) -> None:
     hook = kit.scripted(POLICY, [before("hook-ask", {"type": "ask"})], intercept=["tool.*"])
-    async with kit.open_dispatcher([hook], interactive=False) as dispatcher:
+    async with kit.open_hooks([hook], interactive=False) as dispatcher:
         run = kit.gate(dispatcher, kit.permissions(mode="accept-edits"))
         record = await run.gate.call("write_file", {"path": "hook-ask.txt", "content": "x"})
-        run.gate.sandbox.close()
+        run.sandbox.close()
     # The backend's ask is unadvertised: an operational failure (fail-closed), not a prompt.
     assert record.synthetic_denial is True
     assert record.executed is False

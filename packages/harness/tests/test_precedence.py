@@ -1,7 +1,9 @@
 """The precedence table, exhaustively: AHP's settled result x the host's layers x approval.
 
 The oracle is the precedence as written (``ahp_harness.precedence``'s docstring, the
-README's section 2), restated here by hand, never by calling :func:`decide`:
+README's section 2), restated here by hand, never by calling :func:`decide` (the
+README's table as one call: the host's layers, :func:`ahp_harness.precedence.host_verdict`,
+folded by the one AHP precedence rule, :func:`ahp_harness.hooks.decide`):
 
 1. AHP refuses (accepted deny, flow stop, synthetic fail-closed denial);
 2. the sandbox refuses an escape;
@@ -34,11 +36,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pytest
-from ahp_harness.hooks import Envelope, Gate
+from ahp_harness.host import HARNESS, build_gate
+from ahp_harness.manifest import capabilities
 from ahp_harness.permissions import Permissions, Rule
-from ahp_harness.precedence import Verdict, carried_permission, decide
+from ahp_harness.precedence import Verdict, decide
 from ahp_harness.sandbox import Sandbox
-from ahp_protocol.client import HookResult
+from ahp_protocol.client import HookResult, Hooks
 from ahp_protocol.client.chain import SYNTHETIC_DENIAL_REASON, ChainState, Denial
 
 Hook = Literal["none", "allow", "ask", "deny", "synthetic", "stop"]
@@ -226,17 +229,32 @@ def test_ahp_allow_suppresses_only_the_ordinary_prompt() -> None:
             assert with_allow.decision == without.decision, (rule, mode, managed, sandbox)
 
 
-def test_a_changed_input_keeps_ask_and_loses_allow() -> None:
+async def carried(first: Literal["none", "allow", "ask"]) -> Any:
+    """What the second ``tool.before`` of one call (its input changed) is seeded with,
+    when the first settled ``first``: the API's :meth:`ToolCall.before` decides it."""
+    stand_in = SettledHooks(first)
+    hooks = settled_hooks(stand_in)
+    call = hooks.session(cwd="/ws").tool_call("write_file", {"path": "a"}, kind="file_write")
+    await call.before()
+    result = await call.before({"path": "b"})
+    first_seed, second_seed = stand_in.seeds
+    assert first_seed == "none"  # the first run is never seeded
+    assert result.permission == second_seed  # (the stand-in settles what it was seeded with)
+    return second_seed
+
+
+@pytest.mark.anyio
+async def test_a_changed_input_keeps_ask_and_loses_allow() -> None:
     """What tool.before settled, once tool.permission.request has changed the input.
 
     By hand (draft §5.4): ask persists; allow was for another input; none stays none.
     Then, over the whole product, a carried ask is never decided into a silent allow.
     """
-    assert carried_permission("ask") == "ask"
-    assert carried_permission("allow") == "none"
-    assert carried_permission("none") == "none"
+    assert await carried("ask") == "ask"
+    assert await carried("allow") == "none"
+    assert await carried("none") == "none"
     for _, rule, mode, managed, sandbox in PRODUCT:
-        verdict = run_decide(carried_permission("ask"), rule, mode, managed, sandbox)
+        verdict = run_decide(await carried("ask"), rule, mode, managed, sandbox)
         assert verdict.decision in ("ask", "deny"), (rule, mode, managed, sandbox)
 
 
@@ -300,6 +318,10 @@ class SettledHooks:
     def __init__(self, hook: Hook) -> None:
         self.hook = hook
         self.intercepted: list[str] = []
+        self.seeds: list[str] = []
+
+    async def start(self) -> None:
+        pass
 
     def intercepts(self, event_type: str) -> bool:
         return event_type == "tool.before"
@@ -314,8 +336,12 @@ class SettledHooks:
         self, event: Mapping[str, Any], *, initial_permission: str = "none"
     ) -> HookResult:
         self.intercepted.append(str(event["type"]))
-        state = ChainState(event=dict(event))
-        if self.hook in ("allow", "ask"):
+        self.seeds.append(initial_permission)
+        # A second run (the input changed) settles what it was seeded with.
+        state = ChainState(event=dict(event), permission=initial_permission)  # type: ignore[arg-type]
+        if len(self.seeds) > 1:
+            pass
+        elif self.hook in ("allow", "ask"):
             state = ChainState(event=dict(event), permission=self.hook)
         elif self.hook == "deny":
             denial = Denial(EXPLICIT_REASON, "com.example.freeze", "com.example.policy", 0)
@@ -325,6 +351,13 @@ class SettledHooks:
         elif self.hook == "stop":
             state = ChainState(event=dict(event), flow="stop", flow_reason=STOP_REASON)
         return HookResult.settle("tool.before", state, [])
+
+
+def settled_hooks(stand_in: SettledHooks) -> Hooks:
+    """This harness's :class:`Hooks`, with the stand-in as its dispatcher."""
+    hooks = Hooks(None, harness=HARNESS, capabilities=capabilities(interactive=True))
+    hooks.dispatcher = stand_in  # type: ignore[assignment]
+    return hooks
 
 
 class Approver:
@@ -362,12 +395,11 @@ async def check_gate_row(row: tuple[Any, ...], root: Path) -> list[str]:
     sandbox = Sandbox([workspace])
     approver = Approver(approval == "approved")
     hooks = SettledHooks(hook)
-    gate = Gate(
-        envelope=Envelope("urn:uuid:precedence", "sess_1", str(workspace), [str(workspace)]),
+    gate = build_gate(
+        settled_hooks(hooks).session(cwd=str(workspace), session_id="sess_1"),
         permissions=host_permissions(rule, managed, mode),
         sandbox=sandbox,
         approve=approver,
-        dispatcher=hooks,  # type: ignore[arg-type]
     )
     path = "../escape.txt" if sandbox_case == "escape" else "out.txt"
     try:

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from ahp_harness.manifest import manifest
-from ahp_protocol.client import Dispatcher
+from ahp_protocol.client import Hooks
 from ahp_protocol.client.chain import SYNTHETIC_DENIAL_REASON
 from ahp_protocol.client.failures import FailureClass
 
@@ -123,13 +123,13 @@ def shared(tmp_path_factory: pytest.TempPathFactory, kit_class: type[HarnessKit]
 
 
 @pytest.fixture(scope="module")
-async def dispatcher(anyio_backend: str, shared: HarnessKit) -> AsyncIterator[Dispatcher]:
-    async with shared.open_dispatcher(hooks(shared)) as opened:
+async def dispatcher(anyio_backend: str, shared: HarnessKit) -> AsyncIterator[Hooks]:
+    async with shared.open_hooks(hooks(shared)) as opened:
         yield opened
 
 
 def gate_for(
-    shared: HarnessKit, dispatcher: Dispatcher, name: str, *, mode: str, approve: bool
+    shared: HarnessKit, dispatcher: Hooks, name: str, *, mode: str, approve: bool
 ) -> tuple[GateRun, Path]:
     workspace = shared.new_workspace(name)
     permissions = shared.permissions(mode=MODES[mode], where=workspace.parent)
@@ -155,13 +155,13 @@ def event_of(msg: Mapping[str, Any]) -> dict[str, Any]:
 
 @pytest.mark.anyio
 async def test_a_deny_list_at_tool_before_sees_the_rewritten_command(
-    shared: HarnessKit, dispatcher: Dispatcher
+    shared: HarnessKit, dispatcher: Hooks
 ) -> None:
     run, workspace = gate_for(shared, dispatcher, "victim", mode="ask", approve=True)
     (workspace / "victim").mkdir()
     (workspace / "victim" / "precious.txt").write_text("keep me\n")
     record = await run.gate.call("shell", {"command": "ls victim"})
-    run.gate.sandbox.close()
+    run.sandbox.close()
     assert (workspace / "victim" / "precious.txt").read_text() == "keep me\n"
     assert record.executed is False
     assert (record.denied_by, record.reason) == (GUARD, "no recursive deletes")
@@ -185,12 +185,12 @@ async def test_a_deny_list_at_tool_before_sees_the_rewritten_command(
 @pytest.mark.anyio
 @pytest.mark.parametrize("approve", [False, True])
 async def test_an_ask_from_tool_before_survives_a_rewrite_and_an_allow_at_the_prompt(
-    shared: HarnessKit, dispatcher: Dispatcher, approve: bool
+    shared: HarnessKit, dispatcher: Hooks, approve: bool
 ) -> None:
     # The mode alone would allow the write: only tool.before's ask brings the prompt.
     run, workspace = gate_for(shared, dispatcher, f"ask-{approve}", mode="allow", approve=approve)
     record = await run.gate.call("write_file", {"path": "ask-me.txt", "content": "original\n"})
-    run.gate.sandbox.close()
+    run.sandbox.close()
     rewritten = {"path": "ask-me.txt", "content": "rewritten at the prompt\n"}
     # The user is asked, about the input that would run, whatever the rewriter allowed.
     assert [(tool, asked) for tool, asked, _ in run.approver.calls] == [("write_file", rewritten)]
@@ -216,11 +216,11 @@ async def test_an_ask_from_tool_before_survives_a_rewrite_and_an_allow_at_the_pr
 
 @pytest.mark.anyio
 async def test_a_rewrite_at_the_prompt_drops_the_supplied_result(
-    shared: HarnessKit, dispatcher: Dispatcher
+    shared: HarnessKit, dispatcher: Hooks
 ) -> None:
     run, workspace = gate_for(shared, dispatcher, "supply", mode="ask", approve=True)
     record = await run.gate.call("write_file", {"path": "supply-me.txt", "content": "original\n"})
-    run.gate.sandbox.close()
+    run.sandbox.close()
     assert record.supplied is False
     assert record.executed is True
     assert record.output != "supplied by the guard"
@@ -240,11 +240,11 @@ async def test_a_rewrite_at_the_prompt_drops_the_supplied_result(
 
 @pytest.mark.anyio
 async def test_a_failure_at_the_second_tool_before_follows_its_policy(
-    shared: HarnessKit, dispatcher: Dispatcher
+    shared: HarnessKit, dispatcher: Hooks
 ) -> None:
     run, workspace = gate_for(shared, dispatcher, "crash", mode="ask", approve=True)
     record = await run.gate.call("write_file", {"path": "crash-me.txt", "content": "original\n"})
-    run.gate.sandbox.close()
+    run.sandbox.close()
     assert record.executed is False
     assert record.synthetic_denial is True  # the guard is fail-closed
     assert (record.denied_by, record.reason) == (GUARD, SYNTHETIC_DENIAL_REASON)
@@ -276,11 +276,11 @@ async def test_the_second_tool_before_has_its_own_deadline(kit: HarnessKit, poli
         ],
     }
     rewriter = kit.scripted(REWRITER, REWRITER_RULES, intercept=["tool.permission.request"])
-    async with kit.open_dispatcher([slow, rewriter]) as dispatcher:
+    async with kit.open_hooks([slow, rewriter]) as dispatcher:
         run = kit.gate(dispatcher, kit.permissions(mode="default"), approve=True)
         await run.barrier()  # the backend is up before the call's deadlines start
         record = await run.gate.call("write_file", {"path": "slow-me.txt", "content": "x\n"})
-        run.gate.sandbox.close()
+        run.sandbox.close()
     missed = [
         d
         for d in record.diagnostics
@@ -302,11 +302,11 @@ async def test_the_second_tool_before_has_its_own_deadline(kit: HarnessKit, poli
 
 @pytest.mark.anyio
 async def test_a_second_tool_before_may_not_change_the_input_again(
-    shared: HarnessKit, dispatcher: Dispatcher
+    shared: HarnessKit, dispatcher: Hooks
 ) -> None:
     run, workspace = gate_for(shared, dispatcher, "again", mode="ask", approve=True)
     record = await run.gate.call("write_file", {"path": "first-a.txt", "content": "x\n"})
-    run.gate.sandbox.close()
+    run.sandbox.close()
     assert record.executed is False
     assert list(workspace.iterdir()) == []  # neither second-a.txt nor third.txt
     assert run.approver.calls == []

@@ -14,18 +14,20 @@ from __future__ import annotations
 import asyncio
 import io
 import re
-import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
-from ahp_harness.hooks import CallRecord, Envelope, Gate
+from ahp_harness.hooks import CallRecord
+from ahp_harness.host import HARNESS, build_gate
+from ahp_harness.manifest import capabilities
 from ahp_harness.models import result_message_id
 from ahp_harness.models.manual import ManualDriver
 from ahp_harness.permissions import Permissions
 from ahp_harness.sandbox import Sandbox
 from ahp_harness.ui import PromptApprover, TerminalUI
+from ahp_protocol.client import Hooks
 from prompt_toolkit.application import create_app_session
 from prompt_toolkit.input import PipeInput, create_pipe_input
 from prompt_toolkit.output.plain_text import PlainTextOutput
@@ -74,13 +76,9 @@ async def ask(
     console = Console(file=screen, width=80, highlight=False)
     permissions = Permissions()  # no rules, mode default: a shell call asks
     sandbox = Sandbox([workspace], fetch_hosts=permissions.fetch_allowed)
-    gate = Gate(
-        envelope=Envelope(
-            source=f"urn:uuid:{uuid.uuid4()}",
-            session_id="sess_ui",
-            cwd=str(workspace),
-            roots=[str(workspace)],
-        ),
+    hooks = Hooks(None, harness=HARNESS, capabilities=capabilities(interactive=True))
+    gate = build_gate(
+        hooks.session(cwd=str(workspace), session_id="sess_ui"),
         permissions=permissions,
         sandbox=sandbox,
         approve=PromptApprover(console),

@@ -1,122 +1,186 @@
 """THE integration: one tool call through AHP and the host's own permissions.
 
-This is the file to copy into another harness. For each tool call the model
-proposes, :meth:`Gate.call` does, in order:
+This is the file to copy into another harness: it imports only the standard library
+and ``ahp_protocol``. The AHP side is :class:`ahp_protocol.client.SessionHooks` (the
+envelope, the backends, validation); the host side is four small ``Protocol``\\ s
+declared below, which the copier implements over their own harness:
 
-1. validate the input against the tool's own model (invalid: refused, never run);
-2. ``tool.before`` through the AHP chain (:class:`ahp_protocol.client.Dispatcher`);
-   an accepted deny, a flow stop or a synthetic (fail-closed) denial refuses
-   at once; accepted modifications give the *effective* input, which is
-   validated against the tool's model again;
-3. the host's own decision (:func:`ahp_harness.precedence.decide`): sandbox,
-   managed rules, user rules, the mode; AHP ``allow`` only suppresses the
-   ordinary prompt, AHP ``ask`` always prompts;
-4. a prompt, when one is needed: ``tool.permission.request`` goes through the
-   chain first (a backend may deny, modify the input or stop), then the user (or
-   ``--approve``) answers; ``tool.permission.resolved`` is observed. A *changed*
+- :class:`ToolTable` / :class:`Tool`: the tools by name (``kind``, ``parse``, ``run``);
+- :class:`HostPolicy`: the host's own decision about a parsed call (sandbox, managed
+  rules, user rules, the mode), *without* AHP, as a :class:`Verdict`;
+- :class:`Approver`: answers the approval prompt (the user, or a fixed answer);
+- :class:`Reporter` (optional): shows each resolved call and the backends' messages.
+
+For each tool call the model proposes, :meth:`Gate.call` does, in order:
+
+1. validate the input with ``tool.parse`` (invalid: refused, never run, no event);
+2. ``tool.before`` (:meth:`ToolCall.before <ahp_protocol.client.ToolCall.before>`); an
+   accepted deny, a flow stop or a synthetic (fail-closed) denial refuses at once;
+   accepted modifications give the *effective* input, which ``tool.parse`` validates
+   again;
+3. the host's decision, folded with AHP's settled permission by :func:`decide`;
+4. a prompt, when one is needed: ``tool.permission.request`` first (a backend may
+   deny, modify the input or stop; its ``allow`` answers only the ordinary prompt),
+   then the :class:`Approver`; ``tool.permission.resolved`` is observed. A *changed*
    input is a new operation: it goes through ``tool.before`` once more (every
-   subscription, its own deadline and failure policy, seeded with what the first
-   run settled: its ``ask`` persists, its ``allow`` does not), the supplied result
-   of the first run is dropped, and the host decides again. If that second
-   ``tool.before`` changes the input yet again, the call is refused: nothing runs
-   that either chain did not see;
-5. execution, or a supplied result (AHP ``return``), which skips execution but
-   never approval;
-6. exactly one ``tool.after`` per resolved call (executed, denied →
-   ``skipped/policy``, supplied → ``skipped/supplied_result``), intercepted
-   (``modify`` output, ``inject``, ``flow``, ``message``) then observed, and
-   ``file.changed`` for what the tool changed on disk.
+   subscription, its own deadline and failure policy; what the first run settled is
+   carried over by the API, draft §5.4: its ``ask`` persists, its ``allow`` does not),
+   the first run's supplied result is dropped, and the host decides again. If that
+   second ``tool.before`` changes the input yet again, the call is refused: nothing
+   runs that either chain did not see;
+5. execution (``tool.run``), or a supplied result (AHP ``return``), which skips
+   execution but never approval;
+6. exactly one ``tool.after`` per resolved call (executed, denied → ``skipped/policy``,
+   supplied → ``skipped/supplied_result``), intercepted (``modify`` output, ``inject``,
+   ``flow``, ``message``) then observed, and ``file.changed`` for what the tool
+   changed on disk.
 
-To lift it into another harness, keep steps 1-6 and replace three things: the
-tool table (``ahp_harness.tools``), the host layers (``Permissions``,
-``Sandbox``) and the ``Approver``. The AHP parts need only a ``Dispatcher``
-and the event envelope (:class:`Envelope`). No step here trusts a backend to
-grant anything: the host's layers run after AHP, every time.
+**Precedence lives here, in :func:`decide`, and only here.** Its AHP half is the
+protocol's promise, not a host's taste: an AHP refusal comes first and is final;
+``ask`` always prompts (unless the host refuses); ``allow`` suppresses only the
+host's *ordinary* prompt, never one a rule forces; ``none`` is not permission. Left
+to each host, every copier would re-derive it (and the easy mistake, "allow means
+allowed", bypasses the host's rules). So :class:`HostPolicy` returns the host's own
+verdict, never told what AHP said, marking which ``ask`` is its ordinary prompt
+(:attr:`Verdict.ordinary`), and :func:`decide` folds the two, the same way at
+``tool.before``, after a changed input, and for ``tool.permission.request``'s
+``allow``. How the host orders its *own* layers (sandbox before managed rules before
+user rules before the mode) is the host's business, behind :class:`HostPolicy`.
+
+No step here trusts a backend to grant anything: the host's layers run after AHP,
+every time.
 """
 
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from ahp_harness import __version__
-from ahp_harness.precedence import HookPermission, Verdict, carried_permission, decide
-from ahp_harness.sandbox import Sandbox, SandboxViolation
-from ahp_harness.tools import get_tool
-from ahp_harness.tools.base import FileChange, Tool, ToolInputError, ToolResult
+from ahp_protocol.client.hooks import FileChange, SessionHooks, message, message_text, new_id
 
 if TYPE_CHECKING:
-    from ahp_protocol.client import Diagnostic, Dispatcher, HookResult
-    from ahp_protocol.client.chain import Candidate
+    from ahp_protocol.client import Diagnostic, Dispatcher, HookResult, ToolCall
+    from ahp_protocol.client.chain import Permission
 
-    from ahp_harness.permissions import Permissions
+__all__ = [
+    "Approver",
+    "AuditSink",
+    "CallRecord",
+    "FileChange",
+    "Gate",
+    "HostPolicy",
+    "Reporter",
+    "Tool",
+    "ToolInputError",
+    "ToolOutcome",
+    "ToolTable",
+    "Verdict",
+    "decide",
+    "message",
+    "message_text",
+    "new_id",
+]
 
-HARNESS = {"name": "ahp-harness", "version": __version__}
-TOOL_PATH = "native"
-
+Decision = Literal["allow", "ask", "deny"]
 Approval = Literal["approved", "rejected", "not_needed"]
 Outcome = Literal["ok", "error", "denied", "cancelled", "timeout"]
 
 
-def now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+# -- the host pieces ----------------------------------------------------------------------
 
 
-def new_id(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex}"
+class ToolInputError(ValueError):
+    """A tool input is invalid; ``str()`` says which field and which rule (no input values)."""
 
 
-def text_part(text: str, *, part_id: str | None = None) -> dict[str, Any]:
-    return {
-        "id": part_id or new_id("part"),
-        "kind": "text",
-        "mediaType": "text/plain",
-        "selection": "body",
-        "text": text,
-    }
+@dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    """What one run of a tool produced.
+
+    ``output`` is the text the model gets back (``error`` instead, when set, for a failed
+    run); ``error`` is a fixed sentence and ``error_class`` a fixed word (never exception
+    text); ``file_changes`` are the files the run changed (``tool.after`` and
+    ``file.changed`` carry them).
+    """
+
+    outcome: Literal["ok", "error", "timeout", "cancelled"]
+    output: str = ""
+    error: str | None = None
+    error_class: str | None = None
+    duration_ms: float = 0.0
+    file_changes: Sequence[FileChange] = ()
+
+    @property
+    def text(self) -> str:
+        """What the model sees: the output, or the error for a failed run."""
+        return self.output if self.outcome == "ok" else (self.error or self.output)
 
 
-def message(role: str, text: str) -> dict[str, Any]:
-    return {"id": new_id("msg"), "role": role, "parts": [text_part(text)]}
+class Tool(Protocol):
+    """One host tool, as the gate uses it."""
+
+    @property
+    def name(self) -> str:
+        """The name the model calls it by (``tool.name`` on the wire)."""
+        ...
+
+    @property
+    def kind(self) -> str | None:
+        """One of ``ahp_protocol.wire.kinds.TOOL_KINDS`` (``shell``, ``file_write``, ...)."""
+        ...
+
+    def parse(self, raw: Any) -> Any:
+        """Validate a JSON input into what :meth:`run` and the :class:`HostPolicy` take.
+
+        Raises ``ValueError`` (e.g. :class:`ToolInputError`) with a message that names
+        the field and the rule; the gate refuses the call with it.
+        """
+        ...
+
+    async def run(self, parsed: Any) -> ToolOutcome:
+        """Run the call; tool-level failures come back as an ``error`` outcome, not raised."""
+        ...
 
 
-def message_text(messages: Sequence[Mapping[str, Any]]) -> str:
-    """The text of canonical messages, parts joined (withheld parts are skipped)."""
-    texts = []
-    for msg in messages:
-        for part in msg.get("parts", ()):
-            if isinstance(part, Mapping) and isinstance(part.get("text"), str):
-                texts.append(part["text"])
-    return "\n".join(texts)
+class ToolTable(Protocol):
+    """The host's tools by name (a ``dict[str, Tool]`` is one)."""
+
+    def get(self, name: str, /) -> Tool | None: ...
 
 
-@dataclass
-class Envelope:
-    """The fields every event of one session shares (draft §3.1)."""
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """A decision about one call, which stage made it, and why.
 
-    source: str
-    session_id: str
-    cwd: str
-    roots: Sequence[str]
-    turn_id: str | None = None
+    ``stage`` names the layer (the host's own words, e.g. ``sandbox``, ``rule``, ``mode``;
+    :func:`decide` adds ``ahp`` and ``ahp-ask``). ``ordinary`` marks the host's
+    *ordinary* prompt (its mode's default ``ask``): the only prompt AHP ``allow`` answers.
+    """
 
-    def event(self, event_type: str, **fields: Any) -> dict[str, Any]:
-        event: dict[str, Any] = {
-            "id": new_id("evt"),
-            "source": self.source,
-            "type": event_type,
-            "time": now(),
-            "harness": dict(HARNESS),
-            "session": {"id": self.session_id, "cwd": self.cwd, "workspaceRoots": list(self.roots)},
-        }
-        if self.turn_id:
-            event["turn"] = {"id": self.turn_id}
-        event.update(fields)
-        return event
+    decision: Decision
+    stage: str
+    reason: str
+    ordinary: bool = False
+
+    @property
+    def prompts(self) -> bool:
+        return self.decision == "ask"
+
+
+class HostPolicy(Protocol):
+    """The host's own decision about a parsed call: sandbox, managed rules, user rules, mode."""
+
+    def decide(self, tool: Tool, parsed: Any) -> Verdict:
+        """The host's verdict, as if there were no AHP (never told what backends said).
+
+        Refuse with ``deny`` (a sandbox escape, a deny rule, the mode's refusal); ``ask``
+        for a prompt (``ordinary=True`` only for the mode's default prompt, which AHP
+        ``allow`` may answer; a rule's ``ask`` is not ordinary); ``allow`` otherwise.
+        Pure: no prompt, no I/O beyond looking at paths.
+        """
+        ...
 
 
 class Approver(Protocol):
@@ -133,6 +197,43 @@ class Reporter(Protocol):
     def backend_messages(self, texts: Sequence[str]) -> None: ...
 
 
+AuditSink = Callable[[str, Mapping[str, Any]], None]
+"""``audit(kind, record)``: ``hook`` (a settled intercepted event), ``call``, ``exchange``."""
+
+
+# -- the precedence ---------------------------------------------------------------------
+
+
+def decide(
+    permission: Permission,
+    host: Callable[[], Verdict],
+    *,
+    stopped: bool = False,
+    reason: str = "",
+) -> Verdict:
+    """AHP's settled result folded with the host's own verdict (the module docstring rule).
+
+    In order: an AHP refusal (``stopped``: an accepted deny, a flow stop, a synthetic
+    denial) refuses, and ``host`` is not even asked; a host refusal refuses; a prompt
+    the host's rules force (``ask``, not ``ordinary``) prompts; AHP ``ask`` prompts; a
+    host ``allow`` allows; AHP ``allow`` answers the host's ordinary prompt; otherwise
+    the host decides (``none`` is not permission). ``reason``: AHP's, for a refusal.
+    """
+    if stopped or permission == "deny":
+        return Verdict("deny", "ahp", reason or "refused by a policy backend")
+    own = host()
+    if own.decision == "deny" or (own.decision == "ask" and not own.ordinary):
+        return own
+    if permission == "ask":
+        return Verdict("ask", "ahp-ask", "a policy backend requires approval")
+    if own.decision == "ask" and permission == "allow":
+        return Verdict("allow", own.stage, "ordinary prompt suppressed by a policy backend's allow")
+    return own
+
+
+# -- the gate ----------------------------------------------------------------------------
+
+
 @dataclass
 class CallRecord:
     """One resolved tool call: the transcript line, plus what the model gets back."""
@@ -140,10 +241,10 @@ class CallRecord:
     call_id: str
     tool: str
     input: Any
-    hook_permission: HookPermission = "none"
+    hook_permission: Permission = "none"
     denied_by: str | None = None
     synthetic_denial: bool = False
-    host_decision: Literal["allow", "ask", "deny"] = "deny"
+    host_decision: Decision = "deny"
     host_stage: str = ""
     approval: Approval = "not_needed"
     executed: bool = False
@@ -175,50 +276,48 @@ class CallRecord:
         }
 
 
-AuditSink = Callable[[str, Mapping[str, Any]], None]
+def _no_audit(kind: str, record: Mapping[str, Any]) -> None:
+    pass
+
+
+def _hook_reason(hook: HookResult) -> str:
+    if hook.denial is not None:
+        return hook.denial.reason
+    return f"stopped by a policy backend: {hook.flow_reason or 'flow stop'}"
 
 
 @dataclass
 class Gate:
     """Runs tool calls through AHP and the host's own layers (see the module docstring)."""
 
-    envelope: Envelope
-    permissions: Permissions
-    sandbox: Sandbox
+    session: SessionHooks
+    tools: ToolTable
+    policy: HostPolicy
     approve: Approver
-    dispatcher: Dispatcher | None = None
-    audit: AuditSink = lambda kind, record: None
+    audit: AuditSink = _no_audit
     reporter: Reporter | None = None
 
-    async def _intercept(
-        self,
-        event: Mapping[str, Any],
-        record: CallRecord,
-        *,
-        initial_permission: HookPermission = "none",
-    ) -> HookResult | None:
-        if self.dispatcher is None or not self.dispatcher.intercepts(str(event["type"])):
-            if self.dispatcher is not None and self.dispatcher.observes(str(event["type"])):
-                record.diagnostics += await self.dispatcher.observe(event)
-            return None
-        result = await self.dispatcher.intercept(event, initial_permission=initial_permission)
+    # Transitional, for callers still written against the old gate (ahp_harness.session):
+    # the session's envelope and its dispatcher. A copier does not need these.
+    @property
+    def envelope(self) -> SessionHooks:
+        return self.session
+
+    @property
+    def dispatcher(self) -> Dispatcher | None:
+        return self.session.hooks.dispatcher
+
+    def _settled(self, record: CallRecord, result: HookResult) -> HookResult:
+        """Keep what a settled event says: diagnostics, messages (shown), the audit line."""
         record.diagnostics += result.diagnostics
         record.messages += result.messages
         if result.messages and self.reporter:
             self.reporter.backend_messages(result.messages)
-        self.audit("hook", {"event": event["type"], "eventId": event["id"], **result.to_json()})
+        dispatcher = self.session.hooks.dispatcher
+        if dispatcher is not None and dispatcher.intercepts(result.event_type):
+            event = result.event
+            self.audit("hook", {"event": event["type"], "eventId": event["id"], **result.to_json()})
         return result
-
-    async def _observe(self, event: Mapping[str, Any], record: CallRecord) -> None:
-        if self.dispatcher is not None and self.dispatcher.observes(str(event["type"])):
-            record.diagnostics += await self.dispatcher.observe(event)
-
-    def _tool_fields(self, tool: Tool, record: CallRecord, tool_input: Any) -> dict[str, Any]:
-        return {
-            "tool": {"name": tool.name, "kind": tool.kind, "input": tool_input, "origin": "native"},
-            "call": {"id": record.call_id},
-            "path": TOOL_PATH,
-        }
 
     @staticmethod
     def _refuse_by_hook(record: CallRecord, hook: HookResult) -> None:
@@ -226,232 +325,161 @@ class Gate:
         if hook.denial is not None:
             record.denied_by = hook.denial.backend
             record.synthetic_denial = hook.denial.synthetic
-            record.reason = hook.denial.reason
-        else:
-            record.reason = f"stopped by a policy backend: {hook.flow_reason or 'flow stop'}"
+        record.reason = _hook_reason(hook)
         record.host_decision, record.host_stage = "deny", "ahp"
+
+    @staticmethod
+    def _verdict(record: CallRecord, verdict: Verdict) -> None:
+        record.host_decision, record.host_stage = verdict.decision, verdict.stage
+        record.reason = verdict.reason
 
     async def call(self, tool_name: str, raw_input: Any, call_id: str | None = None) -> CallRecord:
         """Resolve one proposed tool call; never raises for a refused or failed call."""
         record = CallRecord(call_id=call_id or new_id("call"), tool=tool_name, input=raw_input)
-        tool = get_tool(tool_name)
+        tool = self.tools.get(tool_name)
         if tool is None:
             record.reason = f"unknown tool {tool_name!r}"
             return self._finish(record)
         try:
-            parsed = tool.parse_input(raw_input)
-        except ToolInputError as exc:
+            parsed = tool.parse(raw_input)
+        except ValueError as exc:
             record.reason, record.outcome = f"invalid input: {exc}", "error"
             return self._finish(record)
+        call = self.session.tool_call(tool.name, raw_input, kind=tool.kind, call_id=record.call_id)
 
-        # 2. tool.before through the chain.
-        before = self.envelope.event("tool.before", **self._tool_fields(tool, record, raw_input))
-        hook = await self._intercept(before, record)
-        candidate = None
-        if hook is not None:
-            record.injections += list(hook.injections)
-            record.hook_permission = hook.permission
-            if hook.stopped:
-                self._refuse_by_hook(record, hook)
-                await self._after(tool, record, parsed_input=raw_input, result=None)
-                return self._finish(record)
-            record.input = hook.tool_input
-            try:
-                parsed = tool.parse_input(record.input)  # the effective input is re-validated
-            except ToolInputError as exc:
-                record.reason = f"modified input is invalid: {exc}"
-                record.host_decision, record.host_stage = "deny", "ahp"
-                await self._after(tool, record, parsed_input=record.input, result=None)
-                return self._finish(record)
-            candidate = hook.candidate
-
-        # 3. the host's own decision.
-        verdict = self._verdict(tool, parsed, record.hook_permission)
-        record.host_decision, record.host_stage, record.reason = (
-            verdict.decision,
-            verdict.stage,
-            verdict.reason,
-        )
+        # 2. tool.before; 3. the host's decision, folded with it.
+        hook = self._settled(record, await call.before())
+        record.injections += list(hook.injections)
+        record.hook_permission = hook.permission
+        if hook.stopped:
+            self._refuse_by_hook(record, hook)
+            return await self._refused(call, record)
+        record.input = call.input
+        try:
+            parsed = tool.parse(call.input)  # the effective input is re-validated
+        except ValueError as exc:
+            record.reason = f"modified input is invalid: {exc}"
+            record.host_decision, record.host_stage = "deny", "ahp"
+            return await self._refused(call, record)
+        verdict = decide(hook.permission, lambda: self.policy.decide(tool, parsed))
+        self._verdict(record, verdict)
 
         # 4. the prompt, with tool.permission.request around it.
         if verdict.decision == "ask":
-            verdict, parsed, candidate = await self._prompt(
-                tool, parsed, verdict, record, candidate
-            )
+            verdict, parsed = await self._prompt(call, tool, parsed, verdict, record)
         if verdict.decision == "deny":
-            await self._after(tool, record, parsed_input=record.input, result=None)
-            return self._finish(record)
+            return await self._refused(call, record)
 
         # 5. run, or deliver the supplied result.
-        if candidate is not None:
+        if call.candidate is not None:
             record.supplied = True
-            value = candidate.value
-            output = value if isinstance(value, str) else json.dumps(value)
-            result = ToolResult(outcome="ok", output=output)
+            value = call.candidate.value
+            outcome = ToolOutcome("ok", value if isinstance(value, str) else json.dumps(value))
         else:
-            result = await tool.run(parsed, self.sandbox)
+            outcome = await tool.run(parsed)
             record.executed = True
-        record.outcome = result.outcome
-        record.output = result.output if result.outcome == "ok" else (result.error or result.output)
-        await self._after(tool, record, parsed_input=record.input, result=result)
+        record.outcome = outcome.outcome
+        record.output = outcome.text
+        await self._after(call, record, outcome)
         return self._finish(record)
 
-    def _verdict(self, tool: Tool, parsed: Any, permission: HookPermission) -> Verdict:
-        """The host's decision on ``parsed`` given AHP's settled, not-stopped permission."""
-        try:
-            self.sandbox.check(tool, parsed)
-            violation = None
-        except SandboxViolation as exc:
-            violation = str(exc)
-        managed = self.permissions.managed_decision(tool, parsed)
-        rule = self.permissions.rule_decision(tool, parsed)
-        mode = self.permissions.mode_decision(tool, parsed, self.sandbox)
-        return decide(
-            hook_permission=permission,
-            hook_stopped=False,  # a stopped chain refused the call before any verdict
-            sandbox_violation=violation,
-            managed=managed.decision if managed else None,
-            rule=rule.decision if rule else None,
-            mode=mode.decision,
-        )
-
     async def _prompt(
-        self,
-        tool: Tool,
-        parsed: Any,
-        verdict: Verdict,
-        record: CallRecord,
-        candidate: Candidate | None,
-    ) -> tuple[Verdict, Any, Candidate | None]:
-        request = self.envelope.event(
-            "tool.permission.request",
-            **self._tool_fields(tool, record, record.input),
-            suggestions=[],
-            sandboxBypass=False,
-        )
-        hook = await self._intercept(request, record)
+        self, call: ToolCall, tool: Tool, parsed: Any, verdict: Verdict, record: CallRecord
+    ) -> tuple[Verdict, Any]:
+        hook = self._settled(record, await call.permission_request())
         decided_by = "user"
         answer: bool | None = None
-        if hook is not None:
-            if hook.stopped:
-                self._refuse_by_hook(record, hook)
-                answer, decided_by = False, "hook"
-            elif hook.tool_input != record.input:
-                # A changed input is a new operation: tool.before judges it once more and
-                # the first run's supplied result is gone (draft §5.6); the host decides again.
-                refused, parsed, candidate = await self._before_again(tool, record, hook.tool_input)
-                if refused:
+        if hook.stopped:
+            self._refuse_by_hook(record, hook)
+            answer, decided_by = False, "hook"
+        else:
+            if hook.tool_input != call.input:
+                # A changed input is a new operation: tool.before judges it once more, the
+                # first run's supplied result is gone (draft §5.6); the host decides again.
+                redecided = await self._before_again(call, tool, record, hook.tool_input)
+                if redecided is None:
                     answer, decided_by = False, "hook"
                 else:
-                    redecided = self._verdict(tool, parsed, record.hook_permission)
-                    if redecided.decision != "allow":  # a prompt under way is never skipped
-                        verdict = redecided
-                        record.host_decision, record.host_stage = verdict.decision, verdict.stage
-                        record.reason = verdict.reason
-            if answer is None and hook.permission == "allow" and verdict.stage == "mode":
+                    parsed, again = redecided
+                    if again.decision != "allow":  # a prompt under way is never skipped
+                        verdict = again
+                        self._verdict(record, verdict)
+            if answer is None and decide(hook.permission, lambda: verdict).decision == "allow":
                 answer, decided_by = True, "hook"  # allow answers only the ordinary prompt
         if answer is None and verdict.decision == "deny":
             answer, decided_by = False, "policy"
         if answer is None:
             answer = await self.approve(tool.name, record.input, verdict.reason)
             record.approval = "approved" if answer else "rejected"
-        resolved = self.envelope.event(
-            "tool.permission.resolved",
-            **self._tool_fields(tool, record, record.input),
-            decision="allow" if answer else "deny",
-            decidedBy=decided_by,
+        self._settled(
+            record, await call.permission_resolved("allow" if answer else "deny", decided_by)
         )
-        await self._observe(resolved, record)
         if not answer:
             if record.approval == "rejected":
                 record.reason = "the approval prompt was rejected"
-            return Verdict("deny", verdict.stage, record.reason), parsed, None
-        return Verdict("allow", verdict.stage, verdict.reason), parsed, candidate
+            return Verdict("deny", verdict.stage, record.reason), parsed
+        return Verdict("allow", verdict.stage, verdict.reason), parsed
 
     async def _before_again(
-        self, tool: Tool, record: CallRecord, changed: Any
-    ) -> tuple[bool, Any, Candidate | None]:
+        self, call: ToolCall, tool: Tool, record: CallRecord, changed: Any
+    ) -> tuple[Any, Verdict] | None:
         """Run an input changed at ``tool.permission.request`` through ``tool.before`` once.
 
-        Returns ``(refused, parsed, candidate)``; a refusal is already written into
-        ``record``. The run is an ordinary ``tool.before`` (new event id, same call
-        id; every subscription with its own deadline and failure policy), seeded
-        with :func:`carried_permission` of what the first run settled, so its
-        ``ask`` persists. ``record.hook_permission`` becomes what this run settled.
+        Returns ``(parsed, verdict)`` for the changed input, or ``None`` when it is refused
+        (the refusal is written into ``record``). The run is an ordinary ``tool.before``
+        (new event id, same call id; every subscription with its own deadline and failure
+        policy), seeded by the API with what the first run settled.
         """
-        record.input = changed
+        record.input = call.input = changed
+        call.candidate = None
         try:
-            parsed = tool.parse_input(changed)  # invalid input never reaches a backend
-        except ToolInputError as exc:
+            parsed = tool.parse(changed)  # invalid input never reaches a backend
+        except ValueError as exc:
             record.reason = f"modified input is invalid: {exc}"
             record.host_decision, record.host_stage = "deny", "ahp"
-            return True, None, None
-        seed = carried_permission(record.hook_permission)
-        before = self.envelope.event("tool.before", **self._tool_fields(tool, record, changed))
-        again = await self._intercept(before, record, initial_permission=seed)
-        if again is None:  # no tool.before interceptor: nothing else to carry
-            record.hook_permission = seed
-            return False, parsed, None
+            return None
+        again = self._settled(record, await call.before(changed))
         record.injections += list(again.injections)
         record.hook_permission = again.permission
         if again.stopped:
             self._refuse_by_hook(record, again)
-            return True, parsed, None
-        if again.tool_input != changed:
-            record.input = again.tool_input
+            return None
+        if call.input != changed:
+            record.input = call.input
             record.reason = (
                 "tool.before changed the input again after tool.permission.request changed"
                 " it; refused, since no single input was seen by both"
             )
             record.host_decision, record.host_stage = "deny", "ahp"
-            return True, parsed, None
-        return False, parsed, again.candidate
+            return None
+        return parsed, decide(again.permission, lambda: self.policy.decide(tool, parsed))
 
-    async def _after(
-        self, tool: Tool, record: CallRecord, *, parsed_input: Any, result: ToolResult | None
-    ) -> None:
-        if result is None:
-            record.outcome, record.executed = "denied", False
-            fields: dict[str, Any] = {
-                "outcome": "denied",
-                "execution": {"status": "skipped", "reason": "policy"},
-                "items": [],
-            }
+    async def _refused(self, call: ToolCall, record: CallRecord) -> CallRecord:
+        record.outcome, record.executed = "denied", False
+        await self._after(call, record, None)
+        return self._finish(record)
+
+    async def _after(self, call: ToolCall, record: CallRecord, outcome: ToolOutcome | None) -> None:
+        if outcome is None:
+            hook = await call.after_denied()
         else:
-            text = result.output if result.outcome == "ok" else (result.error or result.output)
-            fields = {
-                "outcome": result.outcome,
-                "items": [message("tool", text)] if result.outcome != "timeout" else [],
-            }
-            if record.supplied:
-                fields["execution"] = {"status": "skipped", "reason": "supplied_result"}
-            else:
-                fields["execution"] = {"status": "executed"}
-                fields["durationMs"] = round(result.duration_ms, 3)
-                if result.file_changes:
-                    fields["fileChanges"] = [_file_change(c) for c in result.file_changes]
-            if result.outcome == "error":
-                fields["error"] = {
-                    "message": result.error or "tool failed",
-                    "class": result.error_class or "tool_error",
-                }
-        after = self.envelope.event(
-            "tool.after", **self._tool_fields(tool, record, parsed_input), **fields
-        )
-        hook = await self._intercept(after, record)
-        if hook is not None:
-            items = hook.event.get("items")
-            if result is not None and isinstance(items, list) and hook.event_changed:
-                record.output = message_text(items)  # the model sees the modified output
-            record.injections += list(hook.injections)
-            record.stop_turn = hook.stopped  # flow stop, or a fail-closed failure
-        if result is not None and result.file_changes and not record.supplied:
-            changed = self.envelope.event(
-                "file.changed",
-                changes=[_changed(c) for c in result.file_changes],
-                parentEventId=after["id"],
+            hook = await call.after(
+                outcome.outcome,
+                outcome.text if outcome.outcome != "timeout" else None,
+                supplied=record.supplied,
+                duration_ms=outcome.duration_ms,
+                error=outcome.error,
+                error_class=outcome.error_class or "tool_error",
+                file_changes=outcome.file_changes,
             )
-            await self._observe(changed, record)
+        self._settled(record, hook)
+        items = hook.event.get("items")
+        if outcome is not None and isinstance(items, list) and hook.event_changed:
+            record.output = message_text(items)  # the model sees the modified output
+        record.injections += list(hook.injections)
+        record.stop_turn = hook.stopped  # flow stop, or a fail-closed failure
+        if call.file_changed is not None:
+            record.diagnostics += call.file_changed.diagnostics
 
     def _finish(self, record: CallRecord) -> CallRecord:
         self.audit("call", record.transcript())
@@ -462,24 +490,6 @@ class Gate:
         return record
 
 
-def _snapshot(text: str | None) -> dict[str, Any] | None:
-    return text_part(text) if text is not None else None
-
-
-def _file_change(change: FileChange) -> dict[str, Any]:
-    out: dict[str, Any] = {"path": change.path, "change": change.change}
-    if change.change != "created" and change.before is not None:
-        out["before"] = _snapshot(change.before)
-    if change.change != "deleted" and change.after is not None:
-        out["after"] = _snapshot(change.after)
-    return out
-
-
-def _changed(change: FileChange) -> dict[str, Any]:
-    operation = {"created": "create", "modified": "update", "deleted": "remove"}[change.change]
-    out: dict[str, Any] = {"path": change.path, "operation": operation, "agentCaused": True}
-    if change.before is not None and operation != "create":
-        out["before"] = _snapshot(change.before)
-    if change.after is not None and operation != "remove":
-        out["after"] = _snapshot(change.after)
-    return out
+# Transitional name for callers still importing it (ahp_harness.session): the envelope is
+# the session's now.
+Envelope = SessionHooks

@@ -2,35 +2,111 @@
 
 :mod:`ahp_harness.hooks` is the file another harness copies; it declares the host pieces
 it calls as small ``Protocol``\\ s and imports nothing of ``ahp_harness``. This module is
-the other half, the part a copier replaces with their own: it adapts
+the other half, the part a copier replaces with their own:
 
-- :mod:`ahp_harness.tools` (and the :class:`~ahp_harness.sandbox.Sandbox` each run
-  needs) to the gate's ``ToolTable``;
-- :class:`~ahp_harness.permissions.Permissions` and the sandbox to the gate's
-  ``HostPolicy`` (the host's own layers, folded by :mod:`ahp_harness.precedence`);
+- :class:`HostTools` adapts :mod:`ahp_harness.tools` (each run inside the session's
+  :class:`~ahp_harness.sandbox.Sandbox`) to ``hooks.ToolTable``;
+- :class:`HostLayers` adapts :class:`~ahp_harness.permissions.Permissions` and the
+  sandbox to ``hooks.HostPolicy`` (the layers in the order
+  :func:`ahp_harness.precedence.host_verdict` gives them);
+- :func:`build_gate` puts a gate together for one :class:`~ahp_protocol.client.SessionHooks`.
 
-and :func:`build_gate` puts a gate together for one :class:`~ahp_protocol.client.SessionHooks`.
 :data:`HARNESS` is the identity every event of this harness carries.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ahp_protocol.client import FileChange
+
 from ahp_harness import __version__
+from ahp_harness.hooks import Gate, ToolOutcome, Verdict
+from ahp_harness.precedence import host_verdict
+from ahp_harness.sandbox import SandboxViolation
+from ahp_harness.tools import TOOLS
+from ahp_harness.tools import Tool as HarnessTool
 
 if TYPE_CHECKING:
     from ahp_protocol.client import SessionHooks
 
-    from ahp_harness.hooks import Approver, Gate, Reporter
+    from ahp_harness.hooks import Approver, Reporter, Tool
     from ahp_harness.permissions import Permissions
     from ahp_harness.sandbox import Sandbox
 
-__all__ = ["HARNESS", "build_gate"]
+__all__ = ["HARNESS", "HostLayers", "HostTool", "HostTools", "build_gate"]
 
 HARNESS = {"name": "ahp-harness", "version": __version__}
 """``harness`` of every event (draft §3.1)."""
+
+
+@dataclass(frozen=True, slots=True)
+class HostTool:
+    """One of this harness's tools as ``hooks.Tool``: parsed by its model, run in ``sandbox``."""
+
+    tool: HarnessTool
+    sandbox: Sandbox
+
+    @property
+    def name(self) -> str:
+        return self.tool.name
+
+    @property
+    def kind(self) -> str | None:
+        return self.tool.kind
+
+    def parse(self, raw: Any) -> Any:
+        return self.tool.parse_input(raw)  # ToolInputError is a ValueError
+
+    async def run(self, parsed: Any) -> ToolOutcome:
+        result = await self.tool.run(parsed, self.sandbox)
+        return ToolOutcome(
+            outcome=result.outcome,
+            output=result.output,
+            error=result.error,
+            error_class=result.error_class,
+            duration_ms=result.duration_ms,
+            file_changes=tuple(
+                FileChange(c.path, c.change, c.before, c.after) for c in result.file_changes
+            ),
+        )
+
+
+class HostTools:
+    """``hooks.ToolTable`` over :data:`ahp_harness.tools.TOOLS`, each run in ``sandbox``."""
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        self._tools = {name: HostTool(tool, sandbox) for name, tool in TOOLS.items()}
+
+    def get(self, name: str, /) -> HostTool | None:
+        return self._tools.get(name)
+
+
+@dataclass(frozen=True, slots=True)
+class HostLayers:
+    """``hooks.HostPolicy``: the sandbox, managed rules, user rules and the mode."""
+
+    permissions: Permissions
+    sandbox: Sandbox
+
+    def decide(self, tool: Tool, parsed: Any) -> Verdict:
+        inner = tool.tool if isinstance(tool, HostTool) else TOOLS[tool.name]
+        try:
+            self.sandbox.check(inner, parsed)
+            violation = None
+        except SandboxViolation as exc:
+            violation = str(exc)
+        managed = self.permissions.managed_decision(inner, parsed)
+        rule = self.permissions.rule_decision(inner, parsed)
+        mode = self.permissions.mode_decision(inner, parsed, self.sandbox)
+        return host_verdict(
+            sandbox_violation=violation,
+            managed=managed.decision if managed else None,
+            rule=rule.decision if rule else None,
+            mode=mode.decision,
+        )
 
 
 def _no_audit(kind: str, record: Mapping[str, Any]) -> None:
@@ -53,20 +129,11 @@ def build_gate(
     message; ``audit(kind, record)`` receives the ``hook``/``call``/``exchange`` records.
     The caller closes ``sandbox`` (and the ``Hooks``) when the session is over.
     """
-    from ahp_harness.hooks import Envelope, Gate
-
-    envelope = Envelope(
-        source=session.hooks.source,
-        session_id=session.id,
-        cwd=session.cwd,
-        roots=list(session.roots),
-    )
     return Gate(
-        envelope=envelope,
-        permissions=permissions,
-        sandbox=sandbox,
+        session=session,
+        tools=HostTools(sandbox),
+        policy=HostLayers(permissions, sandbox),
         approve=approve,
-        dispatcher=session.hooks.dispatcher,
         audit=audit,
         reporter=reporter,
     )
