@@ -562,7 +562,6 @@ def _report(paths: DemoPaths, backend: Sequence[str]) -> int:
     console.print(f"harness log:    {paths.harness_log}")
     console.print(f"registration:   {paths.registration}")
     console.print(f"workspace:      {paths.workspace}")
-    console.print()
     console.print(f"demo files:     {paths.files}")
     console.print()
     show = f"{shlex.join(backend)} audit show --db {shlex.quote(str(paths.audit_db))}"
