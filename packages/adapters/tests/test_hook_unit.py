@@ -236,7 +236,7 @@ def test_an_internal_error_is_logged_by_type_and_place_never_its_text(
         "internal error",
     )
     logged = "\n".join(r.getMessage() + (r.exc_text or "") for r in caplog.records)
-    assert "intercept failed (WireErrors)" in logged
-    assert "parse_capabilities" in logged  # where it failed is kept
+    assert "intercept failed (DeclarationError)" in logged
+    assert "check_declaration" in logged  # where it failed is kept
     assert "must be a standard effect" not in logged
     assert all(r.exc_info is None for r in caplog.records)
