@@ -240,3 +240,56 @@ def test_an_internal_error_is_logged_by_type_and_place_never_its_text(
     assert "check_declaration" in logged  # where it failed is kept
     assert "must be a standard effect" not in logged
     assert all(r.exc_info is None for r in caplog.records)
+
+
+def test_a_registration_files_backends_run_in_its_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The installed hook runs in the project's folder, not the registration's: a rules
+    # file named relative to the registration is still found (ahp_protocol's load_anchored).
+    import sys
+
+    import anyio
+    from ahp_adapters.engine import Engine
+
+    home = tmp_path / "policy"
+    home.mkdir()
+    (home / "rules.toml").write_text(
+        '[[rules]]\nreason = "no"\ncode = "com.example.no"\nkind = "shell"\n'
+        "[rules.input]\ncommand = 'rm'\n"
+    )
+    sub = {
+        "events": ["tool.before"],
+        "mode": "intercept",
+        "timeoutMs": 20000,
+        "failurePolicy": "fail-closed",
+        "content": {"default": "body"},
+    }
+    args = ["-m", "ahp_backends.cli", "denylist", "--rules", "rules.toml"]
+    transport = {"type": "stdio", "command": sys.executable, "args": args}
+    hooks = [{"id": "com.example.x", "transport": {**transport, "lifecycle": "persistent"}}]
+    hooks[0]["subscriptions"] = [sub]
+    (home / "hooks.json").write_text(json.dumps({"protocolVersion": "draft", "hooks": hooks}))
+    project = tmp_path / "project"
+    project.mkdir()
+    monkeypatch.chdir(project)
+    event = {
+        "id": "evt_anchored",
+        "source": "urn:uuid:0f6f3c55-44c1-4a8e-9d0b-2b9c8e6e4a10",
+        "type": "tool.before",
+        "time": "2026-08-24T08:51:14Z",
+        "harness": {"name": "t", "version": "1"},
+        "tool": {"name": "Bash", "kind": "shell", "input": {"command": "rm x"}, "origin": "native"},
+        "call": {"id": "call_anchored"},
+        "path": "native",
+    }
+    engine = Engine(str(home / "hooks.json"))
+
+    async def main() -> Any:
+        try:
+            return await engine.intercept(event, {"effects": ["deny"]}, 30.0)
+        finally:
+            await engine.aclose()
+
+    verdict = anyio.run(main)
+    assert (verdict.decision, verdict.reason, verdict.synthetic) == ("deny", "no", False)

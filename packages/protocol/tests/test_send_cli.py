@@ -437,3 +437,25 @@ def test_the_installed_command_end_to_end(tmp_path: Path) -> None:
     result = json.loads(done.stdout)["result"]
     assert result["denial"]["reason"] == "Not from the shell."
     assert len(intercepts(rec)) == 1
+
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "registrations"
+
+
+@pytest.mark.parametrize("example", ["stdio-persistent.json", "stdio-per-event.json"])
+def test_an_example_registration_runs_from_any_folder(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    example: str,
+) -> None:
+    # Its backend's script is named relative to the registration file ("../backends/…"):
+    # the backend runs in that file's folder, whatever folder the harness runs in.
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", f"{Path(PY).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    push = {**PARTIAL_EVENT, "tool": {**PARTIAL_EVENT["tool"], "input": {"command": "git push -f"}}}
+    code, out, _ = run(
+        capsys, "--registration", str(EXAMPLES / example), "--event", event_file(tmp_path, push)
+    )
+    assert code == 1 and "Force pushes are not allowed." in out
+    assert os.listdir(tmp_path) == ["event.json"]

@@ -41,11 +41,11 @@ class EngineError(Exception):
 
 
 def load(path: str) -> Registration:
+    from ahp_protocol.client.hooks import load_anchored
     from ahp_protocol.wire.errors import WireError, WireErrors
-    from ahp_protocol.wire.registration import load_registration
 
     try:
-        return load_registration(path)
+        return load_anchored(path)  # its backends run in its folder
     except WireErrors as exc:
         raise EngineError(str(exc.first)) from None
     except WireError as exc:

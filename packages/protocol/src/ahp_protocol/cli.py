@@ -307,13 +307,13 @@ async def _send(args: argparse.Namespace) -> int:
     import statistics
 
     from ahp_protocol.client import ChainState, Dispatcher, HookResult, RegistrationError
+    from ahp_protocol.client.hooks import load_anchored
     from ahp_protocol.wire import catalogue, events
-    from ahp_protocol.wire.registration import load_registration
 
     if args.repeat < 1:
         return _usage_error("--repeat must be at least 1")
     try:
-        registration = load_registration(args.registration)
+        registration = load_anchored(args.registration)  # its backends run in its folder
         partial = _read_json(args.event, "event file")
         if not isinstance(partial, dict) or not catalogue.is_event_type(partial.get("type")):
             raise WireError("type", "the event needs a standard event type")

@@ -58,6 +58,7 @@ __all__ = [
     "ToolCall",
     "UnknownToolKind",
     "anchored",
+    "load_anchored",
     "message",
     "message_text",
     "text_part",
@@ -159,15 +160,26 @@ def anchored(registration: Registration, folder: str | os.PathLike[str]) -> Regi
     return registration.model_copy(update={"hooks": hooks})
 
 
+def load_anchored(
+    path: str | os.PathLike[str], base_dir: str | os.PathLike[str] | None = None
+) -> Registration:
+    """Read and validate a registration file, its stdio backends placed in its folder
+    (or ``base_dir``). Every harness-side reader of a registration file in the kit uses
+    this (``Hooks``, ``ahp-protocol send``, the adapters), so a file means the same
+    thing to all of them. Raises ``WireErrors`` as ``load_registration`` does."""
+    from ahp_protocol.wire.registration import load_registration
+
+    return anchored(load_registration(path), base_dir or Path(path).resolve().parent)
+
+
 def _registration(
     registration: Registration | Mapping[str, Any] | str | os.PathLike[str],
     base_dir: str | os.PathLike[str] | None,
 ) -> Registration:
-    from ahp_protocol.wire.registration import Registration, load_registration, parse_registration
+    from ahp_protocol.wire.registration import Registration, parse_registration
 
     if isinstance(registration, str | os.PathLike):
-        loaded = load_registration(registration)
-        return anchored(loaded, base_dir or Path(registration).resolve().parent)
+        return load_anchored(registration, base_dir)
     model = registration if isinstance(registration, Registration) else None
     if model is None:
         model = parse_registration(registration)
