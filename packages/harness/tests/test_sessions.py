@@ -80,26 +80,24 @@ def recorder_registration(kit: HarnessKit) -> Path:
     return kit.registration_file([kit.scripted(RECORDER, [], intercept=(), observe=["*"])])
 
 
+def play_script(kit: HarnessKit, steps: Any, *extra: str, cwd: Path) -> str:
+    """``ahp-harness run`` of the script ``steps``, non-interactively, the recorder observing."""
+    script = kit.root / "script.json"
+    script.write_text(json.dumps(steps))
+    registration = str(recorder_registration(kit))
+    return ahp_harness(
+        *("run", "--workspace", str(kit.workspace), "--registration", registration),
+        *("--model", f"script:{script}", "--non-interactive", *extra),
+        cwd=cwd,
+    )
+
+
 def test_a_script_of_two_turns_is_one_session_of_two_turns(kit: HarnessKit) -> None:
     (kit.workspace / "R").write_text("hello\n")
     (kit.workspace / "other").write_text("x\n")
-    script = kit.root / "two-turns.json"
-    script.write_text(json.dumps(TWO_TURNS))
     cwd = kit.root / "empty"
     cwd.mkdir()
-    out = ahp_harness(
-        "run",
-        "--workspace",
-        str(kit.workspace),
-        "--registration",
-        str(recorder_registration(kit)),
-        "--model",
-        f"script:{script}",
-        "--non-interactive",
-        "--approve",
-        "always",
-        cwd=cwd,
-    )
+    out = play_script(kit, TWO_TURNS, "--approve", "always", cwd=cwd)
     assert "session over: 2 tool calls, 0 refused, 2 turns" in out
     assert "records: none kept" in out
     assert list(cwd.iterdir()) == []  # nothing written where it ran
@@ -130,23 +128,8 @@ def test_a_script_of_two_turns_is_one_session_of_two_turns(kit: HarnessKit) -> N
 
 
 def test_each_prompt_is_a_turn_of_the_same_session(kit: HarnessKit) -> None:
-    script = kit.root / "say.json"
-    script.write_text(json.dumps([{"say": "hello"}]))
-    out = ahp_harness(
-        "run",
-        "--workspace",
-        str(kit.workspace),
-        "--registration",
-        str(recorder_registration(kit)),
-        "--model",
-        f"script:{script}",
-        "--non-interactive",
-        "--prompt",
-        "first request",
-        "--prompt",
-        "second request",
-        cwd=kit.root,
-    )
+    prompts = ("--prompt", "first request", "--prompt", "second request")
+    out = play_script(kit, [{"say": "hello"}], *prompts, cwd=kit.root)
     assert "3 turns" not in out and "2 turns" in out
     events = observed(kit)
     starts = [e for e in events if e["type"] == "turn.start"]
