@@ -121,7 +121,7 @@ class Harness:
 
     @property
     def dispatcher(self) -> Dispatcher | None:
-        return self.session.gate.dispatcher
+        return self.session.hooks.hooks.dispatcher
 
     @property
     def summary(self) -> SessionSummary:

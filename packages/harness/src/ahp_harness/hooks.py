@@ -61,7 +61,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from ahp_protocol.client.hooks import FileChange, SessionHooks, message, message_text, new_id
 
 if TYPE_CHECKING:
-    from ahp_protocol.client import Diagnostic, Dispatcher, HookResult, ToolCall
+    from ahp_protocol.client import Diagnostic, HookResult, ToolCall
     from ahp_protocol.client.chain import Permission
 
 __all__ = [
@@ -297,16 +297,6 @@ class Gate:
     audit: AuditSink = _no_audit
     reporter: Reporter | None = None
 
-    # Transitional, for callers still written against the old gate (ahp_harness.session):
-    # the session's envelope and its dispatcher. A copier does not need these.
-    @property
-    def envelope(self) -> SessionHooks:
-        return self.session
-
-    @property
-    def dispatcher(self) -> Dispatcher | None:
-        return self.session.hooks.dispatcher
-
     def _settled(self, record: CallRecord, result: HookResult) -> HookResult:
         """Keep what a settled event says: diagnostics, messages (shown), the audit line."""
         record.diagnostics += result.diagnostics
@@ -488,8 +478,3 @@ class Gate:
         if self.reporter is not None:
             self.reporter.call(record)
         return record
-
-
-# Transitional name for callers still importing it (ahp_harness.session): the envelope is
-# the session's now.
-Envelope = SessionHooks

@@ -13,8 +13,9 @@ turn only: the session goes on with the next prompt (draft: a stop "implies no s
 close"). The conversation (prompts, replies, tool results, injections) is kept across
 turns, so every model request sees the whole session so far.
 
-Every event goes through :meth:`Session._event` (intercept where subscribed, else
-observe where subscribed); tool calls go through :class:`ahp_harness.hooks.Gate`. This
+Every event goes through :meth:`Session._event`, which sends it with the session's
+:class:`ahp_protocol.client.SessionHooks` (the envelope, validation, intercept where
+subscribed, else observe); tool calls go through :class:`ahp_harness.hooks.Gate`. This
 module never decides a call itself, never reads files and never writes any: the
 transcript it is given decides where (if anywhere) records go.
 
@@ -29,13 +30,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from ahp_protocol.client.hooks import message, message_text, new_id
+
 from ahp_harness import manifest as manifests
-from ahp_harness.hooks import CallRecord, Envelope, Gate, message, message_text, new_id
+from ahp_harness.hooks import CallRecord, Gate
 from ahp_harness.models import TOOL_CALL_CATEGORY, result_message_id, tool_call_part_text
 from ahp_harness.models.base import ModelDriver, Say, ToolCall, TurnAware
 
 if TYPE_CHECKING:
-    from ahp_protocol.client import Dispatcher, HookResult
+    from ahp_protocol.client import HookResult, SessionHooks
 
     from ahp_harness.audit import Transcript
 
@@ -108,50 +111,43 @@ class Session:
     _state: Literal["new", "open", "ended"] = field(default="new", init=False)
 
     @property
-    def envelope(self) -> Envelope:
-        return self.gate.envelope
-
-    @property
-    def dispatcher(self) -> Dispatcher | None:
-        return self.gate.dispatcher
+    def hooks(self) -> SessionHooks:
+        """The session's AHP side: its envelope (session and turn ids) and backends."""
+        return self.gate.session
 
     @property
     def is_open(self) -> bool:
         """Between :meth:`start` and :meth:`end`."""
         return self._state == "open"
 
-    async def _event(self, event: dict[str, Any]) -> HookResult | None:
-        """Intercept where subscribed, else observe where subscribed."""
-        dispatcher = self.dispatcher
-        if dispatcher is None:
-            return None
-        kind = str(event["type"])
-        if dispatcher.intercepts(kind):
-            result = await dispatcher.intercept(event)
-            self.gate.audit("hook", {"event": kind, "eventId": event["id"], **result.to_json()})
+    async def _event(self, event_type: str, **fields: Any) -> HookResult:
+        """Send one event of this session (intercepted where subscribed, else observed);
+        the settled result, with no effect when nobody intercepts it."""
+        result = await self.hooks.send(event_type, **fields)
+        dispatcher = self.hooks.hooks.dispatcher
+        if dispatcher is not None and dispatcher.intercepts(event_type):
+            event = result.event
+            self.gate.audit(
+                "hook", {"event": event_type, "eventId": event["id"], **result.to_json()}
+            )
             for text in result.messages:
                 self.ui.note(f"[backend] {text}")
-            return result
-        if dispatcher.observes(kind):
-            await dispatcher.observe(event)
-        return None
+        return result
 
     async def start(self) -> None:
         """``session.start``: the manifest goes out; injections join the conversation."""
         if self._state != "new":
             raise SessionError("Session.start: the session was already started")
         self._state = "open"
-        self.envelope.turn_id = None
-        start = self.envelope.event(
+        self.hooks.turn_id = None
+        result = await self._event(
             "session.start",
             trigger="startup",
             permissionMode=self.permission_mode,
             manifest=manifests.manifest(interactive=self.interactive),
             items=[],
         )
-        result = await self._event(start)
-        if result is not None:
-            self.conversation += _injected(result)
+        self.conversation += _injected(result)
 
     async def end(self, outcome: SessionOutcome = "completed", reason: str | None = None) -> None:
         """``session.end`` (once; later calls do nothing), with the session's counters."""
@@ -159,19 +155,18 @@ class Session:
             self._state = "ended"
             return
         self._state = "ended"
-        self.envelope.turn_id = None
+        self.hooks.turn_id = None
         counters = {
             "turns": len(self.summary.turns),
             "modelRequests": sum(t.requests for t in self.summary.turns),
             "toolCalls": len(self.summary.calls),
         }
-        end = self.envelope.event(
+        await self._event(
             "session.end",
             outcome=outcome,
             reason=reason or self.summary.stopped or "finished",
             counters=counters,
         )
-        await self._event(end)
 
     async def run(self, prompt: str | None = None) -> SessionSummary:
         """A whole session of one turn: :meth:`start`, :meth:`turn`, :meth:`end`."""
@@ -196,7 +191,7 @@ class Session:
             raise SessionError("Session.turn: call start() first (and not after end())")
         turn = TurnSummary(turn_id=new_id("turn"))
         self.summary.turns.append(turn)
-        self.envelope.turn_id = turn.turn_id
+        self.hooks.turn_id = turn.turn_id
         try:
             await self._play(prompt, turn)
         except BaseException as exc:
@@ -206,7 +201,7 @@ class Session:
             await self._turn_end(turn.outcome, error=error)
             raise
         finally:
-            self.envelope.turn_id = None
+            self.hooks.turn_id = None
         return turn
 
     async def _play(self, prompt: str | None, turn: TurnSummary) -> None:
@@ -214,16 +209,14 @@ class Session:
         if isinstance(self.driver, TurnAware):
             self.driver.start_turn()
         user = [message("user", prompt or NO_PROMPT)]
-        start = self.envelope.event("turn.start", trigger="user", items=user)
-        result = await self._event(start)
-        if result is not None:
-            if result.stopped:
-                self._stop(turn, "turn refused by a policy backend")
-                turn.outcome = "cancelled"
-                await self._turn_end("cancelled")
-                return
-            user = list(result.event.get("items", user))
-            conversation += _injected(result)
+        result = await self._event("turn.start", trigger="user", items=user)
+        if result.stopped:
+            self._stop(turn, "turn refused by a policy backend")
+            turn.outcome = "cancelled"
+            await self._turn_end("cancelled")
+            return
+        user = list(result.event.get("items", user))
+        conversation += _injected(result)
         conversation += user
         for _ in range(self.max_requests):
             if await self._request(turn):
@@ -240,14 +233,13 @@ class Session:
     async def _turn_end(self, outcome: str, error: Mapping[str, str] | None = None) -> None:
         last = [m for m in self.conversation if m.get("role") == "assistant"][-1:]
         fields: dict[str, Any] = {"error": dict(error)} if error else {}
-        end = self.envelope.event(
+        await self._event(
             "turn.end",
             outcome=outcome,
             continuationCount=0,
             items=[dict(m) for m in last],
             **fields,
         )
-        await self._event(end)
 
     async def _request(self, turn: TurnSummary) -> bool:
         """One model request and its tool calls; True when the turn is over."""
@@ -255,21 +247,18 @@ class Session:
         turn.requests += 1
         model = {"id": self.driver.model_id, "provider": self.driver.provider}
         attempt = {"id": new_id("attempt"), "number": 1}
-        request = self.envelope.event(
+        result = await self._event(
             "model.request.before", model=model, attempt=attempt, params={}, items=conversation
         )
-        result = await self._event(request)
-        sent: Sequence[Mapping[str, Any]] = conversation
-        if result is not None:
-            if result.stopped:
-                self._stop(turn, "model request refused by a policy backend")
-                return True
-            sent = result.event.get("items", conversation)
+        if result.stopped:
+            self._stop(turn, "model request refused by a policy backend")
+            return True
+        sent: Sequence[Mapping[str, Any]] = result.event.get("items", conversation)
         reply = await self.driver.respond(list(sent))
         turn.end_session = turn.end_session or reply.end_session
         says = [s.text for s in reply.steps if isinstance(s, Say)]
         response_items = [message("assistant", text) for text in says]
-        response = self.envelope.event(
+        result = await self._event(
             "model.response.after",
             model=model,
             attempt=attempt,
@@ -279,13 +268,11 @@ class Session:
             if any(isinstance(s, ToolCall) for s in reply.steps)
             else reply.finish_reason,
         )
-        result = await self._event(response)
-        if result is not None:
-            if result.stopped:
-                self._stop(turn, "model response stopped by a policy backend")
-                return True
-            if result.event_changed:
-                says = [message_text([m]) for m in result.event.get("items", [])]
+        if result.stopped:
+            self._stop(turn, "model response stopped by a policy backend")
+            return True
+        if result.event_changed:
+            says = [message_text([m]) for m in result.event.get("items", [])]
         for text in says:
             self.ui.say(text)
             turn.said.append(text)
