@@ -187,6 +187,50 @@ def test_a_bad_registration_is_exit_2_naming_the_json_path(
     assert list(kit.workspace.iterdir()) == []  # nothing ran
 
 
+@pytest.mark.parametrize("broken", ["rules-missing", "not-on-path"])
+def test_why_a_backend_failed_is_shown_to_the_operator(kit: HarnessKit, broken: str) -> None:
+    # The model sees only the generic refusal; the terminal says what to fix: the fixed
+    # detail (the command not found) and the backend's own last stderr line.
+    args = ["-m", "ahp_backends.cli", "denylist", "--rules", "rules.toml"]  # not written
+    command = sys.executable if broken == "rules-missing" else "ahp-no-such-backend"
+    hook = {
+        "transport": {"type": "stdio", "command": command, "args": args, "lifecycle": "persistent"}
+    }
+    registration = kit.root / "registration.json"
+    registration.write_text(json.dumps(_registration(hook, timeoutMs=20000)), encoding="utf-8")
+    script = script_file(kit.root, [{"tool": "write_file", "input": {"path": "x", "content": ""}}])
+    transcript = kit.root / "t.jsonl"
+    done = ahp_harness(
+        "run",
+        "--workspace",
+        str(kit.workspace),
+        "--registration",
+        str(registration),
+        "--model",
+        f"script:{script}",
+        "--non-interactive",
+        "--approve",
+        "always",
+        "--transcript",
+        str(transcript),
+        cwd=kit.root,
+    )
+    assert done.returncode == 0, done.stderr
+    (call,) = lines(transcript)
+    assert (call["synthetic_denial"], call["reason"]) == (True, SYNTHETIC_DENIAL_REASON)
+    if broken == "rules-missing":
+        assert "backend com.example.guard failed (abnormal_exit, fail-closed)" in done.stdout
+        assert "backend com.example.guard stderr: error: rules.toml: cannot read the rules" in (
+            done.stdout
+        )
+    else:
+        assert (
+            "backend com.example.guard failed (spawn_failed, fail-closed): "
+            "'ahp-no-such-backend' not found on PATH"
+        ) in done.stdout
+    assert list(kit.workspace.iterdir()) == []  # refused: nothing ran
+
+
 def test_the_broken_example_registration_is_refused(kit: HarnessKit) -> None:
     broken = REPO / "examples" / "broken" / "missing-failure-policy.json"
     script = script_file(kit.root, [{"say": "hi"}])

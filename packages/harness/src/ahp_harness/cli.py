@@ -121,6 +121,8 @@ async def _run(args: argparse.Namespace) -> int:
                     ui.note("no --registration: running with no AHP step at all (host rules only)")
                 async for prompt in _prompts(args, driver, interactive):
                     turn = await harness.turn(prompt)
+                    for line in harness.failures(turn):
+                        ui.note(line)
                     if turn.stopped:
                         ui.note(f"turn stopped: {turn.stopped}")
                     if turn.end_session:

@@ -132,6 +132,29 @@ class Harness:
         """One turn for ``prompt`` (``None``: the driver plays it without one)."""
         return await self.session.turn(prompt)
 
+    def failures(self, turn: TurnSummary) -> list[str]:
+        """Why backends failed during ``turn``, for the operator (never for the model).
+
+        One line per failed backend: the failure class, its policy and the fixed detail
+        (e.g. ``'ahp-backend' not found on PATH``), then the last line of its stderr when
+        it wrote any (a stdio backend's own words: a missing rules file, a traceback).
+        """
+        hooks = self.session.hooks.hooks
+        lines: list[str] = []
+        seen: set[str] = set()
+        for record in turn.calls:
+            for d in record.diagnostics:
+                if d.failure is None or d.mode != "intercept" or d.backend in seen:
+                    continue
+                seen.add(d.backend)
+                lines.append(
+                    f"backend {d.backend} failed ({d.failure.value}, {d.policy}): {d.detail}"
+                )
+                stderr = hooks.stderr(d.backend).strip()
+                if stderr:
+                    lines.append(f"backend {d.backend} stderr: {stderr.splitlines()[-1]}")
+        return lines
+
 
 def _permissions(permissions: PathLike | None, managed: PathLike | None, mode: str) -> Permissions:
     from ahp_harness.permissions import MODES, Permissions, PermissionsError
