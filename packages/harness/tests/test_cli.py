@@ -60,6 +60,26 @@ def ahp_harness(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+def run_scripted(
+    kit: HarnessKit, registration: Path, script: Path, *extra: str
+) -> subprocess.CompletedProcess[str]:
+    """``ahp-harness run`` of ``script`` with ``registration``, nobody to ask (approve all)."""
+    return ahp_harness(
+        "run",
+        "--workspace",
+        str(kit.workspace),
+        "--registration",
+        str(registration),
+        "--model",
+        f"script:{script}",
+        "--non-interactive",
+        "--approve",
+        "always",
+        *extra,
+        cwd=kit.root,
+    )
+
+
 def script_file(root: Path, steps: Sequence[dict[str, Any]]) -> Path:
     path = root / "script.json"
     path.write_text(json.dumps(list(steps)), encoding="utf-8")
@@ -167,19 +187,7 @@ def test_a_bad_registration_is_exit_2_naming_the_json_path(
     registration = kit.root / "registration.json"
     registration.write_text(json.dumps(document), encoding="utf-8")
     script = script_file(kit.root, [{"tool": "write_file", "input": {"path": "x", "content": ""}}])
-    done = ahp_harness(
-        "run",
-        "--workspace",
-        str(kit.workspace),
-        "--registration",
-        str(registration),
-        "--model",
-        f"script:{script}",
-        "--non-interactive",
-        "--approve",
-        "always",
-        cwd=kit.root,
-    )
+    done = run_scripted(kit, registration, script)
     assert done.returncode == 2
     message = done.stderr.strip()
     assert message.startswith(f"ahp-harness: error: {registration}: {where}")
@@ -200,21 +208,7 @@ def test_why_a_backend_failed_is_shown_to_the_operator(kit: HarnessKit, broken: 
     registration.write_text(json.dumps(_registration(hook, timeoutMs=20000)), encoding="utf-8")
     script = script_file(kit.root, [{"tool": "write_file", "input": {"path": "x", "content": ""}}])
     transcript = kit.root / "t.jsonl"
-    done = ahp_harness(
-        "run",
-        "--workspace",
-        str(kit.workspace),
-        "--registration",
-        str(registration),
-        "--model",
-        f"script:{script}",
-        "--non-interactive",
-        "--approve",
-        "always",
-        "--transcript",
-        str(transcript),
-        cwd=kit.root,
-    )
+    done = run_scripted(kit, registration, script, "--transcript", str(transcript))
     assert done.returncode == 0, done.stderr
     (call,) = lines(transcript)
     assert (call["synthetic_denial"], call["reason"]) == (True, SYNTHETIC_DENIAL_REASON)
@@ -367,22 +361,8 @@ def test_transcript_and_audit_log(kit: HarnessKit) -> None:
         ],
     )
     transcript, audit = kit.root / "out" / "t.jsonl", kit.root / "out" / "a.jsonl"
-    done = ahp_harness(
-        "run",
-        "--workspace",
-        str(kit.workspace),
-        "--registration",
-        str(registration),
-        "--model",
-        f"script:{script}",
-        "--non-interactive",
-        "--approve",
-        "always",
-        "--transcript",
-        str(transcript),
-        "--audit-log",
-        str(audit),
-        cwd=kit.root,
+    done = run_scripted(
+        kit, registration, script, "--transcript", str(transcript), "--audit-log", str(audit)
     )
     assert done.returncode == 0, done.stderr
     assert "no --registration" not in done.stdout
