@@ -501,10 +501,15 @@ class ToolCall:
             tool["kind"] = self.kind
         return {"tool": tool, "call": {"id": self.id}, "path": self.path}
 
+    def event(self, event_type: str, **fields: Any) -> dict[str, Any]:
+        """A complete event of this call (``tool`` with the current input, ``call``,
+        ``path``, the session's envelope) with ``fields`` added; built, not sent."""
+        return self.session.event(event_type, **self._fields(self.input), **fields)
+
     async def _send(
         self, event_type: str, *, initial_permission: Permission = "none", **fields: Any
     ) -> HookResult:
-        event = self.session.event(event_type, **self._fields(self.input), **fields)
+        event = self.event(event_type, **fields)
         return await self.session.hooks.send(event, initial_permission=initial_permission)
 
     async def before(self, input: Any = _SAME) -> HookResult:
