@@ -406,6 +406,10 @@ def test_without_a_registration_every_event_settles_with_no_effect(tmp_path: Pat
             result = await call.before()
             assert result.permission == "none" and result.diagnostics == ()
             assert result.tool_input == {"command": "ls"}
+            built = call.event("tool.before")  # built, not sent: for tests and other senders
+            hooks.check(built)
+            assert (built["call"], built["tool"]["kind"]) == ({"id": call.id}, "shell")
+            assert built["id"] != result.event["id"] and built["session"]["id"] == session.id
             with pytest.raises(InvalidEvent):  # validation does not depend on backends
                 await session.tool_call("Bash", [], kind="shell").before()
 
