@@ -111,3 +111,25 @@ def test_reaping_takes_adopted_orphans_only_never_a_child_someone_waits_for() ->
     """
     result = python(code)
     assert result == {"active": True, "reaped": 1, "orphan_gone": True, "own_code": 7}
+
+
+def test_nothing_heavy_is_imported_before_the_harness_re_executes_itself() -> None:
+    # ``ahp-harness run`` parses its arguments, then (as root) re-executes itself: every
+    # module imported before that is imported twice. The tools (pydantic, httpx), the
+    # protocol client and the event loop must come after; a fresh interpreter shows it.
+    probe = textwrap.dedent(
+        """
+        import sys
+        from ahp_harness import lifetime
+        from ahp_harness.cli import build_parser
+        lifetime.restore_environment()
+        build_parser().parse_args(["run", "--workspace", ".", "--mode", "read-only"])
+        heavy = ("pydantic", "httpx", "anyio", "rich", "ahp_protocol.client",
+                 "ahp_harness.tools", "ahp_harness.permissions")
+        print([name for name in heavy if name in sys.modules])
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=30, check=True
+    )
+    assert done.stdout.strip() == "[]"

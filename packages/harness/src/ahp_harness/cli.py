@@ -167,7 +167,7 @@ def _manifest(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ahp_harness.permissions import MODES
+    from ahp_harness.modes import MODES  # not permissions: nothing heavy before re-exec
 
     parser = argparse.ArgumentParser(
         prog="ahp-harness",

@@ -87,6 +87,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
+from ahp_harness.modes import MODES, Mode
 from ahp_harness.sandbox import SandboxViolation
 from ahp_harness.tools import KINDS, TOOLS
 from ahp_harness.tools.search import SearchInput
@@ -113,9 +114,7 @@ __all__ = [
 ]
 
 Decision = Literal["allow", "ask", "deny"]
-Mode = Literal["default", "accept-edits", "read-only"]
 DECISIONS: tuple[Decision, ...] = get_args(Decision)
-MODES: tuple[Mode, ...] = get_args(Mode)
 
 _STRENGTH: dict[str, int] = {"allow": 0, "ask": 1, "deny": 2}
 _RULE_KEYS = ("decision", "tool", "kind", "pattern", "glob", "reason")
