@@ -125,7 +125,7 @@ def test_nothing_heavy_is_imported_before_the_harness_re_executes_itself() -> No
         lifetime.restore_environment()
         build_parser().parse_args(["run", "--workspace", ".", "--mode", "read-only"])
         heavy = ("pydantic", "httpx", "anyio", "rich", "ahp_protocol.client",
-                 "ahp_harness.tools", "ahp_harness.permissions")
+                 "ahp_harness.tools", "ahp_harness.permissions", "ahp_harness.demo")
         print([name for name in heavy if name in sys.modules])
         """
     )

@@ -221,7 +221,7 @@ def test_the_envelope_and_one_call_id_through_the_lifecycle(tmp_path: Path) -> N
 
 def test_an_invalid_event_is_raised_and_never_sent(tmp_path: Path) -> None:
     record = tmp_path / "r.jsonl"
-    doc = recording(record, [intercept(["tool.before"])])
+    doc = recording(record, [intercept(["tool.before"]), observe(["turn.end"])])
 
     async def main() -> None:
         async with Hooks(doc, harness=HARNESS, capabilities=DENY) as hooks:
@@ -229,6 +229,10 @@ def test_an_invalid_event_is_raised_and_never_sent(tmp_path: Path) -> None:
             call = session.tool_call("Bash", "ls -la", kind="shell")  # input must be an object
             with pytest.raises(InvalidEvent, match=r"tool.before event is invalid: tool.input"):
                 await call.before()
+            with pytest.raises(InvalidEvent, match=r"turn.end event is invalid"):
+                await session.send("turn.end", outcome="completed", items=[])  # observed too
+            # An event no subscription receives is not sent, so not checked.
+            assert (await session.send("turn.start", items="not a list")).permission == "none"
 
     run(main)
     assert received(record) == []
@@ -410,8 +414,11 @@ def test_without_a_registration_every_event_settles_with_no_effect(tmp_path: Pat
             hooks.check(built)
             assert (built["call"], built["tool"]["kind"]) == ({"id": call.id}, "shell")
             assert built["id"] != result.event["id"] and built["session"]["id"] == session.id
-            with pytest.raises(InvalidEvent):  # validation does not depend on backends
-                await session.tool_call("Bash", [], kind="shell").before()
+            # Nothing is sent, so nothing is checked ...
+            bad = session.tool_call("Bash", [], kind="shell")
+            assert (await bad.before()).permission == "none"
+            with pytest.raises(InvalidEvent):  # ... unless asked
+                hooks.check(bad.event("tool.before"))
 
     run(main)
     assert os.listdir(tmp_path) == []

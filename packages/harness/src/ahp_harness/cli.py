@@ -225,9 +225,13 @@ def build_parser() -> argparse.ArgumentParser:
         "deny-list, approval and audit backends (separate processes, stdio and HTTP), then "
         "print what happened.",
     )
-    from ahp_harness.demo import add_arguments  # standard library only: cheap
-
-    add_arguments(demo)
+    demo.add_argument(  # defined here: the demo module is imported only to run it
+        "--dir",
+        "--keep",
+        dest="dir",
+        metavar="DIR",
+        help="where to put the demo's files (new or empty; default: a new temporary folder, kept)",
+    )
     demo.set_defaults(func=_demo_command)
     return parser
 

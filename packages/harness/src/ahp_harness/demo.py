@@ -575,26 +575,6 @@ def _report(paths: DemoPaths, backend: Sequence[str]) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``ahp-harness demo [--dir DIR]`` (also reachable through ``ahp-harness``)."""
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="ahp-harness demo")
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    return command(args)
-
-
-def add_arguments(parser: Any) -> None:
-    parser.add_argument(
-        "--dir",
-        "--keep",
-        dest="dir",
-        metavar="DIR",
-        help="where to put the demo's files (new or empty; default: a new temporary folder, kept)",
-    )
-
-
 def command(args: Any) -> int:
     """The ``demo`` subcommand's entry point (``args.dir``)."""
     try:
@@ -602,7 +582,3 @@ def command(args: Any) -> int:
     except DemoError as exc:
         print(f"ahp-harness demo: error: {exc}", file=sys.stderr)
         return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

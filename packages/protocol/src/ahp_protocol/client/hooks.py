@@ -3,9 +3,10 @@
 :class:`Hooks` is built from a registration (a file, a document or a model), the
 harness's identity and what the harness enforces at each event, all checked at
 construction. It owns the envelope (event ids, ``time``, ``source``, ``harness``,
-the session and the turn), validates every event it sends against the wire models
-(an invalid event is the harness's bug, raised at once as :class:`InvalidEvent`,
-never a backend failure), and runs it through :class:`~ahp_protocol.client.Dispatcher`,
+the session and the turn), validates every event it sends to a backend against the
+wire models (an invalid event is the harness's bug, raised at once as
+:class:`InvalidEvent`, never a backend failure; an event no subscription receives is
+not sent, so not checked), and runs it through :class:`~ahp_protocol.client.Dispatcher`,
 which stays the low-level layer. Every call returns the settled
 :class:`~ahp_protocol.client.HookResult`, also for an event nobody intercepts
 (permission ``none``, the event unchanged)::
@@ -205,9 +206,10 @@ class Hooks:
     backend (every event settles with no effect). ``harness``: ``{"name", "version"}``.
     ``capabilities``: what the harness enforces, per interceptable event (wire form, e.g.
     ``{"tool.before": {"effects": ["deny"]}}``); declare only what your code honours.
-    ``validate`` (default on) checks every outgoing event against the wire models;
-    turning it off saves the check's cost (``bench/client_stdio.py`` measures it) and
-    lets a malformed event reach backends, which then fail it as invalid params.
+    ``validate`` (default on) checks every outgoing event (one that some subscription
+    receives) against the wire models; turning it off saves the check's cost
+    (``bench/client_stdio.py`` measures it) and lets a malformed event reach backends,
+    which then fail it as invalid params.
 
     Raises at construction: ``WireErrors`` (the registration, with JSON paths),
     :class:`~ahp_protocol.client.DeclarationError` (``capabilities``),
@@ -347,17 +349,22 @@ class Hooks:
 
         Always a settled result; for an event nobody intercepts, permission
         ``initial_permission``, the event unchanged and only observation diagnostics.
+        With ``validate`` on, an event that some backend will receive is checked first
+        (:class:`InvalidEvent`, nothing sent); one no subscription receives goes nowhere
+        and is not checked (call :meth:`check` to check it anyway).
         """
-        if self.validate:
-            self.check(event)
-        event_type = str(event["type"])
+        event_type = str(event.get("type"))
         dispatcher = self.dispatcher
         diagnostics: list[Diagnostic] = []
         if dispatcher is not None:
             await dispatcher.start()
             if dispatcher.intercepts(event_type):
+                if self.validate:
+                    self.check(event)
                 return await dispatcher.intercept(event, initial_permission=initial_permission)
             if dispatcher.observes(event_type):
+                if self.validate:
+                    self.check(event)
                 diagnostics = await dispatcher.observe(event)
         state = ChainState(event=dict(event), permission=initial_permission)
         return HookResult.settle(event_type, state, diagnostics)
