@@ -304,6 +304,36 @@ def test_a_command_not_on_path_is_named(tmp_path: Path) -> None:
     run(main)
 
 
+@pytest.mark.parametrize("case", ["missing-file", "not-executable", "no-working-folder"])
+def test_a_command_that_cannot_start_is_named_with_its_folder(tmp_path: Path, case: str) -> None:
+    plain = tmp_path / "backend.sh"
+    plain.write_text("#!/bin/sh\n")  # not executable
+    command, cwd = {
+        "missing-file": (str(tmp_path / "no-such-backend"), None),
+        "not-executable": (str(plain), None),
+        "no-working-folder": (PY, str(tmp_path / "gone")),
+    }[case]
+    doc = stdio(command, [], [intercept(["tool.before"])])
+    if cwd is not None:
+        doc["hooks"][0]["transport"]["cwd"] = cwd
+
+    async def main() -> str | None:
+        async with Hooks(doc, harness=HARNESS, capabilities=DENY) as hooks:
+            call = hooks.session(cwd=str(tmp_path)).tool_call("x", {}, kind="other")
+            result = await call.before()
+            assert result.synthetic_denial
+            (diagnostic,) = result.diagnostics
+            assert diagnostic.failure is FailureClass.SPAWN_FAILED
+            return diagnostic.detail
+
+    expected = {
+        "missing-file": f"command {command!r} not found",
+        "not-executable": f"command {command!r} is not executable",
+        "no-working-folder": f"working folder {cwd!r} does not exist",
+    }[case]
+    assert run(main) == expected
+
+
 def test_a_backends_stderr_is_readable_after_it_died(tmp_path: Path) -> None:
     script = tmp_path / "dies.py"
     script.write_text(

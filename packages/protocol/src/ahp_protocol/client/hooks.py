@@ -144,6 +144,7 @@ class FileChange:
 
 def anchored(registration: Registration, folder: str | os.PathLike[str]) -> Registration:
     """``registration`` with its stdio backends placed in ``folder`` (module docstring rule)."""
+    from ahp_protocol.client.transports.stdio import is_path_command
     from ahp_protocol.wire.registration import StdioTransport
 
     base = os.path.abspath(folder)
@@ -153,7 +154,7 @@ def anchored(registration: Registration, folder: str | os.PathLike[str]) -> Regi
         if isinstance(spec, StdioTransport):
             cwd = os.path.join(base, spec.cwd) if spec.cwd else base
             command = spec.command
-            if os.sep in command or (os.altsep and os.altsep in command):
+            if is_path_command(command):
                 command = os.path.join(base, command)
             spec = spec.model_copy(update={"cwd": os.path.normpath(cwd), "command": command})
             hook = hook.model_copy(update={"transport": spec})
@@ -231,16 +232,18 @@ class Hooks:
         self.harness = _identity(harness)
         self.source = source or f"urn:uuid:{uuid.uuid4()}"
         self.validate = validate
-        declared = self._declared = check_declaration(capabilities)
         self.dispatcher: Dispatcher | None = None
-        if registration is not None:
+        if registration is None:
+            self._declared = check_declaration(capabilities)
+        else:  # the dispatcher checks the declaration (once)
             self.dispatcher = Dispatcher(
                 _registration(registration, base_dir),
-                capabilities=declared,
+                capabilities=capabilities,
                 environ=environ,
                 source=self.source,
                 harness=self.harness,
             )
+            self._declared = self.dispatcher.capabilities
         self._unknown_kinds: set[str] = set()
 
     async def __aenter__(self) -> Hooks:

@@ -46,10 +46,11 @@ kills each whole process group and reaps everything before returning.
 
 Never: implements a deadline (the caller wraps calls in ``anyio.fail_after``);
 puts backend output, stderr or exception text in a failure (details are fixed
-phrases); logs frame content or environment values. Child stderr is drained
-continuously (a thread per child, so a chatty child never blocks on a full
-pipe) and only a bounded tail is kept for local debugging
-(:meth:`StdioTransport.stderr_tail`).
+phrases; a spawn failure also names the command, its working folder and, for a
+bare name, the ``PATH`` it was looked up on); logs frame content or environment
+values. Child stderr is drained continuously (a thread per child, so a chatty
+child never blocks on a full pipe) and only a bounded tail is kept for local
+debugging (:meth:`StdioTransport.stderr_tail`).
 """
 
 from __future__ import annotations
@@ -178,6 +179,13 @@ def decode_response(data: bytes, max_bytes: int) -> dict[str, Any]:
             FailureClass.MALFORMED_OUTPUT, "backend sent a request where a response was due"
         )
     return message
+
+
+def is_path_command(command: str) -> bool:
+    """Whether ``command`` names a file (it holds a path separator) rather than a program
+    to look up on ``PATH``: the one test, for the spawn and for placing a registration's
+    backends (:func:`ahp_protocol.client.hooks.anchored`)."""
+    return os.sep in command or bool(os.altsep and os.altsep in command)
 
 
 def child_environment(
@@ -522,13 +530,14 @@ class StdioTransport:
         return child
 
     def _spawn_detail(self, exc: BaseException, env: Mapping[str, str]) -> str:
-        """Why the backend could not be started, naming the command and the folder it was
-        looked up in, never an argument, an environment value or exception text."""
+        """Why the backend could not be started: the command, its working folder and, for
+        a bare name, the child's ``PATH``; never an argument, another environment value
+        or exception text."""
         where = f" (working folder {self.cwd!r})" if self.cwd else ""
         if self.cwd and not os.path.isdir(self.cwd):
             return f"working folder {self.cwd!r} does not exist"
         if isinstance(exc, FileNotFoundError):
-            if os.sep in self.command or (os.altsep and os.altsep in self.command):
+            if is_path_command(self.command):
                 return f"command {self.command!r} not found{where}"
             path = env.get("PATH", "")
             return f"{self.command!r} not found on PATH (the backend's PATH is {path!r})"
