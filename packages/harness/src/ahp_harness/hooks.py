@@ -303,11 +303,15 @@ class Gate:
         record.messages += result.messages
         if result.messages and self.reporter:
             self.reporter.backend_messages(result.messages)
+        self.audit_settled(result)
+        return result
+
+    def audit_settled(self, result: HookResult) -> None:
+        """The ``hook`` audit record of a settled event, when some backend intercepted it."""
         dispatcher = self.session.hooks.dispatcher
         if dispatcher is not None and dispatcher.intercepts(result.event_type):
             event = result.event
             self.audit("hook", {"event": event["type"], "eventId": event["id"], **result.to_json()})
-        return result
 
     @staticmethod
     def _refuse_by_hook(record: CallRecord, hook: HookResult) -> None:

@@ -124,14 +124,9 @@ class Session:
         """Send one event of this session (intercepted where subscribed, else observed);
         the settled result, with no effect when nobody intercepts it."""
         result = await self.hooks.send(event_type, **fields)
-        dispatcher = self.hooks.hooks.dispatcher
-        if dispatcher is not None and dispatcher.intercepts(event_type):
-            event = result.event
-            self.gate.audit(
-                "hook", {"event": event_type, "eventId": event["id"], **result.to_json()}
-            )
-            for text in result.messages:
-                self.ui.note(f"[backend] {text}")
+        self.gate.audit_settled(result)
+        for text in result.messages:  # messages come only from interceptors
+            self.ui.note(f"[backend] {text}")
         return result
 
     async def start(self) -> None:
