@@ -1,0 +1,65 @@
+"""``ahp-conformance``: judge a backend, judge a harness, run a fake backend, run the matrix.
+
+Each subcommand lives in its own module, which provides ``add_arguments(parser)`` and
+``run(args) -> int``; this file only wires them. Exit status: 0 when every applicable
+check passed, 1 when one failed, 2 for a usage error or missing official data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from ahp_conformance import __version__
+from ahp_conformance.contract import ContractError
+from ahp_conformance.fixtures import FixturesMissing
+from ahp_conformance.scenarios import ScenarioError
+
+COMMANDS = {
+    "backend": (
+        "ahp_conformance.backend_judge",
+        "judge any backend (stdio: -- CMD ARGS..., HTTP: --url URL) against the draft",
+    ),
+    "harness": (
+        "ahp_conformance.harness_judge",
+        "judge any harness or client library through its interop client adapter",
+    ),
+    "fake-backend": (
+        "ahp_conformance.fake_backend",
+        "a scripted backend: replay scenario responses or misbehave in a named fault mode",
+    ),
+    "matrix": (
+        "ahp_conformance.matrix",
+        "run every client x server pairing of interop adapters over stdio and HTTP",
+    ),
+}
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(
+        prog="ahp-conformance",
+        description="Judge an Agent Hooks Protocol backend or harness against the draft, "
+        "requirement by requirement, and run the official interop matrix.",
+    )
+    top.add_argument("--version", action="version", version=f"ahp-conformance {__version__}")
+    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (module, help_text) in COMMANDS.items():
+        command = sub.add_parser(name, help=help_text, description=help_text)
+        command.set_defaults(module=module)
+        importlib.import_module(module).add_arguments(command)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        status: int = importlib.import_module(args.module).run(args)
+    except (FixturesMissing, ContractError, ScenarioError) as exc:
+        print(f"ahp-conformance {args.command}: {exc}", file=sys.stderr)
+        return 2
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
