@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ahp_protocol.client.chain import ChainState, Permission, fold_response
+from ahp_protocol.client.chain import Candidate, ChainState, Permission, fold_response
 from ahp_protocol.client.failures import FailureClass, OperationalFailure
 from ahp_protocol.client.result import Diagnostic, HookResult, Outcome
 from ahp_protocol.client.transports.stdio import DISCARDED
@@ -514,9 +514,18 @@ class Dispatcher:
     # -- the chain -----------------------------------------------------------------
 
     async def intercept(
-        self, event: Mapping[str, Any], *, initial_permission: Permission = "none"
+        self,
+        event: Mapping[str, Any],
+        *,
+        initial_permission: Permission = "none",
+        initial_candidate: Candidate | None = None,
     ) -> HookResult:
         """Run one interceptable event through the chain, then deliver observations.
+
+        ``initial_permission`` and ``initial_candidate`` are the chain's starting
+        state (``params.state`` of the first interceptor): what an earlier run for
+        the same operation settled and carried over (draft §5.4), e.g. a supplied
+        result; both are folded and invalidated as any other state.
 
         The returned result is settled: an accepted deny, a flow stop or a
         fail-closed failure has ended the chain; later interceptors received
@@ -526,7 +535,9 @@ class Dispatcher:
             raise RuntimeError("dispatcher is closed")
         await self.start()
         event_type = str(event.get("type"))
-        state = ChainState(event=dict(event), permission=initial_permission)
+        state = ChainState(
+            event=dict(event), permission=initial_permission, candidate=initial_candidate
+        )
         diagnostics: list[Diagnostic] = []
         failures: list[tuple[Route, FailureClass]] = []
         uncalled: list[Route] = []
