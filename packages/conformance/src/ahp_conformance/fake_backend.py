@@ -552,8 +552,11 @@ def serve_contract(config_path: str, fault: str | None, record: Recorder) -> int
         threading.Thread(target=stdio, daemon=True).start()
     write_readiness(Path(config["readinessFile"]), endpoint, control)
     plane.stopping.wait()
-    if server is not None:
-        server.shutdown()
+    if server is None:
+        # The stdio reader is blocked on stdin, holding its buffer's lock: a normal
+        # interpreter exit would abort on it. Every answer is already flushed.
+        os._exit(0)
+    server.shutdown()
     plane.close()
     return 0
 
