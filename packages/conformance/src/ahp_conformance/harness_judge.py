@@ -1,0 +1,919 @@
+"""``ahp-conformance harness``: judge any harness or client library through its interop client.
+
+``ahp-conformance harness (--adapter PATH/adapter.json | -- CMD ARGS...)
+[--transport stdio|http|both] [--scenarios FILE ...] [--registration-extension]
+[--watchdog-s N]``
+
+**The contract's scenarios** (default: the official ``scenarios.json``; the step-language
+files' scenarios are listed as ``unsupported`` with the reason). Per transport, the fake
+backend (:mod:`ahp_conformance.fake_backend`, ``--config`` mode) is the contract's server:
+over stdio it is the client config's ``serverCommand`` (the client spawns it), over HTTP
+this judge starts it and gives the client its ``/intercept`` URL as ``endpoint``. The
+client adapter runs under :func:`~ahp_conformance.contract.run_client`; then both are judged:
+
+- the client's report, per scenario: ``passed`` passes (and when it reports an ``actual``
+  for an ``expected`` scenario, every expected key must match it deeply), ``failed`` fails,
+  ``unsupported`` / ``inapplicable`` are reported as ``unsupported`` / ``n/a`` with the
+  adapter's reason, a scenario missing from the report fails. Requirements come from the
+  scenario's tags (:data:`TAG_REQUIREMENTS`);
+- every request the server received (``/receipts`` over HTTP, the fake's ``--record`` over
+  stdio): exactly the scenario request (:func:`~ahp_conformance.scenarios.receipt_difference`),
+  valid by the kit's wire models (:func:`ahp_protocol.wire.messages.validate_message`), and
+  ``id == params.event.id``; a receipt for no scenario fails (:func:`receipt_check`).
+
+**Beyond the contract** (only for an adapter with the kit's ``registration`` extension:
+``adapter.json`` ``"extensions": ["registration"]``, or ``--registration-extension`` with
+``-- CMD``; otherwise each of these checks is ``unsupported`` with the reason). Each run
+writes an AHP registration whose hooks run the fake backend over persistent stdio
+(``[sys.executable, "-m", "ahp_conformance.fake_backend", "--fault", MODE, "--record",
+FILE]``) and one scenario of this judge's own (contract form, ``scenarios.write``), and
+gives the client the config ``{"transport": "stdio", "registration": PATH, "scenarioFile",
+"reportFile", "auth": {"mode": "none"}}``. The client runs the scenario's
+``request.params.event`` through the registration's chain, with
+``request.params.capabilities`` (here ``{"effects": ["deny"]}``) as the host's declaration
+for that event type, and reports the contract's ``actual``. What each run expects:
+
+==========================  ===============================================================
+run                         expected ``actual`` (keys compared deeply)
+==========================  ===============================================================
+baseline (no fault)         ``{decision: "allow", executed: true, input: INPUT, messages: []}``
+failure class, fail-closed  ``{decision: "deny", executed: false}`` (the synthetic denial)
+failure class, fail-open    ``{decision: "allow", executed: true, input: INPUT, messages: []}``
+stray frame (either policy) ``{decision: "allow", executed: true, input: INPUT, messages: []}``
+short-circuit after deny    ``{decision: "deny", executed: false}``
+==========================  ===============================================================
+
+``INPUT`` is the scenario's tool input, unchanged. The failure classes are
+:data:`FAILURE_CLASSES` (those of the kit's e2e suite): each fails AHP-FAIL-001 (plus
+AHP-DEC-001 / AHP-CAP-001 for the effect ones) when the actual differs, and the fake's
+record must show the harness sent the intercept (else the run proves nothing). The
+waiting classes (hang, late reply, wrong id on persistent stdio) use ``timeoutMs``
+:data:`DEADLINE_MS`; the others a long deadline they must not wait out.
+
+Deadlines (AHP-FAIL-002): a hang run must finish within the baseline run's wall time
+plus the deadline plus :data:`DEADLINE_SLACK_S`; its watchdog is a few seconds beyond
+that, so a harness that ignores the deadline is stopped and fails. Short-circuit
+(AHP-COMP-001, AHP-DEC-002): two hooks, the first ``--fault deny``, the second recording;
+the second must receive no ``hooks/intercept`` for the event (an observe is allowed).
+
+Progress lines go to stderr; the report is :func:`ahp_conformance.report.emit`'s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ahp_conformance import contract, scenarios
+from ahp_conformance.fixtures import interop_dir, load_catalogue
+from ahp_conformance.report import Check, Evidence, Report, add_output_arguments, emit
+
+FAKE = (sys.executable, "-m", "ahp_conformance.fake_backend")
+DEFAULT_WATCHDOG_S = 180.0
+"""The longest one client adapter run over a scenario file may take (``--watchdog-s``)."""
+DEADLINE_MS = 1000
+"""``timeoutMs`` of the waiting failure classes (hang, late reply, wrong id)."""
+LONG_DEADLINE_MS = 15000
+"""``timeoutMs`` of every other run: covers a backend's start-up on a loaded machine."""
+LATE_DELAY_MS = DEADLINE_MS + 3000
+"""How late the late reply comes (a valid deny, long after the deadline)."""
+DEADLINE_SLACK_S = 2.5
+"""What a hang run may take beyond the baseline run plus the deadline (kill, reap, report)."""
+WATCHDOG_MARGIN_S = 3.0
+"""A waiting run's watchdog: its allowance (baseline + deadline + slack) plus this."""
+NO_EXTENSION = (
+    "needs the kit's 'registration' extension of the interop contract (adapter.json "
+    '"extensions": ["registration"], or --registration-extension with -- CMD): the '
+    "contract's one synthesized subscription cannot express failure policies, deadlines "
+    "or chains of several backends"
+)
+
+# Scenario tags -> requirement ids. Where each comes from: the tag names of the official
+# scenario file (ahp-interop/scenarios.json) read against requirements.json's text:
+# deny -> AHP-DEC-002 (an accepted deny is not executed); capability-invalid -> AHP-CAP-001
+# (only advertised effects) and AHP-DEC-001 (all valid and advertised); schema-invalid ->
+# AHP-DEC-001 (a result's effects array, all valid); atomic*, modify, merge, replace ->
+# AHP-EDIT-001 (edit semantics, atomic acceptance); no-effect, permission -> AHP-DEC-003 and
+# AHP-SEC-001 (no effect is not authorization; permissions are not weakened);
+# correlation-invalid -> AHP-RPC-001 (JSON-RPC correlation); precedence, serial-pipeline,
+# flow, finish-boundary -> AHP-COMP-001 (serial order, what ends decision-making);
+# extensions -> AHP-EXT-001 and AHP-CORE-003 (unknown fields ignored); state -> AHP-TB-001
+# (the tool.before request's state fields).
+TAG_REQUIREMENTS: dict[str, tuple[str, ...]] = {
+    "deny": ("AHP-DEC-002",),
+    "capability-invalid": ("AHP-CAP-001", "AHP-DEC-001"),
+    "schema-invalid": ("AHP-DEC-001",),
+    "atomic": ("AHP-EDIT-001",),
+    "atomic-rejection": ("AHP-EDIT-001",),
+    "modify": ("AHP-EDIT-001",),
+    "merge": ("AHP-EDIT-001",),
+    "replace": ("AHP-EDIT-001",),
+    "no-effect": ("AHP-DEC-003", "AHP-SEC-001"),
+    "permission": ("AHP-DEC-003", "AHP-SEC-001"),
+    "correlation-invalid": ("AHP-RPC-001",),
+    "precedence": ("AHP-COMP-001",),
+    "serial-pipeline": ("AHP-COMP-001",),
+    "flow": ("AHP-COMP-001",),
+    "finish-boundary": ("AHP-COMP-001",),
+    "extensions": ("AHP-EXT-001", "AHP-CORE-003"),
+    "state": ("AHP-TB-001",),
+}
+UNTAGGED = ("AHP-DEC-001",)
+"""A scenario none of whose tags is mapped (allow, ask, message, return, inject): applying
+a valid, advertised effects array is AHP-DEC-001."""
+
+
+def requirements_of(tags: Iterable[str]) -> tuple[str, ...]:
+    found = [r for tag in tags for r in TAG_REQUIREMENTS.get(tag, ())]
+    return tuple(dict.fromkeys(found)) or UNTAGGED
+
+
+def progress(text: str) -> None:
+    print(f"ahp-conformance harness: {text}", file=sys.stderr, flush=True)
+
+
+def same_json(a: Any, b: Any) -> bool:
+    """Deep JSON equality: key order irrelevant, ``true`` is not ``1``."""
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+def first_mismatch(actual: Any, expected: Mapping[str, Any]) -> str | None:
+    """The first expected key ``actual`` lacks or differs at (``None``: every key matches)."""
+    if not isinstance(actual, Mapping):
+        return f"actual is {json.dumps(actual)}, not an object"
+    for key, value in expected.items():
+        if key not in actual:
+            return f"actual has no {key!r} (expected {json.dumps(value)})"
+        if not same_json(actual[key], value):
+            return f"actual {key} is {json.dumps(actual[key])}, expected {json.dumps(value)}"
+    return None
+
+
+# -- the contract's scenarios ----------------------------------------------------------
+
+
+def scenario_checks(
+    chosen: Sequence[scenarios.Scenario], run: contract.ClientRun, binding: str
+) -> list[Check]:
+    """Judge the client's report, scenario by scenario."""
+    results: dict[str, Mapping[str, Any]] = {}
+    if run.report is not None:
+        for entry in run.report["results"]:
+            results.setdefault(entry["id"], entry)
+    return [scenario_check(s, results.get(s.id), run, binding) for s in chosen]
+
+
+def scenario_check(
+    scenario: scenarios.Scenario,
+    entry: Mapping[str, Any] | None,
+    run: contract.ClientRun,
+    binding: str,
+) -> Check:
+    """One scenario's result as the client reported it (module docstring)."""
+    title = f"scenario {scenario.id}: the client derives the scenario's result"
+    requirements = requirements_of(scenario.tags)
+
+    def check(status: Any, detail: str = "", evidence: Evidence | None = None) -> Check:
+        return Check(
+            f"scenario.{scenario.id}", title, requirements, status, detail, evidence, binding
+        )
+
+    if entry is None:
+        why = run.error or "the report has no result for this scenario"
+        return check("fail", why, Evidence.of(scenario.request, run.log[-600:]))
+    status = entry.get("status")
+    reason = str(entry.get("reason") or entry.get("error") or "no reason given")
+    if status == "unsupported":
+        return check("unsupported", f"the adapter: {reason}")
+    if status == "inapplicable":
+        return check("n/a", f"the adapter: {reason}")
+    if status == "failed":
+        return check("fail", f"reported failed: {reason}", _evidence(scenario, entry))
+    actual = entry.get("actual")
+    if scenario.expected is not None and actual is not None:
+        mismatch = first_mismatch(actual, scenario.expected)
+        if mismatch:
+            return check("fail", f"reported passed, but {mismatch}", _evidence(scenario, entry))
+    return check("pass")
+
+
+def _evidence(scenario: scenarios.Scenario, entry: Mapping[str, Any]) -> Evidence:
+    return Evidence.of(scenario.response, {k: entry[k] for k in ("actual", "error") if k in entry})
+
+
+def receipt_check(
+    scenario: scenarios.Scenario, received: Sequence[Mapping[str, Any]], binding: str
+) -> Check:
+    """Each request received for ``scenario``: exactly its request, valid, id == event id."""
+    from ahp_protocol.wire.errors import WireError, WireErrors
+    from ahp_protocol.wire.messages import validate_message
+
+    tool = scenario.event_type == "tool.before"
+    every = ("AHP-RPC-002", "AHP-VER-001", "AHP-CAP-002", *(("AHP-TB-001",) if tool else ()))
+    title = f"scenario {scenario.id}: the server received exactly the scenario request"
+
+    def check(
+        status: Any, requirements: tuple[str, ...], detail: str = "", got: Any = None
+    ) -> Check:
+        evidence = Evidence.of(scenario.request, got) if status == "fail" else None
+        return Check(
+            f"receipt.{scenario.id}", title, requirements, status, detail, evidence, binding
+        )
+
+    if not received:
+        return check("fail", ("AHP-RPC-002",), "no hooks/intercept request was received")
+    for message in received:
+        try:
+            validate_message(message)
+        except (WireError, WireErrors) as exc:
+            where = str(getattr(exc, "path", "") or exc)
+            requirement = (
+                "AHP-VER-001"
+                if "protocolVersion" in where
+                else "AHP-CAP-002"
+                if "capabilities" in where
+                else "AHP-TB-001"
+                if "event" in where and tool
+                else "AHP-RPC-001"
+            )
+            return check("fail", (requirement,), f"not a valid AHP request: {exc}", message)
+        if message.get("method") != "hooks/intercept":
+            return check("fail", ("AHP-RPC-002",), f"method {message.get('method')!r}", message)
+        event = message.get("params", {}).get("event", {})
+        if message.get("id") != event.get("id"):
+            return check("fail", ("AHP-RPC-001",), "request id != params.event.id", message)
+        difference = scenarios.receipt_difference(message, scenario.request)
+        if difference:
+            requirement = "AHP-TB-001" if tool and ".event" in difference else "AHP-RPC-002"
+            return check(
+                "fail", (requirement,), f"differs from the scenario: {difference}", message
+            )
+    return check("pass", every)
+
+
+def stray_receipts(
+    received: Sequence[Mapping[str, Any]], known: set[str], binding: str
+) -> list[Check]:
+    """A request for no scenario (or not an intercept at all) fails AHP-RPC-002."""
+    out = []
+    for message in received:
+        if message.get("id") in known and message.get("method") == "hooks/intercept":
+            continue
+        out.append(
+            Check(
+                "receipt.unexpected",
+                "the server receives only the scenarios' hooks/intercept requests",
+                ("AHP-RPC-002",),
+                "fail",
+                "a request that is no scenario's",
+                Evidence.of(None, message),
+                binding,
+            )
+        )
+    return out
+
+
+def read_record(path: Path) -> list[dict[str, Any]]:
+    """The messages a fake backend recorded (``--record``), in order."""
+    if not path.is_file():
+        return []
+    out = []
+    for raw in path.read_text("utf-8").splitlines():
+        if raw.strip():
+            message = json.loads(raw)["message"]
+            out.append(message if isinstance(message, dict) else {"undecodable": message})
+    return out
+
+
+def run_contract(
+    adapter: contract.Adapter,
+    chosen: Sequence[scenarios.Scenario],
+    transport: str,
+    workdir: Path,
+    watchdog_s: float,
+) -> list[Check]:
+    """One client adapter run over ``chosen``, the fake backend as the contract's server."""
+    folder = workdir / f"contract-{transport}"
+    folder.mkdir()
+    scenario_file = scenarios.write(chosen, folder / "scenarios.json")
+    record = folder / "server-received.jsonl"
+    server_command = (*FAKE, "--record", str(record))
+    server_config = {
+        "transport": transport,
+        "readinessFile": str(folder / "server-ready.json"),
+        "scenarioFile": str(scenario_file),
+        "auth": {"mode": "none"},
+    }
+    config: dict[str, Any] = {
+        "transport": transport,
+        "scenarioFile": str(scenario_file),
+        "reportFile": str(folder / "report.json"),
+        "auth": {"mode": "none"},
+    }
+    server = None
+    if transport == "stdio":
+        (folder / "server-config.json").write_text(json.dumps(server_config), "utf-8")
+        config.update(
+            serverCommand=list(server_command), serverConfig=str(folder / "server-config.json")
+        )
+    else:
+        fake = contract.Adapter("fake-backend", server_command, None, Path.cwd())
+        server = contract.start_server(fake, server_config, folder)
+        config["endpoint"] = server.endpoint
+    progress(f"{len(chosen)} scenarios over {transport}: running the client adapter")
+    try:
+        run = contract.run_client(adapter, config, folder, watchdog_s=watchdog_s)
+        if server is not None:
+            received = [r.get("message", {}) for r in server.receipts()]
+        else:
+            received = [m for m in read_record(record) if m.get("method") != "hooks/capabilities"]
+    finally:
+        if server is not None:
+            server.shutdown()
+    progress(f"{transport}: the client finished in {run.elapsed_s:.1f} s")
+    checks = scenario_checks(chosen, run, transport)
+    statuses = {c.id: c.status for c in checks}
+    by_id: dict[str, list[Mapping[str, Any]]] = {}
+    for message in received:
+        by_id.setdefault(str(message.get("id")), []).append(message)
+    for scenario in chosen:
+        if statuses[f"scenario.{scenario.id}"] in ("unsupported", "n/a") and not by_id.get(
+            scenario.id
+        ):
+            continue  # not driven: nothing was to be received
+        checks.append(receipt_check(scenario, by_id.get(scenario.id, []), transport))
+    checks.extend(stray_receipts(received, {s.id for s in chosen}, transport))
+    return checks
+
+
+# -- beyond the contract: registrations of fake backends --------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FailureClass:
+    """One way a backend fails (the kit's e2e suite's classes) and how the fake makes it."""
+
+    name: str
+    fault: str
+    requirements: tuple[str, ...] = ("AHP-FAIL-001",)
+    waits: bool = False
+    """Whether the harness must wait out the deadline (so ``timeoutMs`` is short)."""
+    is_failure: bool = True
+    """A stray frame before the live reply is not a failure: the live reply counts."""
+
+    def fake_args(self) -> tuple[str, ...]:
+        delay = ("--delay-ms", str(LATE_DELAY_MS)) if self.fault == "late" else ()
+        return ("--fault", self.fault, *delay)
+
+
+FAILURE_CLASSES = (
+    FailureClass("timeout", "hang", waits=True),
+    FailureClass("crash", "crash"),
+    FailureClass("garbage", "garbage"),
+    FailureClass("non-utf8", "non-utf8"),
+    FailureClass("multi-line", "multi-line"),
+    FailureClass("oversized", "oversized"),
+    FailureClass("wrong-id", "wrong-id", waits=True),
+    FailureClass("stray-frame", "stray-frame", ("AHP-STDIO-001",), is_failure=False),
+    FailureClass(
+        "unadvertised-effect", "unadvertised-effect", ("AHP-FAIL-001", "AHP-CAP-001", "AHP-DEC-001")
+    ),
+    FailureClass("unknown-effect", "unknown-effect", ("AHP-FAIL-001", "AHP-DEC-001")),
+    FailureClass("rpc-error", "rpc-error"),
+    FailureClass("late-reply", "late", waits=True),
+)
+POLICIES = ("fail-closed", "fail-open")
+TOOL_INPUT = {"path": "notes.txt", "content": "written by the conformance scenario"}
+CAPABILITIES = {"effects": ["deny"]}
+
+
+def own_scenario(scenario_id: str, expected: Mapping[str, Any]) -> scenarios.Scenario:
+    """One scenario of this judge's own (contract form): a tool.before of ``write_file``."""
+    request = {
+        "jsonrpc": "2.0",
+        "id": scenario_id,
+        "method": "hooks/intercept",
+        "params": {
+            "protocolVersion": "draft",
+            "event": {
+                "id": scenario_id,
+                "source": "urn:ahp:conformance",
+                "type": "tool.before",
+                "time": "2026-01-01T00:00:00Z",
+                "harness": dict(scenarios.FIXTURE_HARNESS),
+                "session": {"id": "conformance"},
+                "call": {"id": f"call-{scenario_id}"},
+                "path": "native",
+                "tool": {
+                    "origin": "native",
+                    "name": "write_file",
+                    "kind": "write",
+                    "input": TOOL_INPUT,
+                },
+            },
+            "capabilities": CAPABILITIES,
+            "state": {"permission": "none", "candidate": None},
+        },
+    }
+    response = {
+        "jsonrpc": "2.0",
+        "id": scenario_id,
+        "result": {"protocolVersion": "draft", "effects": []},
+    }
+    raw = {"id": scenario_id, "request": request, "response": response, "expected": dict(expected)}
+    return scenarios.Scenario(scenario_id, request, response, dict(expected), False, (), raw)
+
+
+ALLOWED = {"decision": "allow", "executed": True, "input": TOOL_INPUT, "messages": []}
+DENIED = {"decision": "deny", "executed": False}
+
+
+def hook(hook_id: str, args: Sequence[str], policy: str, timeout_ms: int) -> dict[str, Any]:
+    """One registration hook running the fake backend over persistent stdio."""
+    return {
+        "id": hook_id,
+        "transport": {
+            "type": "stdio",
+            "command": FAKE[0],
+            "args": [*FAKE[1:], *args],
+            "lifecycle": "persistent",
+        },
+        "subscriptions": [
+            {
+                "events": ["tool.before"],
+                "mode": "intercept",
+                "timeoutMs": timeout_ms,
+                "failurePolicy": policy,
+                "content": {"default": "body"},
+            }
+        ],
+    }
+
+
+@dataclass
+class Outcome:
+    """One registration run: what the client reported and what each fake received."""
+
+    run: contract.ClientRun | None
+    entry: Mapping[str, Any] | None
+    received: dict[str, list[dict[str, Any]]]
+    scenario: scenarios.Scenario
+    error: str | None = None
+
+    def intercepts(self, hook_id: str) -> list[dict[str, Any]]:
+        return [
+            m
+            for m in self.received.get(hook_id, [])
+            if m.get("method") == "hooks/intercept"
+            and m.get("params", {}).get("event", {}).get("id") == self.scenario.id
+        ]
+
+
+def run_registration(
+    adapter: contract.Adapter,
+    workdir: Path,
+    name: str,
+    hooks: Sequence[tuple[str, Sequence[str], str, int]],
+    expected: Mapping[str, Any],
+    watchdog_s: float,
+) -> Outcome:
+    """Run one own scenario through a registration of fake backends ``(id, args, policy, ms)``."""
+    folder = workdir / name
+    folder.mkdir()
+    records = {hook_id: folder / f"{hook_id}.jsonl" for hook_id, _, _, _ in hooks}
+    registration = {
+        "protocolVersion": "draft",
+        "hooks": [
+            hook(hook_id, [*args, "--record", str(records[hook_id])], policy, ms)
+            for hook_id, args, policy, ms in hooks
+        ],
+    }
+    (folder / "registration.json").write_text(json.dumps(registration, indent=1), "utf-8")
+    scenario = own_scenario(name, expected)
+    scenario_file = scenarios.write([scenario], folder / "scenarios.json")
+    config = {
+        "transport": "stdio",
+        contract.REGISTRATION_EXTENSION: str(folder / "registration.json"),
+        "scenarioFile": str(scenario_file),
+        "reportFile": str(folder / "report.json"),
+        "auth": {"mode": "none"},
+    }
+    run = contract.run_client(adapter, config, folder, watchdog_s=watchdog_s)
+    received = {hook_id: read_record(path) for hook_id, path in records.items()}
+    entry = None
+    if run.report is not None:
+        entry = next((r for r in run.report["results"] if r.get("id") == name), None)
+    error = run.error
+    if entry is None and error is None:
+        error = "the report has no result for the scenario"
+    return Outcome(run, entry, received, scenario, error)
+
+
+def outcome_check(
+    outcome: Outcome,
+    check_id: str,
+    title: str,
+    requirements: tuple[str, ...],
+    expected: Mapping[str, Any],
+    first_hook: str,
+) -> Check:
+    """Judge a registration run's ``actual`` against ``expected`` (and that it was dispatched)."""
+    sent = outcome.scenario.request
+
+    def fail(detail: str, received: Any = None) -> Check:
+        return Check(
+            check_id, title, requirements, "fail", detail, Evidence.of(sent, received), "stdio"
+        )
+
+    if outcome.run is not None and outcome.run.timed_out:
+        return fail(
+            outcome.error or "the client adapter was stopped by the watchdog",
+            outcome.run.log[-600:],
+        )
+    if outcome.entry is None:
+        log = outcome.run.log[-600:] if outcome.run is not None else None
+        return fail(outcome.error or "no result", log)
+    status = outcome.entry.get("status")
+    if status in ("unsupported", "inapplicable"):
+        reason = str(outcome.entry.get("reason") or outcome.entry.get("error") or "no reason given")
+        verdict: Any = "unsupported" if status == "unsupported" else "n/a"
+        return Check(
+            check_id, title, requirements, verdict, f"the adapter: {reason}", None, "stdio"
+        )
+    if not outcome.intercepts(first_hook):
+        return fail("the backend never received the hooks/intercept (the run proves nothing)")
+    mismatch = first_mismatch(outcome.entry.get("actual"), expected)
+    if mismatch:
+        return fail(
+            mismatch,
+            {k: outcome.entry[k] for k in ("status", "actual", "error") if k in outcome.entry},
+        )
+    return Check(check_id, title, requirements, "pass", binding="stdio")
+
+
+def receipt_validity(outcome: Outcome, check_id: str) -> Check | None:
+    """Every intercept a fake received in a registration run: schema-valid, id == event id."""
+    from ahp_protocol.wire.errors import WireError, WireErrors
+    from ahp_protocol.wire.messages import validate_message
+
+    for messages in outcome.received.values():
+        for message in messages:
+            if message.get("method") != "hooks/intercept":
+                continue
+            problem = None
+            try:
+                validate_message(message)
+            except (WireError, WireErrors) as exc:
+                problem = f"not a valid AHP request: {exc}"
+            if problem is None and message.get("id") != message["params"]["event"].get("id"):
+                problem = "request id != params.event.id"
+            if problem:
+                return Check(
+                    check_id,
+                    "every hooks/intercept the harness sends is valid, its id the event id",
+                    ("AHP-TB-001", "AHP-RPC-001"),
+                    "fail",
+                    problem,
+                    Evidence.of(None, message),
+                    "stdio",
+                )
+    return None
+
+
+def extension_checks(
+    adapter: contract.Adapter,
+    workdir: Path,
+    watchdog_s: float,
+    classes: Sequence[FailureClass],
+    jobs: int,
+) -> list[Check]:
+    """Failure classes under both policies, deadlines, short-circuit after deny."""
+    checks: list[Check] = []
+    progress("registration runs: baseline and deadlines")
+    baseline = run_registration(
+        adapter,
+        workdir,
+        "baseline",
+        [("org.ahp.fake.first", (), "fail-closed", LONG_DEADLINE_MS)],
+        ALLOWED,
+        watchdog_s,
+    )
+    checks.append(
+        outcome_check(
+            baseline,
+            "registration.baseline",
+            "a portable registration is accepted and the event reaches its subscribed backend "
+            "(no fault: allowed, executed, input unchanged)",
+            ("AHP-REG-001", "AHP-REG-002"),
+            ALLOWED,
+            "org.ahp.fake.first",
+        )
+    )
+    if baseline.entry is None or baseline.run is None or baseline.run.timed_out:
+        return checks  # nothing else can be measured against a harness that cannot run one
+    allowance = baseline.run.elapsed_s + DEADLINE_MS / 1000 + DEADLINE_SLACK_S
+    waiting_watchdog = min(watchdog_s, allowance + WATCHDOG_MARGIN_S)
+
+    def failure_run(item: tuple[FailureClass, str]) -> tuple[FailureClass, str, Outcome]:
+        failure, policy = item
+        ms = DEADLINE_MS if failure.waits else LONG_DEADLINE_MS
+        expected = (
+            (DENIED if policy == "fail-closed" else ALLOWED) if failure.is_failure else ALLOWED
+        )
+        limit = waiting_watchdog if failure.waits else watchdog_s
+        outcome = run_registration(
+            adapter,
+            workdir,
+            f"{failure.name}-{policy}",
+            [("org.ahp.fake.first", failure.fake_args(), policy, ms)],
+            expected,
+            limit,
+        )
+        return failure, policy, outcome
+
+    items = [(f, p) for f in classes for p in POLICIES]
+    timeouts = [i for i in items if i[0].fault == "hang"]
+    rest = [i for i in items if i[0].fault != "hang"]
+    done = [failure_run(i) for i in timeouts]  # measured alone, like the baseline
+    progress(f"registration runs: {len(rest)} failure runs, {jobs} at a time")
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        done.extend(pool.map(failure_run, rest))
+        short = pool.submit(
+            run_registration,
+            adapter,
+            workdir,
+            "short-circuit",
+            [
+                ("org.ahp.fake.first", ("--fault", "deny"), "fail-closed", LONG_DEADLINE_MS),
+                ("org.ahp.fake.second", (), "fail-closed", LONG_DEADLINE_MS),
+            ],
+            DENIED,
+            watchdog_s,
+        ).result()
+    for failure, policy, outcome in sorted(done, key=lambda d: items.index((d[0], d[1]))):
+        expected = (
+            (DENIED if policy == "fail-closed" else ALLOWED) if failure.is_failure else ALLOWED
+        )
+        title = f"{failure.name} under {policy}: " + (
+            (
+                "denied, not executed (a synthetic denial)"
+                if policy == "fail-closed"
+                else "no decision from the failure: allowed by the host, executed, input unchanged"
+            )
+            if failure.is_failure
+            else "not a failure: the live reply counts (allowed, executed)"
+        )
+        checks.append(
+            outcome_check(
+                outcome,
+                f"failure.{failure.name}.{policy}",
+                title,
+                failure.requirements,
+                expected,
+                "org.ahp.fake.first",
+            )
+        )
+        if failure.fault == "hang":
+            checks.append(deadline_check(outcome, policy, baseline.run.elapsed_s, allowance))
+        invalid = receipt_validity(outcome, f"failure.{failure.name}.{policy}.requests")
+        if invalid is not None:
+            checks.append(invalid)
+    checks.append(short_circuit_check(short))
+    return checks
+
+
+def deadline_check(outcome: Outcome, policy: str, baseline_s: float, allowance_s: float) -> Check:
+    title = (
+        f"a hanging backend with timeoutMs {DEADLINE_MS} ({policy}) settles within the deadline "
+        f"plus {DEADLINE_SLACK_S} s beyond the no-fault run"
+    )
+    check_id = f"deadline.timeout.{policy}"
+    run = outcome.run
+    if run is None or (outcome.entry is None and not run.timed_out):
+        return Check(
+            check_id, title, ("AHP-FAIL-002",), "fail", outcome.error or "no result", None, "stdio"
+        )
+    if run.timed_out:
+        detail = (
+            f"ignored the deadline: stopped by the watchdog after {run.elapsed_s:.1f} s "
+            f"(allowed {allowance_s:.1f} s)"
+        )
+        return Check(check_id, title, ("AHP-FAIL-002",), "fail", detail, None, "stdio")
+    if outcome.entry is not None and outcome.entry.get("status") in ("unsupported", "inapplicable"):
+        return Check(
+            check_id,
+            title,
+            ("AHP-FAIL-002",),
+            "unsupported",
+            "the adapter did not run it",
+            None,
+            "stdio",
+        )
+    if run.elapsed_s > allowance_s:
+        detail = (
+            f"took {run.elapsed_s:.1f} s; the no-fault run took {baseline_s:.1f} s, "
+            f"allowed {allowance_s:.1f} s"
+        )
+        return Check(check_id, title, ("AHP-FAIL-002",), "fail", detail, None, "stdio")
+    detail = f"{run.elapsed_s:.1f} s (no-fault run {baseline_s:.1f} s)"
+    return Check(check_id, title, ("AHP-FAIL-002",), "pass", detail, None, "stdio")
+
+
+def short_circuit_check(outcome: Outcome) -> Check:
+    title = "after an accepted deny the next interceptor is not asked (an observe is allowed)"
+    requirements = ("AHP-COMP-001", "AHP-DEC-002")
+    first = outcome_check(
+        outcome, "short-circuit.deny", title, requirements, DENIED, "org.ahp.fake.first"
+    )
+    if first.status != "pass":
+        return first
+    asked = outcome.intercepts("org.ahp.fake.second")
+    if asked:
+        detail = "the second interceptor received hooks/intercept for the denied event"
+        return Check(
+            "short-circuit.deny",
+            title,
+            requirements,
+            "fail",
+            detail,
+            Evidence.of(None, asked[0]),
+            "stdio",
+        )
+    return first
+
+
+# -- the command line -------------------------------------------------------------------
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--adapter", metavar="PATH", help="the harness's interop adapter.json")
+    parser.add_argument(
+        "--transport",
+        choices=("stdio", "http", "both"),
+        default="both",
+        help="contract runs over (default both)",
+    )
+    parser.add_argument(
+        "--scenarios",
+        metavar="FILE",
+        action="append",
+        help="a request/response scenario file (repeatable; default: the official scenarios)",
+    )
+    parser.add_argument(
+        "--registration-extension",
+        action="store_true",
+        help="with -- CMD: the client supports the kit's 'registration' config extension",
+    )
+    parser.add_argument(
+        "--watchdog-s",
+        type=float,
+        default=DEFAULT_WATCHDOG_S,
+        metavar="N",
+        help=f"the longest one client adapter run may take (default {DEFAULT_WATCHDOG_S:.0f})",
+    )
+    parser.add_argument(
+        "--failure-classes",
+        metavar="NAMES",
+        help="comma-separated subset of the failure classes to run (default all: "
+        + ", ".join(f.name for f in FAILURE_CLASSES)
+        + ")",
+    )
+    parser.add_argument("--no-contract", action="store_true", help="skip the contract's scenarios")
+    parser.add_argument(
+        "--jobs", type=int, default=2, metavar="N", help="registration runs at a time (default 2)"
+    )
+    add_output_arguments(parser)
+    parser.add_argument(
+        "command", nargs=argparse.REMAINDER, help="-- CMD ARGS...: the client adapter command"
+    )
+
+
+def adapter_of(args: argparse.Namespace) -> contract.Adapter:
+    command = [a for a in (args.command or [])]
+    if command and command[0] == "--":
+        command = command[1:]
+    if bool(args.adapter) == bool(command):
+        raise contract.ContractError("give exactly one of --adapter PATH or -- CMD ARGS...")
+    if args.adapter:
+        adapter = contract.load_adapter(Path(args.adapter))
+        if adapter.client is None:
+            raise contract.ContractError(f"{args.adapter}: the adapter has no client command")
+        if args.registration_extension:
+            adapter = contract.Adapter(
+                adapter.language,
+                adapter.server,
+                adapter.client,
+                adapter.cwd,
+                adapter.extensions | {contract.REGISTRATION_EXTENSION},
+            )
+        return adapter
+    extensions = (
+        frozenset({contract.REGISTRATION_EXTENSION}) if args.registration_extension else frozenset()
+    )
+    return contract.Adapter("custom", None, tuple(command), Path.cwd(), extensions)
+
+
+def chosen_classes(names: str | None) -> list[FailureClass]:
+    if not names:
+        return list(FAILURE_CLASSES)
+    known = {f.name: f for f in FAILURE_CLASSES}
+    wanted = [n.strip() for n in names.split(",") if n.strip()]
+    unknown = [n for n in wanted if n not in known]
+    if unknown:
+        raise contract.ContractError(
+            f"--failure-classes: unknown {', '.join(unknown)}; known: {', '.join(known)}"
+        )
+    return [known[n] for n in wanted]
+
+
+def run(args: argparse.Namespace) -> int:
+    adapter = adapter_of(args)
+    catalogue = load_catalogue(args.fixtures)
+    transports = ("stdio", "http") if args.transport == "both" else (args.transport,)
+    classes = chosen_classes(args.failure_classes)
+    subject = f"{adapter.language} client adapter: {shlex.join(adapter.client or ())}"
+    report = Report(role="harness", subject=subject, catalogue=catalogue, bindings=transports)
+    with tempfile.TemporaryDirectory(prefix="ahp-conformance-harness-") as temporary:
+        workdir = Path(temporary)
+        if not args.no_contract:
+            report.extend(contract_checks(adapter, args, transports, workdir))
+        if contract.REGISTRATION_EXTENSION in adapter.extensions:
+            report.extend(extension_checks(adapter, workdir, args.watchdog_s, classes, args.jobs))
+        else:
+            report.extend(unsupported_extension_checks(classes))
+    return emit(report, args)
+
+
+def contract_checks(
+    adapter: contract.Adapter, args: argparse.Namespace, transports: Sequence[str], workdir: Path
+) -> list[Check]:
+    if args.scenarios:
+        chosen = [s for path in args.scenarios for s in scenarios.load(Path(path))]
+        unsupported: list[scenarios.Unsupported] = []
+    else:
+        chosen, unsupported = scenarios.official(interop_dir(args.fixtures))
+    checks = [
+        Check(f"scenario.{u.id}", f"scenario {u.id} ({u.file})", (), "unsupported", u.reason)
+        for u in unsupported
+    ]
+    for transport in transports:
+        checks.extend(run_contract(adapter, chosen, transport, workdir, args.watchdog_s))
+    return checks
+
+
+def unsupported_extension_checks(classes: Sequence[FailureClass]) -> list[Check]:
+    out = [
+        Check(
+            f"failure.{f.name}.{p}",
+            f"{f.name} under {p}",
+            f.requirements,
+            "unsupported",
+            NO_EXTENSION,
+        )
+        for f in classes
+        for p in POLICIES
+    ]
+    out.append(
+        Check(
+            "deadline.timeout",
+            "a hanging backend's deadline is enforced",
+            ("AHP-FAIL-002",),
+            "unsupported",
+            NO_EXTENSION,
+        )
+    )
+    out.append(
+        Check(
+            "short-circuit.deny",
+            "after a deny the next interceptor is not asked",
+            ("AHP-COMP-001", "AHP-DEC-002"),
+            "unsupported",
+            NO_EXTENSION,
+        )
+    )
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="ahp-conformance harness", description=__doc__.splitlines()[0]
+    )
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except (contract.ContractError, scenarios.ScenarioError) as exc:
+        print(f"ahp-conformance harness: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
