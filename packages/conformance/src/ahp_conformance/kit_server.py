@@ -379,6 +379,11 @@ def run(config: Mapping[str, Any]) -> int:
             serve_http(server, plane, readiness, control, token)
     finally:
         plane.close()
+    if transport == "stdio":
+        # The reader thread may be blocked on stdin (``/shutdown`` with stdin still open):
+        # an ordinary exit would wait for its lock at interpreter shutdown and abort.
+        sys.stderr.flush()
+        os._exit(0)
     return 0
 
 
