@@ -231,10 +231,14 @@ def receipt_check(
     if not received:
         return check("fail", ("AHP-RPC-002",), "no hooks/intercept request was received")
     for message in received:
+        params = message.get("params")
+        event = params.get("event") if isinstance(params, Mapping) else None
+        if isinstance(event, Mapping) and message.get("id") != event.get("id"):
+            return check("fail", ("AHP-RPC-001",), "request id != params.event.id", message)
         try:
             validate_message(message)
         except (WireError, WireErrors) as exc:
-            where = str(getattr(exc, "path", "") or exc)
+            where = str(exc)  # "path: reason" for each problem
             requirement = (
                 "AHP-VER-001"
                 if "protocolVersion" in where
@@ -247,9 +251,6 @@ def receipt_check(
             return check("fail", (requirement,), f"not a valid AHP request: {exc}", message)
         if message.get("method") != "hooks/intercept":
             return check("fail", ("AHP-RPC-002",), f"method {message.get('method')!r}", message)
-        event = message.get("params", {}).get("event", {})
-        if message.get("id") != event.get("id"):
-            return check("fail", ("AHP-RPC-001",), "request id != params.event.id", message)
         difference = scenarios.receipt_difference(message, scenario.request)
         if difference:
             requirement = "AHP-TB-001" if tool and ".event" in difference else "AHP-RPC-002"
@@ -782,7 +783,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--failure-classes",
         metavar="NAMES",
-        help="comma-separated subset of the failure classes to run (default all: "
+        help="comma-separated subset of the failure classes to run, or 'none' (default all: "
         + ", ".join(f.name for f in FAILURE_CLASSES)
         + ")",
     )
@@ -824,6 +825,8 @@ def adapter_of(args: argparse.Namespace) -> contract.Adapter:
 def chosen_classes(names: str | None) -> list[FailureClass]:
     if not names:
         return list(FAILURE_CLASSES)
+    if names.strip() == "none":
+        return []
     known = {f.name: f for f in FAILURE_CLASSES}
     wanted = [n.strip() for n in names.split(",") if n.strip()]
     unknown = [n for n in wanted if n not in known]
