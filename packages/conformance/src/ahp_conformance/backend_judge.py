@@ -226,6 +226,8 @@ class Judge:
         self.errors_seen: list[tuple[bytes, dict[str, Any]]] = []
         self.checks: list[Check] = []
         self.incidents: list[str] = []
+        self.received_any = False
+        """Whether anything at all came back (else the framing checks judged nothing)."""
 
     def check(
         self,
@@ -248,6 +250,8 @@ class Judge:
         return None
 
     def saw(self, outcome: Outcome) -> None:
+        if outcome.received:
+            self.received_any = True
         for response in outcome.responses:
             if "error" in response:
                 self.errors_seen.append((outcome.sent, response))
@@ -269,6 +273,9 @@ def _is_response(message: Mapping[str, Any]) -> bool:
 
 
 def _join(lines: Sequence[Line]) -> bytes:
+    """The lines as they came (an empty line shown as such, for evidence)."""
+    if len(lines) == 1 and not lines[0].data:
+        return b"(an empty line)"
     return b"\n".join(line.data for line in lines)
 
 
@@ -291,6 +298,7 @@ class StdioLink:
             self.proc = None
             reason = f"cannot start {self.argv[0]!r}: {exc.strerror or exc}"
             self.judge.incidents.extend([reason] * MAX_INCIDENTS)
+            self.judge.unanswered.append(Problem("AHP-RPC-002", reason, b"", b""))
             return reason
         rid = self.msgs.new_id("discovery")
         message = {
@@ -357,7 +365,7 @@ class StdioLink:
             decoded = _decode(line.data)
             if isinstance(decoded, str):
                 pending.append(line)
-                joined = _decode(_join(pending))
+                joined = _decode(b"\n".join(p.data for p in pending))
                 if isinstance(joined, dict) and _is_response(joined) and joined.get("id") == rid:
                     self._problem(
                         "AHP-STDIO-001",
@@ -476,6 +484,7 @@ class PerEventLink:
         if result.spawn_error:
             out.failure = result.spawn_error
             self.judge.incidents.extend([result.spawn_error] * MAX_INCIDENTS)
+            self.judge.unanswered.append(Problem("AHP-RPC-002", result.spawn_error, b"", b""))
             return out, []
         decoded: list[dict[str, Any]] = []
         for line in result.lines:
@@ -574,6 +583,7 @@ class HttpLink:
             self.judge.unanswered.append(Problem("AHP-RPC-002", out.failure, data, b""))
             self.judge.incidents.append(out.failure)
             return out
+        self.judge.received_any = True
         if reply.oversized:
             self._problem("AHP-HTTP-001", "a response body larger than 4 MiB", data, reply.body)
             out.failure = "the response body was larger than 4 MiB"
@@ -883,8 +893,8 @@ class Run:
     def discovery(self) -> None:
         self.progress("discovery (hooks/capabilities, hooks/configuration)")
         if isinstance(self.link, StdioLink):
-            self.link._ready()
-            found = self.link.discovery[:1]
+            stop = self.link._ready()
+            found = self.link.discovery[:1] or [Outcome(b"", failure=stop or "not started")]
         else:
             rid = self.msgs.new_id("discovery")
             message = {
@@ -1740,7 +1750,11 @@ class Run:
         for cid, requirement, title in groups:
             pool = judge.unanswered if requirement == "AHP-RPC-002" else judge.problems
             bad = [p for p in pool if p.requirement == requirement]
-            if bad:
+            if not bad and not judge.received_any:
+                judge.check(
+                    cid, title, [requirement], "fail", "not judged: the backend sent nothing"
+                )
+            elif bad:
                 first = bad[0]
                 more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
                 judge.check(

@@ -1,0 +1,301 @@
+"""``ahp-conformance backend``: the kit's backends pass; misbehaving backends fail the right rule.
+
+Every judge run is the real command line in its own process (``python -m
+ahp_conformance.cli backend --json ...``) against real backend processes, over stdio
+(persistent and per_event) and real loopback HTTP. The misbehaving backends are
+``tests/backends/misbehaving.py`` (the kit's server kit plus one fault done by hand).
+A server's readiness is its ``listening on URL`` stderr line, never a sleep.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ahp_conformance.backend_judge import GRANTS, Messages
+from ahp_protocol.wire.capabilities import parse_capabilities
+from ahp_protocol.wire.messages import validate_message
+
+import kit_testing
+
+PY = sys.executable
+JUDGE = (PY, "-m", "ahp_conformance.cli", "backend", "--json")
+REPO = Path(__file__).resolve().parents[3]
+RULES = REPO / "examples" / "backends" / "denylist.toml"
+APPROVALS = REPO / "examples" / "backends" / "approval.toml"
+MISBEHAVING = Path(__file__).resolve().parent / "backends" / "misbehaving.py"
+BACKEND = (PY, "-m", "ahp_backends.cli")
+RUN_S = 25.0
+"""Bound on one judge run on a loaded machine (a run takes a few seconds)."""
+
+pytestmark = pytest.mark.skipif(
+    not (kit_testing.fixtures_root() / "manifest.json").is_file(),
+    reason=f"official fixtures not found at {kit_testing.fixtures_root()} (set AHP_FIXTURES_DIR)",
+)
+
+
+def judge(*args: str, env: dict[str, str] | None = None) -> tuple[int, dict[str, Any], str]:
+    """Run the judge; its exit status, its JSON report and its stderr."""
+    done = subprocess.run(
+        [*JUDGE, *args],
+        capture_output=True,
+        text=True,
+        timeout=RUN_S + 20,
+        env={**os.environ, "AHP_FIXTURES_DIR": str(kit_testing.fixtures_root()), **(env or {})},
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.stdout.strip(), f"no report; stderr: {done.stderr[-2000:]}"
+    return done.returncode, json.loads(done.stdout), done.stderr
+
+
+def failures(report: dict[str, Any]) -> list[str]:
+    return [
+        f"{c['id']} {c['requirements']}: {c.get('detail', '')} | sent {c.get('evidence', {})}"
+        for c in report["checks"]
+        if c["status"] == "fail"
+    ]
+
+
+def verdict(report: dict[str, Any], requirement: str) -> str:
+    status: str = report["requirements"][requirement]["status"]
+    return status
+
+
+def assert_passes(status: int, report: dict[str, Any], binding: str) -> None:
+    assert failures(report) == [], "\n".join(failures(report))
+    assert status == 0
+    assert report["passed"] is True
+    assert report["bindings"] == [binding]
+    assert {c.get("binding") for c in report["checks"]} == {binding}
+    for requirement in ("AHP-RPC-001", "AHP-RPC-002", "AHP-VER-001"):
+        assert verdict(report, requirement) == "pass", requirement
+
+
+# --------------------------------------------------------------------------- HTTP servers
+
+
+class Server:
+    """A backend started with ``--http 127.0.0.1:0``; its URL read from its stderr."""
+
+    def __init__(self, argv: list[str], env: dict[str, str] | None = None) -> None:
+        self.proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            cwd=REPO,
+            env={**os.environ, **(env or {})},
+        )
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.proc.stderr is not None
+        for raw in self.proc.stderr:
+            self.lines.put(raw.decode("utf-8", "replace"))
+        self.lines.put(None)
+
+    def url(self) -> str:
+        deadline = time.monotonic() + 30
+        while True:
+            line = self.lines.get(timeout=max(0.01, deadline - time.monotonic()))
+            if line is None:
+                raise AssertionError(f"server exited: {''.join(self.seen)}")
+            self.seen.append(line)
+            found = re.search(r"listening on (http://\S+)", line)
+            if found:
+                return found.group(1)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+
+
+@pytest.fixture
+def http_server() -> Iterator[Any]:
+    started: list[Server] = []
+
+    def start(argv: list[str], env: dict[str, str] | None = None) -> str:
+        server = Server(argv, env)
+        started.append(server)
+        return server.url()
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+# --------------------------------------------------------------------------- the kit passes
+
+
+def test_denylist_passes_over_persistent_stdio() -> None:
+    status, report, stderr = judge("--", *BACKEND, "denylist", "--rules", str(RULES))
+    assert_passes(status, report, "stdio")
+    for requirement in ("AHP-CAP-001", "AHP-DEC-001", "AHP-CORE-003", "AHP-EXT-001",
+                        "AHP-CORE-004", "AHP-STDIO-001", "AHP-TB-001"):  # fmt: skip
+        assert verdict(report, requirement) == "pass", requirement
+    assert "base" in report["claim"] and "tool-interception" in report["claim"]
+    ids = {c["id"] for c in report["checks"]}
+    # every group ran: decisions under each grant, JSON-RPC, notifications, fixtures
+    for expected in ("tool-before.deny.advertised", "tool-before.full.effects",
+                     "rpc.parse-error", "version.unsupported", "params.id-mismatch",
+                     "notify.observe", "oversize.survived", "errors.no-exception-text",
+                     "fixture.stdio.intercept-request.valid",
+                     "fixture.http.intercept-request-id-mismatch.invalid"):  # fmt: skip
+        assert expected in ids, expected
+    assert stderr == ""  # --json: no progress lines
+
+
+def test_approval_passes_over_persistent_stdio(tmp_path: Path) -> None:
+    status, report, _ = judge(
+        "--", *BACKEND, "approval", "--store", str(tmp_path / "grants.db"),
+        "--config", str(APPROVALS),
+    )  # fmt: skip
+    assert_passes(status, report, "stdio")
+    assert verdict(report, "AHP-CAP-001") == "pass"
+
+
+def test_audit_passes_and_claims_no_tool_interception(tmp_path: Path) -> None:
+    status, report, _ = judge("--", *BACKEND, "audit", "--db", str(tmp_path / "audit.db"))
+    assert_passes(status, report, "stdio")
+    # an observer answers -32002 to every intercept: unsupported, not a failure
+    answered = [c for c in report["checks"] if c["id"] == "tool-before.deny.answered"]
+    assert answered[0]["status"] == "unsupported"
+    assert report["profiles"]["lifecycle-observation"] == "pass"
+    assert "tool-interception" not in report["claim"]
+
+
+def test_denylist_passes_per_event() -> None:
+    status, report, _ = judge(
+        "--per-event", "--", *BACKEND, "denylist", "--once", "--rules", str(RULES)
+    )
+    assert_passes(status, report, "stdio")
+    assert verdict(report, "AHP-STDIO-001") == "pass"
+    assert any(c["id"] == "per-event.notify" for c in report["checks"])
+
+
+def test_denylist_passes_over_http_with_a_bearer_token(http_server: Any) -> None:
+    token = "tok-" + os.urandom(8).hex()
+    env = {"AHPC_TEST_TOKEN": token}
+    url = http_server(
+        [*BACKEND, "denylist", "--rules", str(RULES), "--http", "127.0.0.1:0",
+         "--bearer-token-env", "AHPC_TEST_TOKEN"],
+        env,
+    )  # fmt: skip
+    done = subprocess.run(
+        [*JUDGE[:-1], "--url", url, "--bearer-token-env", "AHPC_TEST_TOKEN"],
+        capture_output=True, text=True, timeout=RUN_S + 20, cwd=REPO,
+        env={**os.environ, **env, "AHP_FIXTURES_DIR": str(kit_testing.fixtures_root())},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-4000:]
+    assert token not in done.stdout + done.stderr  # the terminal report
+    assert "HTTP media types" in done.stderr  # progress, one line per group
+    status, report, _ = judge("--url", url, "--bearer-token-env", "AHPC_TEST_TOKEN", env=env)
+    assert_passes(status, report, "http")
+    for requirement in ("AHP-HTTP-001", "AHP-AUTH-001", "AHP-CAP-001"):
+        assert verdict(report, requirement) == "pass", requirement
+    assert token not in json.dumps(report)
+
+
+def test_a_generated_backend_passes(tmp_path: Path) -> None:
+    made = subprocess.run(
+        [*BACKEND, "new", "my-policy", "--dir", str(tmp_path / "p")],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    env = {"PYTHONPATH": str(tmp_path / "p" / "src")}
+    status, report, _ = judge("--", PY, "-m", "my_policy.backend", env=env)
+    assert_passes(status, report, "stdio")
+    assert verdict(report, "AHP-CAP-001") == "pass"
+
+
+# --------------------------------------------------------------------------- it discriminates
+
+
+def misbehaving(mode: str) -> tuple[int, dict[str, Any]]:
+    status, report, _ = judge("--", PY, str(MISBEHAVING), mode)
+    return status, report
+
+
+def test_a_backend_that_answers_notifications_fails_rpc_002() -> None:
+    status, report = misbehaving("notifications")
+    assert status == 1 and report["passed"] is False
+    assert verdict(report, "AHP-RPC-002") == "fail"
+    failed = {c["id"] for c in report["checks"] if c["status"] == "fail"}
+    assert {"notify.observe", "notify.observe-invalid", "notify.unknown-method"} <= failed
+    # the decisions themselves were fine
+    for requirement in ("AHP-CAP-001", "AHP-DEC-001", "AHP-STDIO-001"):
+        assert verdict(report, requirement) == "pass", requirement
+
+
+def test_a_backend_that_leaks_exception_text_fails_rpc_001() -> None:
+    status, report = misbehaving("leak")
+    assert status == 1
+    assert verdict(report, "AHP-RPC-001") == "fail"
+    leak = next(c for c in report["checks"] if c["id"] == "errors.no-exception-text")
+    assert leak["status"] == "fail"
+    assert "Traceback" in leak["evidence"]["received"]  # the evidence shows what leaked
+
+
+def test_a_backend_that_returns_an_unadvertised_effect_fails_cap_001() -> None:
+    status, report = misbehaving("unadvertised")
+    assert status == 1
+    assert verdict(report, "AHP-CAP-001") == "fail"
+    deny_only = next(c for c in report["checks"] if c["id"] == "tool-before.deny.advertised")
+    assert deny_only["status"] == "fail" and "not advertised" in deny_only["detail"]
+    # 'ask' is granted in the full grant: there it is fine
+    full = next(c for c in report["checks"] if c["id"] == "tool-before.full.advertised")
+    assert full["status"] == "pass"
+    for requirement in ("AHP-DEC-001", "AHP-RPC-002", "AHP-STDIO-001"):
+        assert verdict(report, requirement) == "pass", requirement
+
+
+def test_a_backend_that_cannot_start_fails_every_check_with_the_reason() -> None:
+    status, report, _ = judge("--", str(REPO / "no-such-backend"))
+    assert status == 1
+    assert report["checks"] and all(
+        c["status"] in ("fail", "n/a") for c in report["checks"]
+    )  # nothing silently skipped
+    assert any("cannot start" in c.get("detail", "") for c in report["checks"])
+
+
+def test_usage_errors_exit_2() -> None:
+    for args in ((), ("--url", "http://127.0.0.1:9/", "--", "x"), ("--bearer-token-env", "V")):
+        done = subprocess.run([*JUDGE, *args], capture_output=True, text=True, timeout=30)
+        assert done.returncode == 2, (args, done.stderr)
+        assert "ahp-conformance backend:" in done.stderr
+
+
+# --------------------------------------------------------------------------- its own messages
+
+
+def test_the_judges_valid_messages_are_valid() -> None:
+    """What the judge sends as valid must be valid, or its verdicts mean nothing."""
+    msgs = Messages("/repo")
+    for name, grant in GRANTS.items():
+        parse_capabilities(grant, event_type="tool.before")
+        eid = msgs.new_id(name)
+        message = msgs.intercept(msgs.event(eid, "Bash", "shell", {"command": "ls"}), grant)
+        assert validate_message(message) == "intercept-request"
+        assert kit_testing.schema_errors("intercept-request.schema.json", message) == []
+    notification = msgs.observe(msgs.event(msgs.new_id("observe")))
+    assert kit_testing.schema_errors("observe-notification.schema.json", notification) == []
