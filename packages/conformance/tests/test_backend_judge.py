@@ -269,6 +269,16 @@ def test_a_backend_that_returns_an_unadvertised_effect_fails_cap_001() -> None:
         assert verdict(report, requirement) == "pass", requirement
 
 
+def test_unsupported_for_an_event_the_backend_declared_fails_rpc_002() -> None:
+    """-32002 is a fine answer for an event a backend does not intercept, not for one its
+    own hooks/configuration subscribes to."""
+    status, report = misbehaving("declared-unsupported")
+    assert status == 1
+    assert verdict(report, "AHP-RPC-002") == "fail"
+    answered = next(c for c in report["checks"] if c["id"] == "tool-before.deny.answered")
+    assert answered["status"] == "fail" and "discovery" in answered["detail"]
+
+
 def test_a_backend_that_cannot_start_fails_every_check_with_the_reason() -> None:
     status, report, _ = judge("--", str(REPO / "no-such-backend"))
     assert status == 1

@@ -38,6 +38,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ahp_protocol.wire.catalogue import expand, is_valid_selector
 from ahp_protocol.wire.effects import EffectError, check_effects
 from ahp_protocol.wire.jsonrpc import DecodeError, classify, decode
 
@@ -744,6 +745,18 @@ class Run:
 
     # -- helpers ------------------------------------------------------------------
 
+    def judge_answer(self, outcome: Outcome, event_type: str, grant: Mapping[str, Any]) -> Verdicts:
+        """:func:`judge_result`, plus: -32002 for an event the backend itself declared
+        (hooks/capabilities or hooks/configuration) that it intercepts is no answer."""
+        verdict = judge_result(outcome, event_type, grant)
+        if verdict.unsupported and event_type in self.events:
+            verdict.unsupported = False
+            verdict.answered = (
+                f"-32002 (unsupported event) for {event_type}, which the backend's own "
+                "discovery answer says it intercepts"
+            )
+        return verdict
+
     def catalogue_profile(self, profile_id: str) -> tuple[str, ...]:
         try:
             return self.catalogue.profile(profile_id).requirements
@@ -760,7 +773,7 @@ class Run:
         eid = self.msgs.new_id(label)
         message = self.msgs.intercept(self.msgs.event(eid, tool, kind, tool_input), grant)
         outcome = self.link.request(frame(message), eid)
-        verdict = judge_result(outcome, "tool.before", grant)
+        verdict = self.judge_answer(outcome, "tool.before", grant)
         if verdict.unsupported:
             self.supports_tool_before = self.supports_tool_before or False
         elif outcome.reply is not None and "result" in outcome.reply:
@@ -992,6 +1005,11 @@ class Run:
                     outcome.evidence,
                 )
             else:
+                for sub in subs:
+                    if isinstance(sub, dict) and sub.get("mode") == "intercept":
+                        for selector in sub.get("events") or []:
+                            if isinstance(selector, str) and is_valid_selector(selector):
+                                self.events.update(expand(selector, "intercept"))
                 self.judge.check("discovery.configuration", title, ["AHP-RPC-001"], "pass")
 
     def decisions(self) -> None:
@@ -1134,7 +1152,7 @@ class Run:
                 )
                 change(message)
                 outcome = self.link.request(frame(message), eid)
-                verdict = judge_result(outcome, "tool.before", GRANTS["deny"])
+                verdict = self.judge_answer(outcome, "tool.before", GRANTS["deny"])
                 problem = verdict.answered
                 if verdict.unsupported:
                     problem = "answered -32002 where the same event without the field got a result"
@@ -1173,8 +1191,8 @@ class Run:
         )
         first = self.link.request(frame(message), eid)
         second = self.link.request(frame(message), eid)
-        v1 = judge_result(first, "tool.before", GRANTS["deny+message"])
-        v2 = judge_result(second, "tool.before", GRANTS["deny+message"])
+        v1 = self.judge_answer(first, "tool.before", GRANTS["deny+message"])
+        v2 = self.judge_answer(second, "tool.before", GRANTS["deny+message"])
         title = "the same request delivered twice gets an equivalent answer"
         problem = v1.answered or v2.answered
         if problem is None and (v1.unsupported, v1.effects_list) != (
@@ -1664,7 +1682,7 @@ class Run:
             )
             return
         grant = params.get("capabilities") if isinstance(params.get("capabilities"), dict) else {}
-        verdict = judge_result(outcome, etype, grant or {})
+        verdict = self.judge_answer(outcome, etype, grant or {})
         # A failure names the requirement it breaks; a pass shows what the case covers.
         for problem, requirement in (
             (verdict.answered, "AHP-RPC-002"),

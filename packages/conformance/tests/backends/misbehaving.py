@@ -7,7 +7,9 @@ fault ``MODE`` names, which the kit would never commit and so is done here by ha
 - ``notifications``: every notification gets a response too (id null);
 - ``leak``: every valid intercept gets -32004 whose message and data hold the
   traceback of a real exception;
-- ``unadvertised``: every valid intercept gets ``ask``, whatever the grant says.
+- ``unadvertised``: every valid intercept gets ``ask``, whatever the grant says;
+- ``declared-unsupported``: its ``hooks/configuration`` subscribes to tool.before, yet
+  every valid intercept gets -32002 (unsupported event).
 
 Protocol on stdout, one line per message; nothing else.
 """
@@ -21,9 +23,16 @@ import traceback
 from ahp_protocol.server import Backend, InterceptRequest
 from ahp_protocol.wire.effects import DenyEffect
 
-MODES = ("notifications", "leak", "unadvertised")
+MODES = ("notifications", "leak", "unadvertised", "declared-unsupported")
+SUBSCRIPTION = {
+    "mode": "intercept",
+    "events": ["tool.before"],
+    "timeoutMs": 2000,
+    "failurePolicy": "fail-closed",
+    "content": {"default": "metadata"},
+}
 
-backend = Backend("org.example.misbehaving")
+backend = Backend("org.example.misbehaving", configuration=[SUBSCRIPTION])
 
 
 @backend.intercept("tool.before")
@@ -69,6 +78,9 @@ def answer(mode: str, raw: bytes) -> bytes | None:
     if valid_intercept and mode == "leak":
         text = traceback_text()
         error = {"code": -32004, "message": text.splitlines()[-1], "data": {"detail": text}}
+        return json.dumps({"jsonrpc": "2.0", "id": decoded["id"], "error": error}).encode()
+    if valid_intercept and mode == "declared-unsupported":
+        error = {"code": -32002, "message": "unsupported_event"}
         return json.dumps({"jsonrpc": "2.0", "id": decoded["id"], "error": error}).encode()
     if valid_intercept and mode == "unadvertised":
         result = {"protocolVersion": "draft", "effects": [{"type": "ask"}]}
