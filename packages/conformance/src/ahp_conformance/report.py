@@ -256,8 +256,11 @@ class Report:
         }
         console.print(f"[bold]ahp-conformance {self.role}[/] — {escape(self.redact(self.subject))}")
         table = Table(title="By requirement", title_justify="left")
-        for column in ("requirement", "level", "verdict", "checks", "text"):
-            table.add_column(column, overflow="fold")
+        widths = {"requirement": 15, "level": 8, "verdict": 11, "checks": 7}
+        for column, width in widths.items():
+            table.add_column(column, no_wrap=True, min_width=width)
+        rest = max(20, console.width - sum(widths.values()) - 3 * len(widths) - 4)
+        table.add_column("text", no_wrap=True, max_width=rest)
         for rid, requirement in self.catalogue.requirements.items():
             mine = [c for c in self.checks if rid in c.requirements]
             verdict = self.requirement(rid)
