@@ -549,3 +549,109 @@ def test_the_sdk_client_adapter_accepts_our_server_role(
     assert {r["id"]: r["status"] for r in run.report["results"]} == {s: "passed" for s in SUBSET}
     if server is not None:
         assert [r["id"] for r in receipts] == list(SUBSET)
+
+
+# -- helper A's backend judge tells every fault mode apart --------------------------------
+
+JUDGED_FAILS = {
+    "hang": "AHP-RPC-002",
+    "crash": "AHP-RPC-002",
+    "late": "AHP-RPC-002",
+    "rpc-error": "AHP-RPC-002",
+    "garbage": "AHP-RPC-001",
+    "non-utf8": "AHP-RPC-001",
+    "wrong-id": "AHP-RPC-001",
+    "stray-frame": "AHP-RPC-001",
+    "multi-line": "AHP-STDIO-001",
+    "stdout-noise": "AHP-STDIO-001",
+    "oversized": "AHP-STDIO-001",
+    "unadvertised-effect": "AHP-CAP-001",
+    "unknown-effect": "AHP-DEC-001",
+    "no-effects": "AHP-DEC-001",
+    "no-version": "AHP-VER-001",
+    "reply-to-notifications": "AHP-RPC-002",
+    "leak-exception": "AHP-RPC-001",
+}
+"""What ``ahp-conformance backend`` must fail for each mode (the shared table), over stdio."""
+OVER_HTTP = {
+    **{mode: r for mode, r in JUDGED_FAILS.items() if mode != "multi-line"},
+    "oversized": "AHP-HTTP-001",
+    "stdout-noise": "AHP-RPC-001",  # over HTTP the noise makes the body not JSON
+}
+"""The same over HTTP; ``multi-line`` is not a fault there (a pretty body is valid JSON)."""
+JUDGE = (sys.executable, "-m", "ahp_conformance.backend_judge", "--json", "--timeout-ms", "1000")
+JOBS = 4
+"""Judge runs at a time: most of a faulty run is waiting out the judge's deadlines."""
+
+
+def judged(args: list[str]) -> tuple[int, dict[str, Any]]:
+    done = subprocess.run([*JUDGE, *args], capture_output=True, text=True, timeout=120, check=False)
+    assert done.stdout, done.stderr[-2000:]
+    return done.returncode, json.loads(done.stdout)
+
+
+def test_check_every_mode_is_in_the_discrimination_table() -> None:
+    assert set(JUDGED_FAILS) | {"deny"} == set(fake_backend.FAULTS)
+
+
+def verdicts(runs: dict[str, tuple[int, dict[str, Any]]], table: dict[str, str]) -> list[str]:
+    """What is wrong with the judge's verdicts (empty: each mode failed its requirement)."""
+    wrong = []
+    for mode, (status, report) in runs.items():
+        requirement = table.get(mode)
+        if requirement is None:  # deny, no fault (and multi-line over HTTP): nothing fails
+            failing = [c["id"] for c in report["checks"] if c["status"] == "fail"]
+            if status != 0 or failing:
+                wrong.append(f"{mode}: exit {status}, failing {failing}")
+        elif status != 1 or report["requirements"][requirement]["status"] != "fail":
+            verdict = report["requirements"][requirement]["status"]
+            wrong.append(f"{mode}: exit {status}, {requirement} is {verdict!r}, not 'fail'")
+    return wrong
+
+
+WAITING_MODES = ("hang", "crash", "late", "garbage", "non-utf8", "wrong-id", "oversized")
+"""The modes where the judge waits out deadlines or replaces the process (slow runs)."""
+HTTP_MODES = (
+    "hang",
+    "crash",
+    "garbage",
+    "non-utf8",
+    "oversized",
+    "stray-frame",
+    "stdout-noise",
+    "reply-to-notifications",
+)
+"""The modes whose HTTP reply differs from its stdio line (the body-level faults); the
+others send the same JSON over both, judged by the same rules."""
+
+
+@pytest.mark.parametrize(
+    "modes",
+    [
+        WAITING_MODES,
+        tuple(m for m in [*JUDGED_FAILS, "deny", None] if m not in WAITING_MODES),
+    ],
+    ids=["waiting-modes", "answering-modes"],
+)
+def test_the_backend_judge_fails_each_stdio_fault_modes_requirement(
+    modes: tuple[str | None, ...],
+) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(mode: str | None) -> tuple[int, dict[str, Any]]:
+        return judged(["--", *FAKE, *(("--fault", mode) if mode else ())])
+
+    with ThreadPoolExecutor(JOBS) as pool:
+        runs = dict(zip([m or "no fault" for m in modes], pool.map(one, modes), strict=True))
+    assert verdicts(runs, JUDGED_FAILS) == []
+
+
+def test_the_backend_judge_fails_each_http_fault_modes_requirement(http: Any) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    modes = [*HTTP_MODES, "multi-line", None]
+    servers = {m or "no fault": http(*(("--fault", m) if m else ())) for m in modes}
+    with ThreadPoolExecutor(JOBS) as pool:
+        results = pool.map(lambda s: judged(["--url", s.url]), servers.values())
+        runs = dict(zip(servers, results, strict=True))
+    assert verdicts(runs, OVER_HTTP) == []
