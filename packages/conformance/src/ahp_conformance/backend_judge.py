@@ -18,7 +18,8 @@ Timing: every request has a deadline (``--timeout-ms``, default 2000). The first
 message to a process just started (a ``hooks/capabilities`` discovery request, which
 also warms it up) gets ``--startup-ms`` more (default 10000), and in ``--per-event``
 mode every message does, since each starts a process. A persistent process that times
-out is replaced (its stream is out of step); after :data:`MAX_INCIDENTS` timeouts or
+out is replaced (its stream is out of step), and so is one that exits; after
+:data:`MAX_TIMEOUTS` timeouts or :data:`MAX_EXITS` exits (or a command that cannot start)
 exits the backend is given up on and every check left fails with that as evidence.
 """
 
@@ -48,8 +49,10 @@ from ahp_conformance.peer import FRAME_LIMIT, HttpPeer, HttpReply, Line, StdioPr
 from ahp_conformance.report import Check, Evidence, Report, Status, add_output_arguments, emit
 from ahp_conformance.scenarios import with_harness
 
-MAX_INCIDENTS = 3
-"""Timeouts or exits after which the backend is given up on (the remaining checks fail)."""
+MAX_TIMEOUTS = 3
+"""Requests left unanswered after which the backend is given up on (the rest fail)."""
+MAX_EXITS = 6
+"""Exits (or lost connections) after which the backend is given up on."""
 OVERSIZE_BYTES = FRAME_LIMIT + 512 * 1024
 """Size of the oversize frame sent to the backend (above the SDK's 4 MiB cap)."""
 
@@ -227,6 +230,9 @@ class Judge:
         self.errors_seen: list[tuple[bytes, dict[str, Any]]] = []
         self.checks: list[Check] = []
         self.incidents: list[str] = []
+        self.timeouts = 0
+        self.exits = 0
+        self.fatal = False
         self.received_any = False
         """Whether anything at all came back (else the framing checks judged nothing)."""
 
@@ -243,10 +249,22 @@ class Judge:
             Check(cid, title, tuple(requirements), status, detail, evidence, self.binding)
         )
 
+    def incident(self, reason: str, kind: str) -> None:
+        """The backend timed out (``timeout``), exited (``exit``) or cannot start (``fatal``)."""
+        self.incidents.append(reason)
+        if kind == "timeout":
+            self.timeouts += 1
+        elif kind == "exit":
+            self.exits += 1
+        else:
+            self.fatal = True
+
     def given_up(self) -> str | None:
-        if len(self.incidents) >= MAX_INCIDENTS:
+        if self.fatal or self.timeouts >= MAX_TIMEOUTS or self.exits >= MAX_EXITS:
             return (
-                "not run: the backend stopped answering earlier (" + "; ".join(self.incidents) + ")"
+                "not run: the backend stopped answering earlier ("
+                + "; ".join(self.incidents[-3:])
+                + ")"
             )
         return None
 
@@ -298,7 +316,7 @@ class StdioLink:
         except OSError as exc:
             self.proc = None
             reason = f"cannot start {self.argv[0]!r}: {exc.strerror or exc}"
-            self.judge.incidents.extend([reason] * MAX_INCIDENTS)
+            self.judge.incident(reason, "fatal")
             self.judge.unanswered.append(Problem("AHP-RPC-002", reason, b"", b""))
             return reason
         rid = self.msgs.new_id("discovery")
@@ -325,8 +343,8 @@ class StdioLink:
             return self._start()
         return None
 
-    def _incident(self, reason: str) -> None:
-        self.judge.incidents.append(reason)
+    def _incident(self, reason: str, kind: str) -> None:
+        self.judge.incident(reason, kind)
         self.close()
 
     def _exit_text(self) -> str:
@@ -436,7 +454,7 @@ class StdioLink:
             out.failure = f"no response with id {rid!r} within {budget * 1000:.0f} ms"
         if not seen:
             self.judge.unanswered.append(Problem("AHP-RPC-002", out.failure, data, b""))
-        self._incident(out.failure)
+        self._incident(out.failure, "exit" if proc.eof or proc.write_error else "timeout")
         return out
 
     def _problem(self, requirement: str, text: str, sent: bytes, received: bytes) -> None:
@@ -484,7 +502,7 @@ class PerEventLink:
         out.received = _join(result.lines)
         if result.spawn_error:
             out.failure = result.spawn_error
-            self.judge.incidents.extend([result.spawn_error] * MAX_INCIDENTS)
+            self.judge.incident(result.spawn_error, "fatal")
             self.judge.unanswered.append(Problem("AHP-RPC-002", result.spawn_error, b"", b""))
             return out, []
         decoded: list[dict[str, Any]] = []
@@ -515,7 +533,7 @@ class PerEventLink:
             out.failure = f"the process did not exit within {budget * 1000:.0f} ms"
             if not result.lines:
                 self.judge.unanswered.append(Problem("AHP-RPC-002", out.failure, data, b""))
-            self.judge.incidents.append(out.failure)
+            self.judge.incident(out.failure, "timeout")
         elif result.exit_status not in (0, None):
             tail = result.stderr.strip().splitlines()[-3:]
             self._problem(
@@ -582,7 +600,7 @@ class HttpLink:
         if reply.status is None:
             out.failure = reply.error or "no HTTP response"
             self.judge.unanswered.append(Problem("AHP-RPC-002", out.failure, data, b""))
-            self.judge.incidents.append(out.failure)
+            self.judge.incident(out.failure, "timeout" if reply.timed_out else "exit")
             return out
         self.judge.received_any = True
         if reply.oversized:
@@ -799,10 +817,14 @@ class Run:
         result: CORE-003, an invalid message accepted; a wrong error: RPC-001) instead of
         ``requirements`` (used for fixture cases, which list everything they cover)."""
         passed = list(requirements)
-        if rid is None or self.per_event:
+        # JSON-RPC lets an Invalid Request (-32600) be answered with id null even when the
+        # id was readable, so such an answer is collected rather than awaited by id.
+        null_ok = -32600 in codes
+        if rid is None or self.per_event or null_ok:
             outcome = self.link.collect(data)
             errors = [r for r in outcome.responses if "error" in r]
-            reply = errors[0] if errors else None
+            mine = [r for r in outcome.responses if rid is not None and r.get("id") == rid]
+            reply = mine[0] if mine else errors[0] if errors else None
             if reply is None and outcome.http is not None and outcome.http.status is not None:
                 status = outcome.http.status
                 if 400 <= status < 500 and -32700 in codes and rid is None:
@@ -831,7 +853,8 @@ class Run:
         elif rid is None and reply.get("id") is not None:
             problem = f"the error's id is {reply.get('id')!r}; an unrecoverable id answers null"
         elif rid is not None and reply.get("id") != rid:
-            problem = f"the error's id is {reply.get('id')!r}, not {rid!r}"
+            if not (code == -32600 and reply.get("id") is None):
+                problem = f"the error's id is {reply.get('id')!r}, not {rid!r}"
         elif check is not None:
             problem = check(reply)
         if problem is None and precise and code == -32002 and -32002 in codes:
