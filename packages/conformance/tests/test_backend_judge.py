@@ -279,6 +279,31 @@ def test_unsupported_for_an_event_the_backend_declared_fails_rpc_002() -> None:
     assert answered["status"] == "fail" and "discovery" in answered["detail"]
 
 
+FAKE = (PY, "-m", "ahp_conformance.fake_backend")
+
+
+@pytest.mark.parametrize(
+    ("fault", "only"),
+    [
+        ("stray-frame", {"AHP-RPC-001"}),
+        ("multi-line", {"AHP-STDIO-001"}),
+        ("stdout-noise", {"AHP-STDIO-001"}),
+        ("unknown-effect", {"AHP-DEC-001"}),
+        ("no-effects", {"AHP-DEC-001"}),
+        ("no-version", {"AHP-VER-001"}),
+    ],
+)
+def test_a_fault_that_leaves_answers_usable_fails_only_its_requirement(
+    fault: str, only: set[str]
+) -> None:
+    """Precision: a frame before the reply is not taken for an answered notification, a
+    reply over several lines is a framing fault and not garbage, and so on."""
+    status, report, _ = judge("--", *FAKE, "--fault", fault)
+    assert status == 1
+    failed = {r for r, v in report["requirements"].items() if v["status"] == "fail"}
+    assert failed == only, failures(report)
+
+
 def test_a_backend_that_cannot_start_fails_every_check_with_the_reason() -> None:
     status, report, _ = judge("--", str(REPO / "no-such-backend"))
     assert status == 1
