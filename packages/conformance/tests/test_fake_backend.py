@@ -655,3 +655,14 @@ def test_the_backend_judge_fails_each_http_fault_modes_requirement(http: Any) ->
         results = pool.map(lambda s: judged(["--url", s.url]), servers.values())
         runs = dict(zip(servers, results, strict=True))
     assert verdicts(runs, OVER_HTTP) == []
+
+
+def test_http_record_keeps_each_body_and_its_content_type(http: Any, tmp_path: Path) -> None:
+    record = tmp_path / "http-received.jsonl"
+    server = http("--record", str(record))
+    server.post(intercept())  # httpx sends no Content-Type for raw content
+    httpx.post(server.url, json=intercept("typed"), timeout=WAIT_S)
+    first, second = (json.loads(x) for x in record.read_text().splitlines())
+    assert first["transport"] == "http" and first["contentType"] is None
+    assert first["message"] == intercept()
+    assert second["contentType"] == "application/json"

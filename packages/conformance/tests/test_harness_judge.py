@@ -286,3 +286,20 @@ def test_a_passed_report_whose_actual_differs_from_expected_fails(
     unsupported = {"id": deny_blocks.id, "status": "unsupported", "reason": "no deny here"}
     check = harness_judge.scenario_check(deny_blocks, unsupported, run, "stdio")
     assert (check.status, check.detail) == ("unsupported", "the adapter: no deny here")
+
+
+def test_framing_flags_fragments_other_media_types_and_non_jsonrpc() -> None:
+    good = {"message": {"jsonrpc": "2.0", "id": "a", "method": "hooks/intercept"}}
+    frame = harness_judge.framing_check
+    assert frame([good], "stdio").status == "pass"
+    assert frame([{**good, "contentType": "application/json; charset=utf-8"}], "http").status == (
+        "pass"
+    )
+    fragment = {"message": {"undecodable": "{"}}
+    check = frame([good, fragment], "stdio")
+    assert (check.status, check.requirements) == ("fail", ("AHP-STDIO-001",))
+    check = frame([{**good, "contentType": "text/plain"}], "http")
+    assert (check.status, check.requirements) == ("fail", ("AHP-HTTP-001",))
+    check = frame([{"message": {"id": "a", "method": "hooks/intercept"}}], "stdio")
+    assert (check.status, check.requirements) == ("fail", ("AHP-RPC-001",))
+    assert frame([], "http").status == "n/a"

@@ -38,7 +38,8 @@ pretty-printed body is valid JSON); ``crash`` exits while the connection is open
 
 ``--record FILE`` appends one JSON line per message received, as soon as it arrives:
 ``{"time": UNIX_SECONDS, "pid": PID, "transport": "stdio"|"http", "message": ...}``
-(``message`` is the decoded JSON value, or ``{"undecodable": TEXT}``).
+(``message`` is the decoded JSON value, or ``{"undecodable": TEXT}``; over HTTP also
+``"contentType"``, the request's ``Content-Type`` header or ``null``).
 
 The fake never waits longer than its mode says (``hang`` waits for its harness to give
 up; ``late`` answers after ``--delay-ms``; a barrier waits at most
@@ -334,19 +335,21 @@ class Recorder:
     def __init__(self, path: str | None) -> None:
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600) if path else None
 
-    def __call__(self, raw: bytes, transport: str) -> None:
+    def __call__(self, raw: bytes, transport: str, content_type: str | None = None) -> None:
         if self._fd is None:
             return
         try:
             message: Any = json.loads(raw)
         except ValueError:
             message = {"undecodable": raw[:2000].decode("utf-8", "replace")}
-        entry = {
+        entry: dict[str, Any] = {
             "time": time.time(),
             "pid": os.getpid(),
             "transport": transport,
             "message": message,
         }
+        if transport == "http":
+            entry["contentType"] = content_type
         os.write(self._fd, json.dumps(entry).encode() + b"\n")
 
 
@@ -455,7 +458,7 @@ def http_server(
             if not self._authorized():
                 self._send(401, b'{"error":"unauthorized"}')
                 return
-            record(raw, "http")
+            record(raw, "http", self.headers.get("Content-Type"))
             answer = fake.answer(raw)
             if answer.crash:
                 _crash()

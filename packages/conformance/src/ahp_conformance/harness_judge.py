@@ -16,6 +16,9 @@ client adapter runs under :func:`~ahp_conformance.contract.run_client`; then bot
   ``unsupported`` / ``inapplicable`` are reported as ``unsupported`` / ``n/a`` with the
   adapter's reason, a scenario missing from the report fails. Requirements come from the
   scenario's tags (:data:`TAG_REQUIREMENTS`);
+- how the client framed what it sent (:func:`framing_check`): one UTF-8 JSON-RPC 2.0
+  object per line over stdio (AHP-STDIO-001), per POST with ``Content-Type:
+  application/json`` over HTTP (AHP-HTTP-001);
 - every request the server received (``/receipts`` over HTTP, the fake's ``--record`` over
   stdio): exactly the scenario request (:func:`~ahp_conformance.scenarios.receipt_difference`),
   valid by the kit's wire models (:func:`ahp_protocol.wire.messages.validate_message`), and
@@ -282,16 +285,51 @@ def stray_receipts(
     return out
 
 
-def read_record(path: Path) -> list[dict[str, Any]]:
-    """The messages a fake backend recorded (``--record``), in order."""
+def read_entries(path: Path) -> list[dict[str, Any]]:
+    """What a fake backend recorded (``--record``): one entry per message, in order."""
     if not path.is_file():
         return []
+    return [json.loads(raw) for raw in path.read_text("utf-8").splitlines() if raw.strip()]
+
+
+def read_record(path: Path) -> list[dict[str, Any]]:
+    """The messages a fake backend recorded (``--record``), in order."""
     out = []
-    for raw in path.read_text("utf-8").splitlines():
-        if raw.strip():
-            message = json.loads(raw)["message"]
-            out.append(message if isinstance(message, dict) else {"undecodable": message})
+    for entry in read_entries(path):
+        message = entry["message"]
+        out.append(message if isinstance(message, dict) else {"undecodable": message})
     return out
+
+
+def framing_check(entries: Sequence[Mapping[str, Any]], binding: str) -> Check:
+    """Every message the client sent: one UTF-8 JSON-RPC 2.0 object per line / per POST
+    with a JSON media type (the fake records each line or body as it arrives)."""
+    binding_requirement = "AHP-STDIO-001" if binding == "stdio" else "AHP-HTTP-001"
+    title = (
+        "every line the client writes is one UTF-8 JSON-RPC 2.0 object"
+        if binding == "stdio"
+        else "every POST carries one JSON-RPC 2.0 object with a JSON media type"
+    )
+    check_id = f"framing.{binding}"
+    if not entries:
+        detail = "the client sent nothing"
+        return Check(check_id, title, (binding_requirement,), "n/a", detail, None, binding)
+    for entry in entries:
+        message = entry.get("message")
+        problem = None
+        requirement = binding_requirement
+        if not isinstance(message, dict) or set(message) == {"undecodable"}:
+            problem = "not one JSON object (a batch, a fragment or not UTF-8 JSON)"
+        elif message.get("jsonrpc") != "2.0":
+            problem, requirement = 'not JSON-RPC 2.0 ("jsonrpc": "2.0")', "AHP-RPC-001"
+        elif binding == "http":
+            media = str(entry.get("contentType") or "").split(";")[0].strip().lower()
+            if media != "application/json":
+                problem = f"Content-Type {entry.get('contentType')!r}, not application/json"
+        if problem:
+            evidence = Evidence.of(None, message)
+            return Check(check_id, title, (requirement,), "fail", problem, evidence, binding)
+    return Check(check_id, title, (binding_requirement, "AHP-RPC-001"), "pass", binding=binding)
 
 
 def run_contract(
@@ -334,11 +372,11 @@ def run_contract(
         run = contract.run_client(adapter, config, folder, watchdog_s=watchdog_s)
         if server is not None:
             received = [r.get("message", {}) for r in server.receipts()]
-        else:
-            received = [m for m in read_record(record) if m.get("method") != "hooks/capabilities"]
     finally:
         if server is not None:
             server.shutdown()
+    if server is None:
+        received = [m for m in read_record(record) if m.get("method") != "hooks/capabilities"]
     progress(f"{transport}: the client finished in {run.elapsed_s:.1f} s")
     checks = scenario_checks(chosen, run, transport)
     statuses = {c.id: c.status for c in checks}
@@ -352,6 +390,7 @@ def run_contract(
             continue  # not driven: nothing was to be received
         checks.append(receipt_check(scenario, by_id.get(scenario.id, []), transport))
     checks.extend(stray_receipts(received, {s.id for s in chosen}, transport))
+    checks.append(framing_check(read_entries(record), transport))
     return checks
 
 
