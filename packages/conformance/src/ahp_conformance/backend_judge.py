@@ -9,6 +9,38 @@ and the binding it ran over, with evidence (what was sent, what came back) for a
 failure. A check that cannot run (the backend died or stopped answering) fails, with
 that as its evidence; it is never skipped.
 
+Groups, in order (``--per-event`` runs discovery, two decisions, a notification and a
+parse error only, since every message starts a process):
+
+- discovery: ``hooks/capabilities`` and ``hooks/configuration`` (a result or -32601);
+  events the backend declares it intercepts must then not be answered -32002;
+- tool.before decisions: inputs that provoke policies (``rm -rf /``, an SSH key, ``curl |
+  sh``, a force push, ...) under a grant narrowed to ``deny``, then ``deny``+``message``,
+  then every effect: each a result with ``protocolVersion`` (AHP-VER-001), an ``effects``
+  array of valid effects (AHP-DEC-001), only advertised ones (AHP-CAP-001), or -32002
+  for a backend that does not intercept tool.before (then ``unsupported``);
+- tolerance: unknown envelope/params/event/session/capabilities fields (AHP-CORE-003)
+  and reverse-DNS extension keys (AHP-EXT-001) change no answer; the same request twice
+  gets the same answer (AHP-CORE-004);
+- JSON-RPC: -32700, -32600 (batch, non-object, bad ``jsonrpc``/id), -32601, string and
+  integer ids echoed; -32001 with ``data.supported``; -32002 for unknown, removed and
+  observe-only events; -32602 for invalid params and a request id other than
+  ``event.id``; no answer to any notification, valid or not;
+- an oversize frame (above 4 MiB) is refused or survived; HTTP: a wrong Content-Type,
+  GET, 401 without or with a wrong bearer token;
+- every request and notification of the official fixtures (``harness`` added where an
+  event lacks it): a valid request gets a valid result (or -32002), an invalid one the
+  right error, a notification nothing;
+- run-wide: every frame UTF-8 JSON-RPC with its request's id (AHP-RPC-001), every request
+  answered in time (AHP-RPC-002), stdout protocol lines only, one per line
+  (AHP-STDIO-001) or 200 + JSON bodies (AHP-HTTP-001), and no exception text in any
+  error, -32004 included.
+
+Limits: -32004 cannot be provoked in a well-behaved backend, so exception text is judged
+in whatever errors come back; decisions are probed on tool.before only (other events
+through the fixtures); content, edit, registration and harness-side requirements are
+not a backend's to show here (``not checked`` in the report); OAuth and TLS are not judged.
+
 What is judged where (one rule, one place): envelopes with ``ahp_protocol.wire.jsonrpc``
 (``decode``/``classify``), effects with ``ahp_protocol.wire.effects.check_effects``
 against the request's grant; this module only decides what to send and which
@@ -19,8 +51,8 @@ message to a process just started (a ``hooks/capabilities`` discovery request, w
 also warms it up) gets ``--startup-ms`` more (default 10000), and in ``--per-event``
 mode every message does, since each starts a process. A persistent process that times
 out is replaced (its stream is out of step), and so is one that exits; after
-:data:`MAX_TIMEOUTS` timeouts or :data:`MAX_EXITS` exits (or a command that cannot start)
-exits the backend is given up on and every check left fails with that as evidence.
+:data:`MAX_TIMEOUTS` timeouts, :data:`MAX_EXITS` exits or a command that cannot start,
+the backend is given up on and every check left fails with that as its evidence.
 """
 
 from __future__ import annotations
@@ -939,10 +971,7 @@ class Run:
                 "method": "hooks/capabilities",
                 "params": {"protocolVersion": "draft"},
             }
-            if isinstance(self.link, PerEventLink):
-                found = [self.link.request(frame(message), rid)]
-            else:
-                found = [self.link.request(frame(message), rid)]
+            found = [self.link.request(frame(message), rid)]
         title = "hooks/capabilities is answered with a manifest or -32601 (method not found)"
         for outcome in found:
             reply = outcome.reply
@@ -967,9 +996,9 @@ class Run:
                     outcome.evidence,
                 )
                 continue
-            result = reply.get("result")
-            manifest = result.get("manifest") if isinstance(result, dict) else None
-            if not isinstance(manifest, dict) or result.get("protocolVersion") != "draft":  # type: ignore[union-attr]
+            result = reply["result"] if isinstance(reply.get("result"), dict) else {}
+            manifest = result.get("manifest")
+            if not isinstance(manifest, dict) or result.get("protocolVersion") != "draft":
                 self.judge.check(
                     "discovery.capabilities",
                     title,
@@ -1015,10 +1044,10 @@ class Run:
                 outcome.evidence,
             )
         else:
-            result = reply.get("result")
-            config = result.get("configuration") if isinstance(result, dict) else None
+            result = reply["result"] if isinstance(reply.get("result"), dict) else {}
+            config = result.get("configuration")
             subs = config.get("subscriptions") if isinstance(config, dict) else None
-            if not isinstance(subs, list) or result.get("protocolVersion") != "draft":  # type: ignore[union-attr]
+            if not isinstance(subs, list) or result.get("protocolVersion") != "draft":
                 self.judge.check(
                     "discovery.configuration",
                     title,

@@ -31,6 +31,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import IO
 
 import httpx
 
@@ -57,9 +58,9 @@ class Line:
 class _Lines:
     """Splits a byte stream into :class:`Line` items on a queue; ``None`` marks EOF."""
 
-    def __init__(self, stream: object) -> None:
+    def __init__(self, stream: IO[bytes]) -> None:
         self.queue: queue.Queue[Line | None] = queue.Queue()
-        self._fd = stream.fileno()  # type: ignore[attr-defined]
+        self._fd = stream.fileno()
         threading.Thread(target=self._pump, daemon=True).start()
 
     def _pump(self) -> None:
@@ -98,10 +99,10 @@ class _Lines:
 class _Tail:
     """Keeps the last :data:`STDERR_KEEP` bytes of a stream (read on a thread)."""
 
-    def __init__(self, stream: object) -> None:
+    def __init__(self, stream: IO[bytes]) -> None:
         self._data = bytearray()
         self._lock = threading.Lock()
-        self._fd = stream.fileno()  # type: ignore[attr-defined]
+        self._fd = stream.fileno()
         self._thread = threading.Thread(target=self._pump, daemon=True)
         self._thread.start()
 
