@@ -1893,7 +1893,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "an oversize frame, exception text in errors, and the official fixtures' requests.\n"
         "--per-event runs only what that lifecycle changes (one process per message:\n"
         "decisions, a notification, a parse error, stdout and exit status), since every\n"
-        "message starts a process."
+        "message starts a process.\n\n"
+        "Exit status: 0 when every applicable check passed, 1 when one failed, 2 for a usage\n"
+        "error or missing official fixtures. Example (the kit's deny-list backend):\n"
+        "  ahp-conformance backend -- ahp-backend denylist --rules examples/backends/denylist.toml"
     )
     parser.add_argument(
         "--per-event",
