@@ -127,6 +127,8 @@ def test_the_kits_client_passes_every_failure_class_deadline_and_short_circuit(
         tmp_path,
         "--no-contract",
         "--registration-extension",
+        "--transport",
+        "stdio",
         "--failure-classes",
         ",".join(classes),
         "--",
@@ -143,6 +145,25 @@ def test_the_kits_client_passes_every_failure_class_deadline_and_short_circuit(
         assert report["requirements"]["AHP-FAIL-002"]["status"] == "pass"
     for requirement in ("AHP-FAIL-001", "AHP-COMP-001", "AHP-DEC-002"):
         assert report["requirements"][requirement]["status"] == "pass"
+
+
+def test_the_kits_client_passes_the_failure_classes_over_http_hooks(tmp_path: Path) -> None:
+    status, report = judge(
+        tmp_path,
+        "--no-contract",
+        "--registration-extension",
+        "--transport",
+        "http",
+        "--failure-classes",
+        "timeout,crash,garbage,wrong-id",
+        "--",
+        *KIT_CLIENT,
+    )
+    assert status == 0, [c for c in report["checks"] if c["status"] != "pass"]
+    assert {c["binding"] for c in report["checks"]} == {"http"}
+    got = {c["id"] for c in report["checks"] if c["status"] == "pass"}
+    assert {"failure.crash.fail-closed", "failure.wrong-id.fail-open"} <= got
+    assert {"deadline.timeout.fail-closed", "short-circuit.deny"} <= got
 
 
 # -- the official SDK's client (a reference peer, not the judge) ------------------------
@@ -176,6 +197,8 @@ def test_a_correct_raw_client_passes_what_the_broken_ones_fail(tmp_path: Path) -
         tmp_path,
         "--no-contract",
         "--registration-extension",
+        "--transport",
+        "stdio",
         "--failure-classes",
         "timeout,garbage,stray-frame",
         "--",
@@ -199,7 +222,14 @@ def test_a_harness_that_lets_a_fail_closed_failure_through_fails_fail_001(tmp_pa
         )
     )
     status, report = judge(
-        tmp_path, "--no-contract", "--adapter", str(adapter), "--failure-classes", "garbage,crash"
+        tmp_path,
+        "--no-contract",
+        "--transport",
+        "stdio",
+        "--adapter",
+        str(adapter),
+        "--failure-classes",
+        "garbage,crash",
     )
     assert status == 1
     got = checks(report, "failure.")
@@ -217,6 +247,8 @@ def test_a_harness_that_asks_the_next_interceptor_after_a_deny_fails_comp_001(
         tmp_path,
         "--no-contract",
         "--registration-extension",
+        "--transport",
+        "stdio",
         "--failure-classes",
         "none",
         "--",
@@ -234,6 +266,8 @@ def test_a_harness_that_ignores_the_deadline_is_stopped_and_fails_fail_002(tmp_p
         tmp_path,
         "--no-contract",
         "--registration-extension",
+        "--transport",
+        "stdio",
         "--failure-classes",
         "timeout",
         "--",

@@ -27,9 +27,12 @@ client adapter runs under :func:`~ahp_conformance.contract.run_client`; then bot
 **Beyond the contract** (only for an adapter with the kit's ``registration`` extension:
 ``adapter.json`` ``"extensions": ["registration"]``, or ``--registration-extension`` with
 ``-- CMD``; otherwise each of these checks is ``unsupported`` with the reason). Each run
-writes an AHP registration whose hooks run the fake backend over persistent stdio
-(``[sys.executable, "-m", "ahp_conformance.fake_backend", "--fault", MODE, "--record",
-FILE]``) and one scenario of this judge's own (contract form, ``scenarios.write``), and
+writes an AHP registration whose hooks run the fake backend, per ``--transport``: over
+persistent stdio (``[sys.executable, "-m", "ahp_conformance.fake_backend", "--fault",
+MODE, "--record", FILE]``, started by the harness) and over HTTP (the same fake started
+by this judge on a loopback port, the hook's ``url`` its address; ``multi-line`` and
+``stray-frame`` are stdio-only classes), and one scenario of this judge's own (contract
+form, ``scenarios.write``), and
 gives the client the config ``{"transport": "stdio", "registration": PATH, "scenarioFile",
 "reportFile", "auth": {"mode": "none"}}``. The client runs the scenario's
 ``request.params.event`` through the registration's chain, with
@@ -67,8 +70,10 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -408,6 +413,9 @@ class FailureClass:
     """Whether the harness must wait out the deadline (so ``timeoutMs`` is short)."""
     is_failure: bool = True
     """A stray frame before the live reply is not a failure: the live reply counts."""
+    over_http: bool = True
+    """Whether the class exists over HTTP (a multi-line body is valid JSON; a stray frame
+    cannot precede the one reply a POST gets)."""
 
     def fake_args(self) -> tuple[str, ...]:
         delay = ("--delay-ms", str(LATE_DELAY_MS)) if self.fault == "late" else ()
@@ -419,10 +427,12 @@ FAILURE_CLASSES = (
     FailureClass("crash", "crash"),
     FailureClass("garbage", "garbage"),
     FailureClass("non-utf8", "non-utf8"),
-    FailureClass("multi-line", "multi-line"),
+    FailureClass("multi-line", "multi-line", over_http=False),
     FailureClass("oversized", "oversized"),
     FailureClass("wrong-id", "wrong-id", waits=True),
-    FailureClass("stray-frame", "stray-frame", ("AHP-STDIO-001",), is_failure=False),
+    FailureClass(
+        "stray-frame", "stray-frame", ("AHP-STDIO-001",), is_failure=False, over_http=False
+    ),
     FailureClass(
         "unadvertised-effect", "unadvertised-effect", ("AHP-FAIL-001", "AHP-CAP-001", "AHP-DEC-001")
     ),
@@ -476,16 +486,13 @@ ALLOWED = {"decision": "allow", "executed": True, "input": TOOL_INPUT, "messages
 DENIED = {"decision": "deny", "executed": False}
 
 
-def hook(hook_id: str, args: Sequence[str], policy: str, timeout_ms: int) -> dict[str, Any]:
-    """One registration hook running the fake backend over persistent stdio."""
+def hook(
+    hook_id: str, transport: Mapping[str, Any], policy: str, timeout_ms: int
+) -> dict[str, Any]:
+    """One registration hook: a fake backend's transport, one intercept subscription."""
     return {
         "id": hook_id,
-        "transport": {
-            "type": "stdio",
-            "command": FAKE[0],
-            "args": [*FAKE[1:], *args],
-            "lifecycle": "persistent",
-        },
+        "transport": dict(transport),
         "subscriptions": [
             {
                 "events": ["tool.before"],
@@ -506,6 +513,7 @@ class Outcome:
     entry: Mapping[str, Any] | None
     received: dict[str, list[dict[str, Any]]]
     scenario: scenarios.Scenario
+    binding: str
     error: str | None = None
 
     def intercepts(self, hook_id: str) -> list[dict[str, Any]]:
@@ -517,6 +525,45 @@ class Outcome:
         ]
 
 
+class HttpFakes:
+    """Fake HTTP backends this judge starts for one run (loopback port 0, ended after it)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.processes: list[subprocess.Popen[bytes]] = []
+
+    def start(self, hook_id: str, args: Sequence[str]) -> str:
+        """Start one fake with ``args``; returns its URL once its ready file exists."""
+        ready = self.folder / f"{hook_id}.ready.json"
+        with (self.folder / f"{hook_id}.log").open("wb") as log:
+            process = subprocess.Popen(
+                [*FAKE, "--http", "127.0.0.1:0", "--ready-file", str(ready), *args],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+            )
+        self.processes.append(process)
+        deadline = time.monotonic() + contract.READY_TIMEOUT_S
+        while not ready.is_file():
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise contract.ContractError(
+                    f"the fake HTTP backend did not start (exit status {process.returncode})"
+                )
+            time.sleep(0.02)  # polling the ready file, the signal itself
+        return str(json.loads(ready.read_text("utf-8"))["endpoint"])
+
+    def close(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                process.terminate()
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
 def run_registration(
     adapter: contract.Adapter,
     workdir: Path,
@@ -524,29 +571,47 @@ def run_registration(
     hooks: Sequence[tuple[str, Sequence[str], str, int]],
     expected: Mapping[str, Any],
     watchdog_s: float,
+    binding: str = "stdio",
 ) -> Outcome:
-    """Run one own scenario through a registration of fake backends ``(id, args, policy, ms)``."""
-    folder = workdir / name
+    """Run one own scenario through a registration of fake backends ``(id, args, policy, ms)``.
+
+    ``binding`` ``stdio``: each hook runs the fake as a persistent stdio backend (the
+    harness starts it); ``http``: this judge starts each fake on loopback and the hook
+    points at its URL."""
+    folder = workdir / f"{name}-{binding}"
     folder.mkdir()
-    records = {hook_id: folder / f"{hook_id}.jsonl" for hook_id, _, _, _ in hooks}
-    registration = {
-        "protocolVersion": "draft",
-        "hooks": [
-            hook(hook_id, [*args, "--record", str(records[hook_id])], policy, ms)
-            for hook_id, args, policy, ms in hooks
-        ],
-    }
-    (folder / "registration.json").write_text(json.dumps(registration, indent=1), "utf-8")
     scenario = own_scenario(name, expected)
-    scenario_file = scenarios.write([scenario], folder / "scenarios.json")
-    config = {
-        "transport": "stdio",
-        contract.REGISTRATION_EXTENSION: str(folder / "registration.json"),
-        "scenarioFile": str(scenario_file),
-        "reportFile": str(folder / "report.json"),
-        "auth": {"mode": "none"},
-    }
-    run = contract.run_client(adapter, config, folder, watchdog_s=watchdog_s)
+    records = {hook_id: folder / f"{hook_id}.jsonl" for hook_id, _, _, _ in hooks}
+    fakes = HttpFakes(folder)
+    try:
+        entries = []
+        for hook_id, args, policy, ms in hooks:
+            fake_args = [*args, "--record", str(records[hook_id])]
+            if binding == "http":
+                transport: dict[str, Any] = {"type": "http", "url": fakes.start(hook_id, fake_args)}
+            else:
+                transport = {
+                    "type": "stdio",
+                    "command": FAKE[0],
+                    "args": [*FAKE[1:], *fake_args],
+                    "lifecycle": "persistent",
+                }
+            entries.append(hook(hook_id, transport, policy, ms))
+        registration = {"protocolVersion": "draft", "hooks": entries}
+        (folder / "registration.json").write_text(json.dumps(registration, indent=1), "utf-8")
+        scenario_file = scenarios.write([scenario], folder / "scenarios.json")
+        config = {
+            "transport": "stdio",
+            contract.REGISTRATION_EXTENSION: str(folder / "registration.json"),
+            "scenarioFile": str(scenario_file),
+            "reportFile": str(folder / "report.json"),
+            "auth": {"mode": "none"},
+        }
+        run = contract.run_client(adapter, config, folder, watchdog_s=watchdog_s)
+    except contract.ContractError as exc:
+        return Outcome(None, None, {}, scenario, binding, str(exc))
+    finally:
+        fakes.close()
     received = {hook_id: read_record(path) for hook_id, path in records.items()}
     entry = None
     if run.report is not None:
@@ -554,7 +619,7 @@ def run_registration(
     error = run.error
     if entry is None and error is None:
         error = "the report has no result for the scenario"
-    return Outcome(run, entry, received, scenario, error)
+    return Outcome(run, entry, received, scenario, binding, error)
 
 
 def outcome_check(
@@ -567,11 +632,11 @@ def outcome_check(
 ) -> Check:
     """Judge a registration run's ``actual`` against ``expected`` (and that it was dispatched)."""
     sent = outcome.scenario.request
+    binding = outcome.binding
 
     def fail(detail: str, received: Any = None) -> Check:
-        return Check(
-            check_id, title, requirements, "fail", detail, Evidence.of(sent, received), "stdio"
-        )
+        evidence = Evidence.of(sent, received)
+        return Check(check_id, title, requirements, "fail", detail, evidence, binding)
 
     if outcome.run is not None and outcome.run.timed_out:
         return fail(
@@ -586,7 +651,7 @@ def outcome_check(
         reason = str(outcome.entry.get("reason") or outcome.entry.get("error") or "no reason given")
         verdict: Any = "unsupported" if status == "unsupported" else "n/a"
         return Check(
-            check_id, title, requirements, verdict, f"the adapter: {reason}", None, "stdio"
+            check_id, title, requirements, verdict, f"the adapter: {reason}", None, binding
         )
     if not outcome.intercepts(first_hook):
         return fail("the backend never received the hooks/intercept (the run proves nothing)")
@@ -596,7 +661,7 @@ def outcome_check(
             mismatch,
             {k: outcome.entry[k] for k in ("status", "actual", "error") if k in outcome.entry},
         )
-    return Check(check_id, title, requirements, "pass", binding="stdio")
+    return Check(check_id, title, requirements, "pass", binding=binding)
 
 
 def receipt_validity(outcome: Outcome, check_id: str) -> Check | None:
@@ -623,7 +688,7 @@ def receipt_validity(outcome: Outcome, check_id: str) -> Check | None:
                     "fail",
                     problem,
                     Evidence.of(None, message),
-                    "stdio",
+                    outcome.binding,
                 )
     return None
 
@@ -634,17 +699,53 @@ def extension_checks(
     watchdog_s: float,
     classes: Sequence[FailureClass],
     jobs: int,
+    bindings: Sequence[str] = ("stdio",),
 ) -> list[Check]:
-    """Failure classes under both policies, deadlines, short-circuit after deny."""
+    """Failure classes under both policies, deadlines, short-circuit after deny, per binding."""
     checks: list[Check] = []
-    progress("registration runs: baseline and deadlines")
+    for binding in bindings:
+        chosen = [f for f in classes if binding == "stdio" or f.over_http]
+        checks.extend(binding_checks(adapter, workdir, watchdog_s, chosen, jobs, binding))
+    return checks
+
+
+def expected_for(failure: FailureClass, policy: str) -> Mapping[str, Any]:
+    if not failure.is_failure:
+        return ALLOWED
+    return DENIED if policy == "fail-closed" else ALLOWED
+
+
+def failure_title(failure: FailureClass, policy: str) -> str:
+    if not failure.is_failure:
+        return f"{failure.name} under {policy}: not a failure, the live reply counts (allowed)"
+    if policy == "fail-closed":
+        return f"{failure.name} under fail-closed: denied, not executed (a synthetic denial)"
+    return (
+        f"{failure.name} under fail-open: no decision from the failure (allowed by the host, "
+        "executed, input unchanged, no effect of the failed response)"
+    )
+
+
+def binding_checks(
+    adapter: contract.Adapter,
+    workdir: Path,
+    watchdog_s: float,
+    classes: Sequence[FailureClass],
+    jobs: int,
+    binding: str,
+) -> list[Check]:
+    """The registration runs over one binding of the hooks (stdio or http)."""
+    checks: list[Check] = []
+    progress(f"registration runs over {binding}: baseline and deadlines")
+    first = "org.ahp.fake.first"
     baseline = run_registration(
         adapter,
         workdir,
         "baseline",
-        [("org.ahp.fake.first", (), "fail-closed", LONG_DEADLINE_MS)],
+        [(first, (), "fail-closed", LONG_DEADLINE_MS)],
         ALLOWED,
         watchdog_s,
+        binding,
     )
     checks.append(
         outcome_check(
@@ -654,7 +755,7 @@ def extension_checks(
             "(no fault: allowed, executed, input unchanged)",
             ("AHP-REG-001", "AHP-REG-002"),
             ALLOWED,
-            "org.ahp.fake.first",
+            first,
         )
     )
     if baseline.entry is None or baseline.run is None or baseline.run.timed_out:
@@ -662,68 +763,48 @@ def extension_checks(
     allowance = baseline.run.elapsed_s + DEADLINE_MS / 1000 + DEADLINE_SLACK_S
     waiting_watchdog = min(watchdog_s, allowance + WATCHDOG_MARGIN_S)
 
-    def failure_run(item: tuple[FailureClass, str]) -> tuple[FailureClass, str, Outcome]:
+    def failure_run(item: tuple[FailureClass, str]) -> Outcome:
         failure, policy = item
         ms = DEADLINE_MS if failure.waits else LONG_DEADLINE_MS
-        expected = (
-            (DENIED if policy == "fail-closed" else ALLOWED) if failure.is_failure else ALLOWED
-        )
         limit = waiting_watchdog if failure.waits else watchdog_s
-        outcome = run_registration(
-            adapter,
-            workdir,
-            f"{failure.name}-{policy}",
-            [("org.ahp.fake.first", failure.fake_args(), policy, ms)],
-            expected,
-            limit,
-        )
-        return failure, policy, outcome
+        name = f"{failure.name}-{policy}"
+        hooks = [(first, failure.fake_args(), policy, ms)]
+        expected = expected_for(failure, policy)
+        return run_registration(adapter, workdir, name, hooks, expected, limit, binding)
 
     items = [(f, p) for f in classes for p in POLICIES]
     timeouts = [i for i in items if i[0].fault == "hang"]
     rest = [i for i in items if i[0].fault != "hang"]
-    done = [failure_run(i) for i in timeouts]  # measured alone, like the baseline
-    progress(f"registration runs: {len(rest)} failure runs, {jobs} at a time")
+    outcomes = {i: failure_run(i) for i in timeouts}  # measured alone, like the baseline
+    progress(f"registration runs over {binding}: {len(rest)} failure runs, {jobs} at a time")
+    short_hooks = [
+        (first, ("--fault", "deny"), "fail-closed", LONG_DEADLINE_MS),
+        ("org.ahp.fake.second", (), "fail-closed", LONG_DEADLINE_MS),
+    ]
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        done.extend(pool.map(failure_run, rest))
+        outcomes.update(zip(rest, pool.map(failure_run, rest), strict=True))
         short = pool.submit(
             run_registration,
             adapter,
             workdir,
             "short-circuit",
-            [
-                ("org.ahp.fake.first", ("--fault", "deny"), "fail-closed", LONG_DEADLINE_MS),
-                ("org.ahp.fake.second", (), "fail-closed", LONG_DEADLINE_MS),
-            ],
+            short_hooks,
             DENIED,
             watchdog_s,
+            binding,
         ).result()
-    for failure, policy, outcome in sorted(done, key=lambda d: items.index((d[0], d[1]))):
-        expected = (
-            (DENIED if policy == "fail-closed" else ALLOWED) if failure.is_failure else ALLOWED
-        )
-        title = f"{failure.name} under {policy}: " + (
-            (
-                "denied, not executed (a synthetic denial)"
-                if policy == "fail-closed"
-                else "no decision from the failure: allowed by the host, executed, input unchanged"
-            )
-            if failure.is_failure
-            else "not a failure: the live reply counts (allowed, executed)"
-        )
+    for item in items:
+        failure, policy = item
+        outcome = outcomes[item]
+        check_id = f"failure.{failure.name}.{policy}"
+        title = failure_title(failure, policy)
+        expected = expected_for(failure, policy)
         checks.append(
-            outcome_check(
-                outcome,
-                f"failure.{failure.name}.{policy}",
-                title,
-                failure.requirements,
-                expected,
-                "org.ahp.fake.first",
-            )
+            outcome_check(outcome, check_id, title, failure.requirements, expected, first)
         )
         if failure.fault == "hang":
             checks.append(deadline_check(outcome, policy, baseline.run.elapsed_s, allowance))
-        invalid = receipt_validity(outcome, f"failure.{failure.name}.{policy}.requests")
+        invalid = receipt_validity(outcome, f"{check_id}.requests")
         if invalid is not None:
             checks.append(invalid)
     checks.append(short_circuit_check(short))
@@ -736,35 +817,29 @@ def deadline_check(outcome: Outcome, policy: str, baseline_s: float, allowance_s
         f"plus {DEADLINE_SLACK_S} s beyond the no-fault run"
     )
     check_id = f"deadline.timeout.{policy}"
+    requirements = ("AHP-FAIL-002",)
     run = outcome.run
+
+    def check(status: Any, detail: str) -> Check:
+        return Check(check_id, title, requirements, status, detail, None, outcome.binding)
+
     if run is None or (outcome.entry is None and not run.timed_out):
-        return Check(
-            check_id, title, ("AHP-FAIL-002",), "fail", outcome.error or "no result", None, "stdio"
-        )
+        return check("fail", outcome.error or "no result")
     if run.timed_out:
-        detail = (
+        return check(
+            "fail",
             f"ignored the deadline: stopped by the watchdog after {run.elapsed_s:.1f} s "
-            f"(allowed {allowance_s:.1f} s)"
+            f"(allowed {allowance_s:.1f} s)",
         )
-        return Check(check_id, title, ("AHP-FAIL-002",), "fail", detail, None, "stdio")
     if outcome.entry is not None and outcome.entry.get("status") in ("unsupported", "inapplicable"):
-        return Check(
-            check_id,
-            title,
-            ("AHP-FAIL-002",),
-            "unsupported",
-            "the adapter did not run it",
-            None,
-            "stdio",
-        )
+        return check("unsupported", "the adapter did not run it")
     if run.elapsed_s > allowance_s:
-        detail = (
+        return check(
+            "fail",
             f"took {run.elapsed_s:.1f} s; the no-fault run took {baseline_s:.1f} s, "
-            f"allowed {allowance_s:.1f} s"
+            f"allowed {allowance_s:.1f} s",
         )
-        return Check(check_id, title, ("AHP-FAIL-002",), "fail", detail, None, "stdio")
-    detail = f"{run.elapsed_s:.1f} s (no-fault run {baseline_s:.1f} s)"
-    return Check(check_id, title, ("AHP-FAIL-002",), "pass", detail, None, "stdio")
+    return check("pass", f"{run.elapsed_s:.1f} s (no-fault run {baseline_s:.1f} s)")
 
 
 def short_circuit_check(outcome: Outcome) -> Check:
@@ -778,14 +853,9 @@ def short_circuit_check(outcome: Outcome) -> Check:
     asked = outcome.intercepts("org.ahp.fake.second")
     if asked:
         detail = "the second interceptor received hooks/intercept for the denied event"
+        evidence = Evidence.of(None, asked[0])
         return Check(
-            "short-circuit.deny",
-            title,
-            requirements,
-            "fail",
-            detail,
-            Evidence.of(None, asked[0]),
-            "stdio",
+            "short-circuit.deny", title, requirements, "fail", detail, evidence, outcome.binding
         )
     return first
 
@@ -888,7 +958,9 @@ def run(args: argparse.Namespace) -> int:
         if not args.no_contract:
             report.extend(contract_checks(adapter, args, transports, workdir))
         if contract.REGISTRATION_EXTENSION in adapter.extensions:
-            report.extend(extension_checks(adapter, workdir, args.watchdog_s, classes, args.jobs))
+            report.extend(
+                extension_checks(adapter, workdir, args.watchdog_s, classes, args.jobs, transports)
+            )
         else:
             report.extend(unsupported_extension_checks(classes))
     return emit(report, args)
