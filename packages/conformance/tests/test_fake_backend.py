@@ -666,3 +666,17 @@ def test_http_record_keeps_each_body_and_its_content_type(http: Any, tmp_path: P
     assert first["transport"] == "http" and first["contentType"] is None
     assert first["message"] == intercept()
     assert second["contentType"] == "application/json"
+
+
+def test_fault_and_scenario_replay_are_exclusive(tmp_path: Path) -> None:
+    path = tmp_path / "scenarios.json"
+    path.write_text('{"version": 1, "scenarios": []}')
+    done = subprocess.run(
+        [*FAKE, "--fault", "garbage", "--scenarios", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "give one or the other" in done.stderr

@@ -602,6 +602,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.fault and (args.config or args.scenarios):
+        raise ContractError(
+            "--fault misbehaves on every intercept; --scenarios and --config answer each "
+            "scenario's own response (malformed ones included): give one or the other"
+        )
     record = Recorder(args.record)
     if args.config:
         return serve_contract(args.config, args.fault, record)
