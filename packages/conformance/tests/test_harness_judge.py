@@ -337,3 +337,21 @@ def test_framing_flags_fragments_other_media_types_and_non_jsonrpc() -> None:
     check = frame([{"message": {"id": "a", "method": "hooks/intercept"}}], "stdio")
     assert (check.status, check.requirements) == ("fail", ("AHP-RPC-001",))
     assert frame([], "http").status == "n/a"
+
+
+def test_a_hang_that_settles_before_its_deadline_or_long_after_it_fails_fail_002() -> None:
+    scenario = harness_judge.own_scenario("timeout-fail-closed", harness_judge.DENIED)
+    entry = {"id": scenario.id, "status": "passed", "actual": harness_judge.DENIED}
+
+    def verdict(elapsed_s: float) -> tuple[str, str]:
+        run = contract.ClientRun({"results": [entry]}, 0, elapsed_s, False, "")
+        outcome = harness_judge.Outcome(run, entry, {}, scenario, "stdio")
+        check = harness_judge.deadline_check(outcome, "fail-closed", 1.0, 4.5)
+        assert check.requirements == ("AHP-FAIL-002",)
+        return check.status, check.detail
+
+    assert verdict(2.0)[0] == "pass"
+    status, detail = verdict(0.4)  # a backend that never answers cannot settle sooner
+    assert status == "fail" and "gave up early" in detail
+    status, detail = verdict(6.0)
+    assert status == "fail" and "allowed 4.5 s" in detail

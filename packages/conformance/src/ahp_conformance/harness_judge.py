@@ -57,8 +57,10 @@ waiting classes (hang, late reply, wrong id on persistent stdio) use ``timeoutMs
 :data:`DEADLINE_MS`; the others a long deadline they must not wait out.
 
 Deadlines (AHP-FAIL-002): a hang run must finish within the baseline run's wall time
-plus the deadline plus :data:`DEADLINE_SLACK_S`; its watchdog is a few seconds beyond
-that, so a harness that ignores the deadline is stopped and fails. Short-circuit
+plus the deadline plus :data:`DEADLINE_SLACK_S`, and not before the deadline itself
+(the backend never answers, so nothing else can end the exchange); its watchdog is a
+few seconds beyond that, so a harness that ignores the deadline is stopped and fails.
+Short-circuit
 (AHP-COMP-001, AHP-DEC-002): two hooks, the first ``--fault deny``, the second recording;
 the second must receive no ``hooks/intercept`` for the event (an observe is allowed).
 
@@ -833,6 +835,12 @@ def deadline_check(outcome: Outcome, policy: str, baseline_s: float, allowance_s
         )
     if outcome.entry is not None and outcome.entry.get("status") in ("unsupported", "inapplicable"):
         return check("unsupported", "the adapter did not run it")
+    if run.elapsed_s < DEADLINE_MS / 1000:
+        return check(
+            "fail",
+            f"settled after {run.elapsed_s:.1f} s, before the {DEADLINE_MS} ms deadline could "
+            "expire: it gave up early (or never waited for the backend)",
+        )
     if run.elapsed_s > allowance_s:
         return check(
             "fail",
