@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ahp_conformance.backend_judge import GRANTS, Messages
+from ahp_conformance.backend.probes import GRANTS, Messages
 from ahp_protocol.wire.capabilities import parse_capabilities
 from ahp_protocol.wire.messages import validate_message
 
@@ -311,6 +311,37 @@ def test_a_backend_that_cannot_start_fails_every_check_with_the_reason() -> None
         c["status"] in ("fail", "n/a") for c in report["checks"]
     )  # nothing silently skipped
     assert any("cannot start" in c.get("detail", "") for c in report["checks"])
+
+
+def test_a_backend_that_exits_at_once_fails_every_check_with_its_exit_status_and_stderr(
+    tmp_path: Path,
+) -> None:
+    """The kit's deny-list with a rules file that does not exist exits with status 2
+    before it reads a line: a report, not a traceback, and it says why."""
+    missing = tmp_path / "nope.toml"
+    status, report, _ = judge("--", *BACKEND, "denylist", "--rules", str(missing))
+    assert status == 1
+    assert report["passed"] is False
+    assert report["checks"] and all(c["status"] in ("fail", "n/a") for c in report["checks"])
+    discovery = next(c for c in report["checks"] if c["id"] == "discovery.capabilities")
+    assert "exited with status 2 before answering" in discovery["detail"]
+    assert "nope.toml" in discovery["detail"]  # the tail of the backend's stderr
+    # given up on at once (not restarted): every later check says so
+    later = next(c for c in report["checks"] if c["id"] == "tool-before.deny.answered")
+    assert "exited with status 2 before answering" in later["detail"]
+
+
+def test_a_backend_that_never_answers_at_start_fails_every_check() -> None:
+    """A process that starts but never answers its first request is restarted, then
+    given up on: every check fails with the deadline as its reason."""
+    status, report, _ = judge(
+        "--timeout-ms", "300", "--startup-ms", "0", "--",
+        PY, "-c", "import time; time.sleep(60)",
+    )  # fmt: skip
+    assert status == 1
+    assert report["checks"] and all(c["status"] in ("fail", "n/a") for c in report["checks"])
+    discovery = next(c for c in report["checks"] if c["id"] == "discovery.capabilities")
+    assert "no response with id" in discovery["detail"] and "300 ms" in discovery["detail"]
 
 
 def test_usage_errors_exit_2() -> None:

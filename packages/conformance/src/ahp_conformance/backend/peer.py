@@ -1,7 +1,7 @@
 """Talking raw to a backend under test: bytes in, bytes out, bounded in size and time.
 
 Three ways to reach a backend, each returning what came back *as it came*, never
-interpreted (judging is :mod:`ahp_conformance.backend_judge`'s job):
+interpreted (judging is the rest of :mod:`ahp_conformance.backend`'s job):
 
 - :class:`StdioProcess`: one long-lived process (``persistent``). Writes go through a
   writer thread (so a backend that stops reading cannot block the judge), stdout is
