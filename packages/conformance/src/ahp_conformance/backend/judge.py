@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from ahp_conformance.backend.peer import HttpReply
 from ahp_conformance.report import Check, Evidence, Status
@@ -21,6 +21,8 @@ MAX_TIMEOUTS = 3
 """Requests left unanswered after which the backend is given up on (the rest fail)."""
 MAX_EXITS = 6
 """Exits (or lost connections) after which the backend is given up on."""
+
+Incident = Literal["timeout", "exit", "fatal"]
 
 
 @dataclass
@@ -83,8 +85,9 @@ class Judge:
             Check(cid, title, tuple(requirements), status, detail, evidence, self.binding)
         )
 
-    def incident(self, reason: str, kind: str) -> None:
-        """The backend timed out (``timeout``), exited (``exit``) or cannot start (``fatal``)."""
+    def incident(self, reason: str, kind: Incident) -> None:
+        """The backend timed out (``timeout``), exited (``exit``), or cannot start or exited
+        before answering anything (``fatal``: it is given up on at once)."""
         self.incidents.append(reason)
         if kind == "timeout":
             self.timeouts += 1
@@ -94,6 +97,7 @@ class Judge:
             self.fatal = True
 
     def given_up(self) -> str | None:
+        """Why the backend is no longer talked to (the last incidents), or ``None``."""
         if self.fatal or self.timeouts >= MAX_TIMEOUTS or self.exits >= MAX_EXITS:
             return (
                 "not run: the backend stopped answering earlier ("
@@ -103,6 +107,7 @@ class Judge:
         return None
 
     def saw(self, outcome: Outcome) -> None:
+        """Note what came back: anything at all, and every error (for exception text)."""
         if outcome.received:
             self.received_any = True
         for response in outcome.responses:

@@ -23,7 +23,7 @@ from typing import Any
 
 from ahp_protocol.wire.jsonrpc import DecodeError, classify, decode
 
-from ahp_conformance.backend.judge import Judge, Outcome
+from ahp_conformance.backend.judge import Incident, Judge, Outcome
 from ahp_conformance.backend.peer import HttpPeer, Line, StdioProcess, run_once
 from ahp_conformance.backend.probes import Messages, frame
 
@@ -112,7 +112,7 @@ class StdioLink:
             return self._start()
         return self.proc
 
-    def _incident(self, reason: str, kind: str) -> None:
+    def _incident(self, reason: str, kind: Incident) -> None:
         self.judge.incident(reason, kind)
         self.close()
 
