@@ -331,6 +331,20 @@ def test_a_backend_that_exits_at_once_fails_every_check_with_its_exit_status_and
     assert "exited with status 2 before answering" in later["detail"]
 
 
+def test_a_per_event_backend_that_exits_at_once_says_its_exit_status_and_stderr(
+    tmp_path: Path,
+) -> None:
+    missing = tmp_path / "nope.toml"
+    status, report, _ = judge(
+        "--per-event", "--", *BACKEND, "denylist", "--once", "--rules", str(missing)
+    )
+    assert status == 1
+    discovery = next(c for c in report["checks"] if c["id"] == "discovery.capabilities")
+    assert discovery["status"] == "fail"
+    assert "exit status 2" in discovery["detail"] and "nope.toml" in discovery["detail"]
+    assert verdict(report, "AHP-RPC-002") == "fail"
+
+
 def test_a_backend_that_never_answers_at_start_fails_every_check() -> None:
     """A process that starts but never answers its first request is restarted, then
     given up on: every check fails with the deadline as its reason."""

@@ -269,12 +269,14 @@ class PerEventLink:
     def close(self) -> None:
         pass
 
-    def _run(self, data: bytes) -> tuple[Outcome, list[dict[str, Any]]]:
+    def _run(self, data: bytes) -> tuple[Outcome, str]:
+        """One process for ``data``: what came back, and how it ended when its exit status
+        was not 0 (the status and its stderr tail, for evidence), else ``""``."""
         out = Outcome(data)
         stop = self.judge.given_up()
         if stop:
             out.failure = stop
-            return out, []
+            return out, ""
         budget = self.judge.timeout_s + self.judge.startup_s
         result = run_once(self.argv, data, time.monotonic() + budget, self.cwd)
         out.received = _join(result.lines)
@@ -282,7 +284,7 @@ class PerEventLink:
             out.failure = result.spawn_error
             self.judge.incident(result.spawn_error, "fatal")
             self.judge.no_answer(result.spawn_error, b"")
-            return out, []
+            return out, ""
         decoded: list[dict[str, Any]] = []
         for line in result.lines:
             if line.oversized:
@@ -310,19 +312,21 @@ class PerEventLink:
             if not result.lines:
                 self.judge.no_answer(out.failure, data)
             self.judge.incident(out.failure, "timeout")
-        elif result.exit_status not in (0, None):
-            tail = result.stderr.strip().splitlines()[-3:]
+        ended = ""
+        if not result.timed_out and result.exit_status not in (0, None):
+            tail = " | ".join(result.stderr.strip().splitlines()[-3:])
+            ended = f" (exit status {result.exit_status}; stderr: {tail})"
             self.judge.problem(
                 "AHP-STDIO-001",
-                f"per_event: exit status {result.exit_status} (stderr: {' | '.join(tail)})",
+                f"per_event: exit status {result.exit_status} (stderr: {tail})",
                 data,
                 out.received,
             )
         out.responses = [d for d in decoded if _is_response(d)]
-        return out, decoded
+        return out, ended
 
     def request(self, data: bytes, rid: Any) -> Outcome:
-        out, _ = self._run(data)
+        out, ended = self._run(data)
         for response in out.responses:
             if response.get("id") == rid:
                 out.reply = response
@@ -334,7 +338,7 @@ class PerEventLink:
                     out.received,
                 )
         if out.reply is None and out.failure is None:
-            out.failure = "the process exited without a response"
+            out.failure = "the process exited without a response" + ended
             if not out.received:
                 self.judge.no_answer(out.failure, data)
         self.judge.saw(out)
