@@ -579,9 +579,11 @@ OVER_HTTP = {
     "stdout-noise": "AHP-RPC-001",  # over HTTP the noise makes the body not JSON
 }
 """The same over HTTP; ``multi-line`` is not a fault there (a pretty body is valid JSON)."""
-JUDGE = (sys.executable, "-m", "ahp_conformance.backend_judge", "--json", "--timeout-ms", "1000")
-JOBS = 4
+JUDGE = (sys.executable, "-m", "ahp_conformance.backend_judge", "--json")
+JOBS = 3
 """Judge runs at a time: most of a faulty run is waiting out the judge's deadlines."""
+SHORT_DEADLINE = ("--timeout-ms", "1000")
+"""For the modes that never answer in time anyway: the judge waits less for each probe."""
 
 
 def judged(args: list[str]) -> tuple[int, dict[str, Any]]:
@@ -639,7 +641,8 @@ def test_the_backend_judge_fails_each_stdio_fault_modes_requirement(
     from concurrent.futures import ThreadPoolExecutor
 
     def one(mode: str | None) -> tuple[int, dict[str, Any]]:
-        return judged(["--", *FAKE, *(("--fault", mode) if mode else ())])
+        deadline = SHORT_DEADLINE if mode in WAITING_MODES else ()
+        return judged([*deadline, "--", *FAKE, *(("--fault", mode) if mode else ())])
 
     with ThreadPoolExecutor(JOBS) as pool:
         runs = dict(zip([m or "no fault" for m in modes], pool.map(one, modes), strict=True))
@@ -652,7 +655,13 @@ def test_the_backend_judge_fails_each_http_fault_modes_requirement(http: Any) ->
     modes = [*HTTP_MODES, "multi-line", None]
     servers = {m or "no fault": http(*(("--fault", m) if m else ())) for m in modes}
     with ThreadPoolExecutor(JOBS) as pool:
-        results = pool.map(lambda s: judged(["--url", s.url]), servers.values())
+        results = pool.map(
+            lambda mode, s: judged(
+                [*(SHORT_DEADLINE if mode in WAITING_MODES else ()), "--url", s.url]
+            ),
+            servers,
+            servers.values(),
+        )
         runs = dict(zip(servers, results, strict=True))
     assert verdicts(runs, OVER_HTTP) == []
 
