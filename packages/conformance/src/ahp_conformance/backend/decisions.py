@@ -27,6 +27,7 @@ from ahp_conformance.report import Evidence, Status
 
 
 def decisions(run: Run) -> None:
+    """Every probe input under every grant, judged per grant (``tool-before.GRANT.*``)."""
     run.progress("tool.before decisions under narrowed and wider grants")
     for grant_name, grant in GRANTS.items():
         results: list[tuple[str, dict[str, Any], Outcome, Verdicts]] = []
@@ -45,6 +46,8 @@ def judge_results(
     grant: Mapping[str, Any],
     results: Sequence[tuple[str, dict[str, Any], Outcome, Verdicts]],
 ) -> None:
+    """One batch of tool.before answers as checks ``PREFIX.answered``, ``.version``,
+    ``.effects``, ``.advertised`` (the first failure of each as its evidence)."""
     judge = run.judge
     answered = [r for r in results if r[3].answered is None]
     unsupported = [r for r in answered if r[3].unsupported]
@@ -114,6 +117,7 @@ def judge_results(
 
 
 def tolerance(run: Run) -> None:
+    """Unknown fields and extension keys change no answer; a duplicate gets the same one."""
     run.progress("unknown fields, extension keys, duplicate delivery")
     if run.supports_tool_before is not True:
         for cid, req in (

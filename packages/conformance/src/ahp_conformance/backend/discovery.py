@@ -23,6 +23,7 @@ from ahp_conformance.backend.run import Run
 
 
 def discovery(run: Run) -> None:
+    """``discovery.capabilities`` and (not ``--per-event``) ``discovery.configuration``."""
     run.progress("discovery (hooks/capabilities, hooks/configuration)")
     if isinstance(run.link, StdioLink):
         outcome = run.link.first_discovery()

@@ -1,8 +1,8 @@
 """Check group ``fixture.*``: every request and notification of the official fixtures.
 
 Each stdio or HTTP case of the draft's conformance fixtures (``manifest.json``) is sent
-as it is (``harness`` added where an event lacks it, :func:`~ahp_conformance.scenarios.
-with_harness`): a valid request gets a valid result (or -32002 for an event the backend
+as it is (``harness`` added where an event lacks it, by
+:func:`~ahp_conformance.scenarios.with_harness`): a valid request gets a valid result (or -32002 for an event the backend
 does not intercept), an invalid one the right error, a notification nothing, and an
 invalid frame as such (a request pretty-printed over lines) errors only. A pass credits
 the requirements the case lists that a backend can show (:data:`BACKEND_SHOWS`); a
@@ -40,6 +40,7 @@ BACKEND_SHOWS = frozenset(
 
 
 def fixture_cases(run: Run) -> None:
+    """Every message of every stdio and HTTP case in the fixtures' ``manifest.json``."""
     run.progress("the official fixtures' requests and notifications")
     manifest = load_json(run.fixtures / "manifest.json")
     binding = "http" if isinstance(run.link, HttpLink) else "stdio"

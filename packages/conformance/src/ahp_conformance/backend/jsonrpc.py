@@ -23,6 +23,7 @@ from ahp_conformance.backend.run import Run
 
 
 def jsonrpc(run: Run) -> None:
+    """Framing and envelope errors: -32700, -32600, -32601, ids echoed."""
     run.progress("JSON-RPC framing and errors (-32700, -32600, -32601, -32602)")
     m = run.msgs
     run.expect_error(
@@ -103,6 +104,7 @@ def jsonrpc(run: Run) -> None:
 
 
 def versions_and_params(run: Run) -> None:
+    """-32001 (versions), -32002 (events), -32602 (params, id mismatch)."""
     run.progress("versions, unsupported events, invalid params")
     m = run.msgs
 
@@ -228,6 +230,7 @@ def versions_and_params(run: Run) -> None:
 
 
 def notifications(run: Run) -> None:
+    """Notifications, valid or not, get nothing back."""
     run.progress("notifications are never answered")
     m = run.msgs
     event = m.event(m.new_id("observe"))
@@ -279,6 +282,7 @@ def notifications(run: Run) -> None:
 
 
 def oversize(run: Run) -> None:
+    """A frame above 4 MiB is refused or survived; over HTTP the backend answers after it."""
     run.progress("an oversize frame")
     requirement = "AHP-HTTP-001" if isinstance(run.link, HttpLink) else "AHP-STDIO-001"
     eid = run.msgs.new_id("oversize")

@@ -77,6 +77,8 @@ class Run:
     def send_intercept(
         self, label: str, grant: Mapping[str, Any], tool: str, kind: str, tool_input: Any
     ) -> tuple[dict[str, Any], Outcome, Verdicts]:
+        """One valid tool.before under ``grant``: the message, what came back, the verdict
+        (notes whether the backend intercepts tool.before)."""
         eid = self.msgs.new_id(label)
         message = self.msgs.intercept(self.msgs.event(eid, tool, kind, tool_input), grant)
         outcome = self.link.request(frame(message), eid)

@@ -27,6 +27,7 @@ EXCEPTION_TEXT = re.compile(
 
 
 def summary(run: Run, stdio: bool) -> None:
+    """The run-wide checks, from what the whole run recorded (last)."""
     judge = run.judge
     groups: list[tuple[str, str, str]] = [
         (
