@@ -131,6 +131,8 @@ def test_the_kits_client_passes_every_failure_class_deadline_and_short_circuit(
         "stdio",
         "--failure-classes",
         ",".join(classes),
+        "--jobs",
+        "3",
         "--",
         *KIT_CLIENT,
     )
@@ -155,14 +157,14 @@ def test_the_kits_client_passes_the_failure_classes_over_http_hooks(tmp_path: Pa
         "--transport",
         "http",
         "--failure-classes",
-        "timeout,crash,garbage,wrong-id",
+        "timeout,crash,garbage,rpc-error",
         "--",
         *KIT_CLIENT,
     )
     assert status == 0, [c for c in report["checks"] if c["status"] != "pass"]
     assert {c["binding"] for c in report["checks"]} == {"http"}
     got = {c["id"] for c in report["checks"] if c["status"] == "pass"}
-    assert {"failure.crash.fail-closed", "failure.wrong-id.fail-open"} <= got
+    assert {"failure.crash.fail-closed", "failure.rpc-error.fail-open"} <= got
     assert {"deadline.timeout.fail-closed", "short-circuit.deny"} <= got
 
 
