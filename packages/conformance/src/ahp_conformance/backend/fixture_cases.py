@@ -2,11 +2,11 @@
 
 Each stdio or HTTP case of the draft's conformance fixtures (``manifest.json``) is sent
 as it is (``harness`` added where an event lacks it, by
-:func:`~ahp_conformance.scenarios.with_harness`): a valid request gets a valid result (or -32002 for an event the backend
-does not intercept), an invalid one the right error, a notification nothing, and an
-invalid frame as such (a request pretty-printed over lines) errors only. A pass credits
-the requirements the case lists that a backend can show (:data:`BACKEND_SHOWS`); a
-failure names the one requirement it breaks.
+:func:`~ahp_conformance.scenarios.with_harness`): a valid request gets a valid result (or
+-32002 for an event the backend does not intercept), an invalid one the right error, a
+notification nothing, and an invalid frame as such (a request pretty-printed over lines)
+errors only. A pass credits the requirements the case lists that a backend can show
+(:data:`BACKEND_SHOWS`); a failure names the one requirement it breaks.
 """
 
 from __future__ import annotations
