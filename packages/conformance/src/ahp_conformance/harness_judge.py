@@ -882,8 +882,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--scenarios",
         metavar="FILE",
-        action="append",
-        help="a request/response scenario file (repeatable; default: the official scenarios)",
+        action="extend",
+        nargs="+",
+        help="request/response scenario files (repeatable; default: the official scenarios)",
     )
     parser.add_argument(
         "--registration-extension",
