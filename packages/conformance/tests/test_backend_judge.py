@@ -154,6 +154,12 @@ def test_denylist_passes_over_persistent_stdio() -> None:
                         "AHP-CORE-004", "AHP-STDIO-001", "AHP-TB-001"):  # fmt: skip
         assert verdict(report, requirement) == "pass", requirement
     assert "base" in report["claim"] and "tool-interception" in report["claim"]
+    # it passes the one check of lifecycle-observation (silence after hooks/observe), but
+    # observes nothing (its discovery declares no observe subscription): not claimed
+    assert report["profiles"]["lifecycle-observation"] == "pass"
+    claimed = report["claim"].split("profiles ")[1].split(";")[0]
+    assert "lifecycle-observation" not in claimed
+    assert "Not implemented as far as this run saw: lifecycle-observation." in report["claim"]
     ids = {c["id"] for c in report["checks"]}
     # every group ran: decisions under each grant, JSON-RPC, notifications, fixtures
     for expected in ("tool-before.deny.advertised", "tool-before.full.effects",
@@ -181,7 +187,9 @@ def test_audit_passes_and_claims_no_tool_interception(tmp_path: Path) -> None:
     answered = [c for c in report["checks"] if c["id"] == "tool-before.deny.answered"]
     assert answered[0]["status"] == "unsupported"
     assert report["profiles"]["lifecycle-observation"] == "pass"
-    assert "tool-interception" not in report["claim"]
+    claimed = report["claim"].split("profiles ")[1].split(";")[0]
+    assert claimed == "base, lifecycle-observation, stdio"  # it declares observe subscriptions
+    assert "tool-interception" not in claimed
 
 
 def test_denylist_passes_per_event() -> None:

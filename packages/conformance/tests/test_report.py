@@ -135,3 +135,15 @@ def test_json_has_every_requirement_and_profile(catalogue) -> None:  # type: ign
     assert data["profiles"]["base"] == "fail"
     assert data["profiles"]["http"] == "not checked"
     assert data["passed"] is False and data["claim"].startswith("No conformance claim")
+
+
+def test_a_capability_profile_not_implemented_is_not_claimed(catalogue) -> None:  # type: ignore[no-untyped-def]
+    checks = [check("pass", "AHP-RPC-001", "AHP-RPC-002", "AHP-STDIO-001", "AHP-CAP-001")]
+    unknown = Report("backend", "x", catalogue, ("stdio",), list(checks))
+    assert "lifecycle-observation" in unknown.claimed_profiles()
+    seen = Report("backend", "x", catalogue, ("stdio",), list(checks),
+                  implements=frozenset({"tool-interception"}))  # fmt: skip
+    assert seen.claimed_profiles() == ["base", "tool-interception", "stdio"]
+    assert seen.claim().endswith("Not implemented as far as this run saw: lifecycle-observation.")
+    nothing = Report("backend", "x", catalogue, ("stdio",), list(checks), implements=frozenset())
+    assert nothing.claim().startswith("No conformance claim: a capability profile")

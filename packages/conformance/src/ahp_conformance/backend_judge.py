@@ -204,6 +204,10 @@ def run(args: argparse.Namespace) -> int:
         bindings=(binding,),
         checks=judge.checks,
         secrets=[token] if token else [],
+        implements=frozenset(
+            ["tool-interception"] * bool(run_.supports_tool_before)
+            + ["lifecycle-observation"] * bool(run_.observes)
+        ),
     )
     return emit(report, args)
 

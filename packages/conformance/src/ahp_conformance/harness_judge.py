@@ -961,7 +961,13 @@ def run(args: argparse.Namespace) -> int:
     transports = ("stdio", "http") if args.transport == "both" else (args.transport,)
     classes = chosen_classes(args.failure_classes)
     subject = f"{adapter.language} client adapter: {shlex.join(adapter.client or ())}"
-    report = Report(role="harness", subject=subject, catalogue=catalogue, bindings=transports)
+    report = Report(
+        role="harness",
+        subject=subject,
+        catalogue=catalogue,
+        bindings=transports,
+        implements=frozenset({"tool-interception"}),  # no check here sends hooks/observe
+    )
     with tempfile.TemporaryDirectory(prefix="ahp-conformance-harness-") as temporary:
         workdir = Path(temporary)
         if not args.no_contract:

@@ -103,6 +103,12 @@ class Report:
     bindings: tuple[str, ...] = ()
     checks: list[Check] = field(default_factory=list)
     secrets: Sequence[str] = ()
+    implements: frozenset[str] | None = None
+    """The capability profiles the implementation was seen to implement (a backend: what its
+    discovery declares and what it answered; a harness: what the judge exercised). A
+    capability profile outside it is not claimed even when none of its checks failed: the
+    lifecycle-observation profile, for one, holds only AHP-RPC-002, which every backend
+    that stays silent after a notification passes. ``None``: not known, not filtered."""
 
     def add(self, check: Check) -> Check:
         self.checks.append(check)
@@ -134,6 +140,12 @@ class Report:
                 continue
             if profile.id in ("stdio", "http") and profile.id not in self.bindings:
                 continue
+            if (
+                profile.id in CAPABILITY_PROFILES
+                and self.implements is not None
+                and profile.id not in self.implements
+            ):
+                continue
             claimed.append(profile.id)
         return claimed
 
@@ -160,6 +172,10 @@ class Report:
         )
         if unchecked:
             text += f" Not checked by this tool: {', '.join(dict.fromkeys(unchecked))}."
+        if self.implements is not None:
+            unseen = [p for p in CAPABILITY_PROFILES if p not in self.implements]
+            if unseen:
+                text += f" Not implemented as far as this run saw: {', '.join(unseen)}."
         return text
 
     # -- output -----------------------------------------------------------------

@@ -88,25 +88,30 @@ def _judge_discovery(
 
 
 def _read_manifest(run: Run, result: dict[str, Any]) -> bool:
-    """Whether ``result`` holds a manifest object; notes the events it intercepts."""
+    """Whether ``result`` holds a manifest object; notes the events it intercepts, observes."""
     manifest = result.get("manifest")
     if not isinstance(manifest, dict):
         return False
     for entry in manifest.get("events") or []:
         if isinstance(entry, dict) and "intercept" in (entry.get("modes") or []):
             run.events.add(str(entry.get("event")))
+        if isinstance(entry, dict) and "observe" in (entry.get("modes") or []):
+            run.observes.add(str(entry.get("event")))
     return True
 
 
 def _read_subscriptions(run: Run, result: dict[str, Any]) -> bool:
-    """Whether ``result`` holds ``configuration.subscriptions``; notes what they intercept."""
+    """Whether ``result`` holds ``configuration.subscriptions``; notes what they intercept
+    and what they observe."""
     config = result.get("configuration")
     subs = config.get("subscriptions") if isinstance(config, dict) else None
     if not isinstance(subs, list):
         return False
     for sub in subs:
-        if isinstance(sub, dict) and sub.get("mode") == "intercept":
+        mode = sub.get("mode") if isinstance(sub, dict) else None
+        if mode in ("intercept", "observe"):
+            noted = run.events if mode == "intercept" else run.observes
             for selector in sub.get("events") or []:
                 if isinstance(selector, str) and is_valid_selector(selector):
-                    run.events.update(expand(selector, "intercept"))
+                    noted.update(expand(selector, mode))
     return True

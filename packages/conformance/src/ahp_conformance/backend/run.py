@@ -50,6 +50,8 @@ class Run:
         """Effects per probe label under the ``deny`` grant (what tolerance compares to)."""
         self.events: set[str] = set()
         """Events the backend's own discovery says it intercepts."""
+        self.observes: set[str] = set()
+        """Events the backend's own discovery says it observes."""
         self.quiet = False
 
     def judge_answer(self, outcome: Outcome, event_type: str, grant: Mapping[str, Any]) -> Verdicts:
