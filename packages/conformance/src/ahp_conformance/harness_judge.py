@@ -15,7 +15,7 @@ client adapter runs under :func:`~ahp_conformance.contract.run_client`; then bot
   for an ``expected`` scenario, every expected key must match it deeply), ``failed`` fails,
   ``unsupported`` / ``inapplicable`` are reported as ``unsupported`` / ``n/a`` with the
   adapter's reason, a scenario missing from the report fails. Requirements come from the
-  scenario's tags (:data:`TAG_REQUIREMENTS`);
+  scenario's tags (:data:`~ahp_conformance.scenarios.TAG_REQUIREMENTS`);
 - how the client framed what it sent (:func:`framing_check`): one UTF-8 JSON-RPC 2.0
   object per line over stdio (AHP-STDIO-001), per POST with ``Content-Type:
   application/json`` over HTTP (AHP-HTTP-001);
@@ -76,7 +76,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,45 +105,6 @@ NO_EXTENSION = (
     "contract's one synthesized subscription cannot express failure policies, deadlines "
     "or chains of several backends"
 )
-
-# Scenario tags -> requirement ids. Where each comes from: the tag names of the official
-# scenario file (ahp-interop/scenarios.json) read against requirements.json's text:
-# deny -> AHP-DEC-002 (an accepted deny is not executed); capability-invalid -> AHP-CAP-001
-# (only advertised effects) and AHP-DEC-001 (all valid and advertised); schema-invalid ->
-# AHP-DEC-001 (a result's effects array, all valid); atomic*, modify, merge, replace ->
-# AHP-EDIT-001 (edit semantics, atomic acceptance); no-effect, permission -> AHP-DEC-003 and
-# AHP-SEC-001 (no effect is not authorization; permissions are not weakened);
-# correlation-invalid -> AHP-RPC-001 (JSON-RPC correlation); precedence, serial-pipeline,
-# flow, finish-boundary -> AHP-COMP-001 (serial order, what ends decision-making);
-# extensions -> AHP-EXT-001 and AHP-CORE-003 (unknown fields ignored); state -> AHP-TB-001
-# (the tool.before request's state fields).
-TAG_REQUIREMENTS: dict[str, tuple[str, ...]] = {
-    "deny": ("AHP-DEC-002",),
-    "capability-invalid": ("AHP-CAP-001", "AHP-DEC-001"),
-    "schema-invalid": ("AHP-DEC-001",),
-    "atomic": ("AHP-EDIT-001",),
-    "atomic-rejection": ("AHP-EDIT-001",),
-    "modify": ("AHP-EDIT-001",),
-    "merge": ("AHP-EDIT-001",),
-    "replace": ("AHP-EDIT-001",),
-    "no-effect": ("AHP-DEC-003", "AHP-SEC-001"),
-    "permission": ("AHP-DEC-003", "AHP-SEC-001"),
-    "correlation-invalid": ("AHP-RPC-001",),
-    "precedence": ("AHP-COMP-001",),
-    "serial-pipeline": ("AHP-COMP-001",),
-    "flow": ("AHP-COMP-001",),
-    "finish-boundary": ("AHP-COMP-001",),
-    "extensions": ("AHP-EXT-001", "AHP-CORE-003"),
-    "state": ("AHP-TB-001",),
-}
-UNTAGGED = ("AHP-DEC-001",)
-"""A scenario none of whose tags is mapped (allow, ask, message, return, inject): applying
-a valid, advertised effects array is AHP-DEC-001."""
-
-
-def requirements_of(tags: Iterable[str]) -> tuple[str, ...]:
-    found = [r for tag in tags for r in TAG_REQUIREMENTS.get(tag, ())]
-    return tuple(dict.fromkeys(found)) or UNTAGGED
 
 
 def progress(text: str) -> None:
@@ -189,7 +150,7 @@ def scenario_check(
 ) -> Check:
     """One scenario's result as the client reported it (module docstring)."""
     title = f"scenario {scenario.id}: the client derives the scenario's result"
-    requirements = requirements_of(scenario.tags)
+    requirements = scenarios.requirements_for(scenario.tags)
 
     def check(status: Any, detail: str = "", evidence: Evidence | None = None) -> Check:
         return Check(

@@ -18,7 +18,8 @@
 - Output: a table (rows: clients; columns: server x transport; each cell the passed /
   failed / unsupported counts), then every failing scenario id per cell; ``--json`` and
   ``--junit`` carry one :class:`~ahp_conformance.report.Check` per cell x scenario,
-  tagged with the requirements :func:`requirements_for` derives from the scenario's tags.
+  tagged with the requirements :func:`~ahp_conformance.scenarios.requirements_for`
+  derives from the scenario's tags.
 - ``--known-deviations FILE``: ``[{"client", "server", "scenario", "requirement",
   "reason"}]`` (``client``/``server`` are adapter languages). A failure listed there is
   still a failure in every output, flagged ``known deviation: REASON``, but it does not
@@ -34,7 +35,7 @@ import json
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,50 +52,6 @@ TRANSPORTS = ("stdio", "http")
 WATCHDOG_S = 300.0
 """Bound on one client adapter run (all scenarios of one cell)."""
 STATUS = {"passed": "pass", "failed": "fail", "unsupported": "unsupported", "inapplicable": "n/a"}
-
-# -- the one place scenario tags become requirement ids ------------------------------------
-
-TAG_REQUIREMENTS: Mapping[str, tuple[str, ...]] = {
-    "no-effect": ("AHP-DEC-003",),
-    "allow": ("AHP-DEC-001", "AHP-DEC-003"),
-    "deny": ("AHP-DEC-002",),
-    "ask": ("AHP-DEC-001",),
-    "message": ("AHP-DEC-001",),
-    "return": ("AHP-DEC-001",),
-    "inject": ("AHP-DEC-001",),
-    "precedence": ("AHP-DEC-001",),
-    "atomic": ("AHP-DEC-001",),
-    "modify": ("AHP-EDIT-001",),
-    "merge": ("AHP-EDIT-001",),
-    "replace": ("AHP-EDIT-001",),
-    "state": ("AHP-COMP-001",),
-    "omitted-state": ("AHP-COMP-001",),
-    "candidate": ("AHP-COMP-001",),
-    "permission": ("AHP-COMP-001",),
-    "permission-invalidation": ("AHP-COMP-001",),
-    "serial-pipeline": ("AHP-COMP-001",),
-    "flow": ("AHP-COMP-001",),
-    "finish-boundary": ("AHP-DEC-001",),
-    "negative": ("AHP-DEC-001",),
-    "atomic-rejection": ("AHP-DEC-001",),
-    "schema-invalid": ("AHP-DEC-001", "AHP-CORE-003"),
-    "capability-invalid": ("AHP-CAP-001",),
-    "correlation-invalid": ("AHP-RPC-001",),
-    "application-invalid": ("AHP-SEC-001",),
-    "extensions": ("AHP-CORE-003",),
-}
-"""Scenario tag -> requirement ids (helper B's harness judge keeps its own; to be merged)."""
-DEFAULT_REQUIREMENTS = ("AHP-DEC-001",)
-
-
-def requirements_for(tags: Iterable[str]) -> tuple[str, ...]:
-    """The requirement ids a scenario with ``tags`` checks (in first-seen order)."""
-    found: dict[str, None] = {}
-    for tag in tags:
-        for requirement in TAG_REQUIREMENTS.get(tag, ()):
-            found[requirement] = None
-    return tuple(found) or DEFAULT_REQUIREMENTS
-
 
 # -- adapters --------------------------------------------------------------------------------
 
@@ -363,7 +320,7 @@ def checks(matrix: Matrix) -> list[Check]:
     out = []
     for cell in matrix.cells:
         for result in cell.results:
-            requirements = requirements_for(tags.get(result.id, ()))
+            requirements = scenarios.requirements_for(tags.get(result.id, ()))
             detail = ""
             if result.status == "fail":
                 detail = f"{cell.client} client reported {result.error or 'a failure'}"

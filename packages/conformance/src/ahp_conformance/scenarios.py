@@ -46,6 +46,57 @@ STEP_REASON = (
 )
 
 
+# -- what a scenario checks: its tags as requirement ids --------------------------------
+
+TAG_REQUIREMENTS: dict[str, tuple[str, ...]] = {
+    # effects applied, and only valid, advertised ones (AHP-DEC-001); an accepted deny is
+    # not executed (AHP-DEC-002); no effect, allow and permission state never weaken the
+    # host's own controls (AHP-DEC-003, AHP-SEC-001)
+    "no-effect": ("AHP-DEC-003", "AHP-SEC-001"),
+    "allow": ("AHP-DEC-001", "AHP-SEC-001"),
+    "permission": ("AHP-DEC-003", "AHP-SEC-001"),
+    "deny": ("AHP-DEC-002",),
+    "ask": ("AHP-DEC-001",),
+    "message": ("AHP-DEC-001",),
+    "return": ("AHP-DEC-001",),
+    "inject": ("AHP-DEC-001",),
+    # edit semantics and whole-response atomic acceptance (AHP-EDIT-001)
+    "modify": ("AHP-EDIT-001",),
+    "merge": ("AHP-EDIT-001",),
+    "replace": ("AHP-EDIT-001",),
+    "atomic": ("AHP-EDIT-001",),
+    "atomic-rejection": ("AHP-EDIT-001",),
+    # the carried chain state and what ends decision-making (AHP-TB-001, AHP-COMP-001)
+    "state": ("AHP-TB-001", "AHP-COMP-001"),
+    "omitted-state": ("AHP-TB-001", "AHP-COMP-001"),
+    "candidate": ("AHP-COMP-001",),
+    "permission-invalidation": ("AHP-COMP-001",),
+    "precedence": ("AHP-COMP-001",),
+    "serial-pipeline": ("AHP-COMP-001",),
+    "flow": ("AHP-COMP-001",),
+    "finish-boundary": ("AHP-COMP-001",),
+    # responses to reject before any effect (AHP-DEC-001, AHP-CAP-001, AHP-RPC-001)
+    "negative": ("AHP-DEC-001",),
+    "schema-invalid": ("AHP-DEC-001",),
+    "capability-invalid": ("AHP-CAP-001", "AHP-DEC-001"),
+    "correlation-invalid": ("AHP-RPC-001",),
+    # the host's own input schema still refuses what an edit produced (AHP-SEC-001)
+    "application-invalid": ("AHP-SEC-001",),
+    # unknown fields and namespaced extensions change nothing (AHP-EXT-001, AHP-CORE-003)
+    "extensions": ("AHP-EXT-001", "AHP-CORE-003"),
+}
+"""The one place scenario tags (upstream ``scenarios.json``) become the draft's requirement
+ids, read against ``requirements.json``'s text; used by the harness judge and the matrix."""
+UNTAGGED = ("AHP-DEC-001",)
+"""A scenario none of whose tags is mapped: applying a valid, advertised effects array."""
+
+
+def requirements_for(tags: Iterable[str]) -> tuple[str, ...]:
+    """The requirement ids a scenario with ``tags`` checks (first seen first)."""
+    found = [r for tag in tags for r in TAG_REQUIREMENTS.get(tag, ())]
+    return tuple(dict.fromkeys(found)) or UNTAGGED
+
+
 class ScenarioError(ValueError):
     """A scenario file that is not what the contract describes (the message names where)."""
 
