@@ -159,7 +159,7 @@ def test_denylist_passes_over_persistent_stdio() -> None:
     assert report["profiles"]["lifecycle-observation"] == "pass"
     claimed = report["claim"].split("profiles ")[1].split(";")[0]
     assert "lifecycle-observation" not in claimed
-    assert "Not implemented as far as this run saw: lifecycle-observation." in report["claim"]
+    assert "Capability profiles not seen in this run: lifecycle-observation." in report["claim"]
     ids = {c["id"] for c in report["checks"]}
     # every group ran: decisions under each grant, JSON-RPC, notifications, fixtures
     for expected in ("tool-before.deny.advertised", "tool-before.full.effects",

@@ -144,6 +144,6 @@ def test_a_capability_profile_not_implemented_is_not_claimed(catalogue) -> None:
     seen = Report("backend", "x", catalogue, ("stdio",), list(checks),
                   implements=frozenset({"tool-interception"}))  # fmt: skip
     assert seen.claimed_profiles() == ["base", "tool-interception", "stdio"]
-    assert seen.claim().endswith("Not implemented as far as this run saw: lifecycle-observation.")
+    assert seen.claim().endswith("Capability profiles not seen in this run: lifecycle-observation.")
     nothing = Report("backend", "x", catalogue, ("stdio",), list(checks), implements=frozenset())
     assert nothing.claim().startswith("No conformance claim: a capability profile")

@@ -175,7 +175,7 @@ class Report:
         if self.implements is not None:
             unseen = [p for p in CAPABILITY_PROFILES if p not in self.implements]
             if unseen:
-                text += f" Not implemented as far as this run saw: {', '.join(unseen)}."
+                text += f" Capability profiles not seen in this run: {', '.join(unseen)}."
         return text
 
     # -- output -----------------------------------------------------------------
