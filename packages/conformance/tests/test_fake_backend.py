@@ -48,7 +48,7 @@ def intercept(event_id: str = "evt-1", effects: tuple[str, ...] = ("deny",)) -> 
                 "session": {"id": "s"},
                 "call": {"id": "c"},
                 "path": "native",
-                "tool": {"origin": "native", "name": "write", "kind": "write", "input": {}},
+                "tool": {"origin": "native", "name": "write", "kind": "file_write", "input": {}},
             },
             "capabilities": {"effects": list(effects)},
         },

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ahp_conformance import contract, harness_judge, scenarios
+from ahp_conformance import contract, scenarios
 from ahp_conformance.fixtures import interop_dir
+from ahp_conformance.harness import contract_runs, registration_runs
 
 import kit_testing
 
@@ -100,12 +101,12 @@ def test_the_kits_client_passes_every_official_scenario_it_supports(
         checks(report, "failure.") | checks(report, "short-circuit") | checks(report, "deadline")
     )
     assert beyond and all(c["status"] == "unsupported" for c in beyond.values())
-    assert all(c["detail"] == harness_judge.NO_EXTENSION for c in beyond.values())
+    assert all(c["detail"] == registration_runs.NO_EXTENSION for c in beyond.values())
     assert report["requirements"]["AHP-FAIL-001"]["status"] == "unsupported"
 
 
-WAITING = tuple(f.name for f in harness_judge.FAILURE_CLASSES if f.waits)
-FAST = tuple(f.name for f in harness_judge.FAILURE_CLASSES if not f.waits)
+WAITING = tuple(f.name for f in registration_runs.FAILURE_CLASSES if f.waits)
+FAST = tuple(f.name for f in registration_runs.FAILURE_CLASSES if not f.waits)
 
 
 @pytest.mark.parametrize("classes", [WAITING, FAST], ids=["waiting", "fast"])
@@ -128,7 +129,7 @@ def test_the_kits_client_passes_every_failure_class_deadline_and_short_circuit(
     assert status == 0, [c for c in report["checks"] if c["status"] != "pass"]
     got = {c["id"] for c in report["checks"] if c["status"] == "pass"}
     for name in classes:
-        for policy in harness_judge.POLICIES:
+        for policy in registration_runs.POLICIES:
             assert f"failure.{name}.{policy}" in got
     assert {"registration.baseline", "short-circuit.deny"} <= got
     if "timeout" in classes:
@@ -282,19 +283,19 @@ def deny_blocks() -> scenarios.Scenario:
 
 def test_a_receipt_must_be_exactly_the_scenario_request(deny_blocks: scenarios.Scenario) -> None:
     exact = json.loads(json.dumps(deny_blocks.request))
-    assert harness_judge.receipt_check(deny_blocks, [exact], "stdio").status == "pass"
-    assert harness_judge.receipt_check(deny_blocks, [], "stdio").requirements == ("AHP-RPC-002",)
+    assert contract_runs.receipt_check(deny_blocks, [exact], "stdio").status == "pass"
+    assert contract_runs.receipt_check(deny_blocks, [], "stdio").requirements == ("AHP-RPC-002",)
     changed = json.loads(json.dumps(exact))
     changed["params"]["event"]["tool"]["input"] = {"changed": True}
-    check = harness_judge.receipt_check(deny_blocks, [changed], "stdio")
+    check = contract_runs.receipt_check(deny_blocks, [changed], "stdio")
     assert (check.status, check.requirements) == ("fail", ("AHP-TB-001",))
     other = json.loads(json.dumps(exact))
     other["id"] = "another"
-    check = harness_judge.receipt_check(deny_blocks, [other], "stdio")
+    check = contract_runs.receipt_check(deny_blocks, [other], "stdio")
     assert (check.status, check.requirements) == ("fail", ("AHP-RPC-001",))
     unversioned = json.loads(json.dumps(exact))
     del unversioned["params"]["protocolVersion"]
-    check = harness_judge.receipt_check(deny_blocks, [unversioned], "stdio")
+    check = contract_runs.receipt_check(deny_blocks, [unversioned], "stdio")
     assert (check.status, check.requirements) == ("fail", ("AHP-VER-001",))
 
 
@@ -303,19 +304,19 @@ def test_a_passed_report_whose_actual_differs_from_expected_fails(
 ) -> None:
     run = contract.ClientRun(None, 0, 0.1, False, "")
     wrong = {"id": deny_blocks.id, "status": "passed", "actual": {"decision": "allow"}}
-    check = harness_judge.scenario_check(deny_blocks, wrong, run, "stdio")
+    check = contract_runs.scenario_check(deny_blocks, wrong, run, "stdio")
     assert check.status == "fail" and "decision" in check.detail
     assert check.requirements == ("AHP-DEC-002",)
     right = {"id": deny_blocks.id, "status": "passed", "actual": dict(deny_blocks.expected or {})}
-    assert harness_judge.scenario_check(deny_blocks, right, run, "stdio").status == "pass"
+    assert contract_runs.scenario_check(deny_blocks, right, run, "stdio").status == "pass"
     unsupported = {"id": deny_blocks.id, "status": "unsupported", "reason": "no deny here"}
-    check = harness_judge.scenario_check(deny_blocks, unsupported, run, "stdio")
+    check = contract_runs.scenario_check(deny_blocks, unsupported, run, "stdio")
     assert (check.status, check.detail) == ("unsupported", "the adapter: no deny here")
 
 
 def test_framing_flags_fragments_other_media_types_and_non_jsonrpc() -> None:
     good = {"message": {"jsonrpc": "2.0", "id": "a", "method": "hooks/intercept"}}
-    frame = harness_judge.framing_check
+    frame = contract_runs.framing_check
     assert frame([good], "stdio").status == "pass"
     assert frame([{**good, "contentType": "application/json; charset=utf-8"}], "http").status == (
         "pass"
@@ -331,13 +332,13 @@ def test_framing_flags_fragments_other_media_types_and_non_jsonrpc() -> None:
 
 
 def test_a_hang_that_settles_before_its_deadline_or_long_after_it_fails_fail_002() -> None:
-    scenario = harness_judge.own_scenario("timeout-fail-closed", harness_judge.DENIED)
-    entry = {"id": scenario.id, "status": "passed", "actual": harness_judge.DENIED}
+    scenario = registration_runs.own_scenario("timeout-fail-closed", registration_runs.DENIED)
+    entry = {"id": scenario.id, "status": "passed", "actual": registration_runs.DENIED}
 
     def verdict(elapsed_s: float) -> tuple[str, str]:
         run = contract.ClientRun({"results": [entry]}, 0, elapsed_s, False, "")
-        outcome = harness_judge.Outcome(run, entry, {}, scenario, "stdio")
-        check = harness_judge.deadline_check(outcome, "fail-closed", 1.0, 4.5)
+        outcome = registration_runs.Outcome(run, entry, {}, scenario, "stdio")
+        check = registration_runs.deadline_check(outcome, "fail-closed", 1.0, 4.5)
         assert check.requirements == ("AHP-FAIL-002",)
         return check.status, check.detail
 

@@ -393,3 +393,62 @@ def start_server(
         f"the {adapter.language} server adapter wrote no readiness file within "
         f"{READY_TIMEOUT_S:.0f} s (exit status {process.returncode}); its output: {tail}"
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Pairing:
+    """One client adapter run against one server adapter."""
+
+    run: ClientRun
+    receipts: list[dict[str, Any]] | None
+    """Over HTTP: the messages the server recorded (``/receipts``); over stdio ``None``
+    (the client owned the server process)."""
+
+
+def run_pairing(
+    client: Adapter,
+    server: Adapter,
+    transport: str,
+    scenario_file: Path,
+    workdir: Path,
+    *,
+    watchdog_s: float,
+) -> Pairing:
+    """Run ``client`` against ``server`` over ``transport`` on every scenario of the file.
+
+    Over stdio the client spawns the server (``serverCommand``, ``serverCwd``,
+    ``serverConfig``); over HTTP this controller starts the server, gives the client its
+    ``endpoint``, reads its receipts and shuts it down. Raises :class:`ContractError` when
+    the server cannot be started.
+    """
+    if server.server is None:
+        raise ContractError(f"the {server.language} adapter has no server command")
+    server_config = {
+        "transport": transport,
+        "readinessFile": str(workdir / "server-ready.json"),
+        "scenarioFile": str(scenario_file),
+        "auth": {"mode": "none"},
+    }
+    config: dict[str, Any] = {
+        "transport": transport,
+        "scenarioFile": str(scenario_file),
+        "reportFile": str(workdir / "report.json"),
+        "auth": {"mode": "none"},
+    }
+    if transport == "stdio":
+        server_path = workdir / "server-config.json"
+        server_path.write_text(json.dumps(server_config, indent=1), "utf-8")
+        config.update(
+            serverCommand=list(server.server),
+            serverCwd=str(server.cwd),
+            serverConfig=str(server_path),
+        )
+        return Pairing(run_client(client, config, workdir, watchdog_s=watchdog_s), None)
+    running = start_server(server, server_config, workdir)
+    try:
+        config["endpoint"] = running.endpoint
+        run = run_client(client, config, workdir, watchdog_s=watchdog_s)
+        receipts = [r.get("message", {}) for r in running.receipts()]
+    finally:
+        running.shutdown()
+    return Pairing(run, receipts)

@@ -353,6 +353,22 @@ class Recorder:
         os.write(self._fd, json.dumps(entry).encode() + b"\n")
 
 
+def read_entries(path: Path) -> list[dict[str, Any]]:
+    """What a fake backend recorded (``--record``): one entry per message, in order."""
+    if not path.is_file():
+        return []
+    return [json.loads(raw) for raw in path.read_text("utf-8").splitlines() if raw.strip()]
+
+
+def read_record(path: Path) -> list[dict[str, Any]]:
+    """The messages a fake backend recorded (``--record``), in order."""
+    out = []
+    for entry in read_entries(path):
+        message = entry["message"]
+        out.append(message if isinstance(message, dict) else {"undecodable": message})
+    return out
+
+
 def _crash() -> NoReturn:
     sys.stdout.flush()
     os._exit(CRASH_STATUS)

@@ -152,14 +152,9 @@ def derive(result: Any, capabilities: Mapping[str, Any]) -> dict[str, Any]:
     return actual
 
 
-def same_json(a: Any, b: Any) -> bool:
-    """Deep JSON equality (object key order irrelevant; ``true`` is not ``1``)."""
-    from ahp_protocol.client.chain import same_json as kit_same_json
-
-    return kit_same_json(a, b)
-
-
 def matches(actual: Mapping[str, Any], expected: Mapping[str, Any]) -> bool:
+    from ahp_protocol.client.chain import same_json  # deep JSON equality: true is not 1
+
     return all(key in actual and same_json(actual[key], v) for key, v in expected.items())
 
 

@@ -11,7 +11,7 @@
   ``server`` command (ours x ours, ours x SDK, SDK x ours, SDK x SDK).
 - Transports (default both): over stdio the client spawns the server
   (``serverCommand`` + ``--config serverConfig``, in ``serverCwd``); over HTTP the
-  matrix starts the server (:func:`~ahp_conformance.contract.start_server`) and gives
+  matrix starts the server (:func:`~ahp_conformance.contract.run_pairing`) and gives
   the client its ``endpoint``.
 - Scenarios: upstream's request/response files (``scenarios.official``; the step-language
   files are listed as unsupported, with the reason), or ``--scenarios FILE ...``.
@@ -170,40 +170,14 @@ def run_cell(
     client_name, server_name = names or (client.language, server.language)
     cell = Cell(client_name, server_name, transport)
     workdir.mkdir(parents=True, exist_ok=True)
-    server_config = {
-        "transport": transport,
-        "readinessFile": str(workdir / "readiness.json"),
-        "scenarioFile": str(scenario_file),
-        "auth": {"mode": "none"},
-    }
-    config: dict[str, Any] = {
-        "transport": transport,
-        "scenarioFile": str(scenario_file),
-        "reportFile": str(workdir / "report.json"),
-        "auth": {"mode": "none"},
-    }
     started = time.monotonic()
-    running = None
+    run = None
     try:
-        assert server.server is not None
-        if transport == "stdio":
-            server_path = workdir / "server-config.json"
-            server_path.write_text(json.dumps(server_config, indent=1), "utf-8")
-            config.update(
-                serverCommand=list(server.server),
-                serverCwd=str(server.cwd),
-                serverConfig=str(server_path),
-            )
-        else:
-            running = contract.start_server(server, server_config, workdir)
-            config["endpoint"] = running.endpoint
-        run = contract.run_client(client, config, workdir, watchdog_s=watchdog_s)
+        run = contract.run_pairing(
+            client, server, transport, scenario_file, workdir, watchdog_s=watchdog_s
+        ).run
     except ContractError as exc:
         cell.problem = str(exc)
-        run = None
-    finally:
-        if running is not None:
-            running.shutdown()
     cell.elapsed_s = time.monotonic() - started
     reported: dict[str, dict[str, Any]] = {}
     if run is not None:
