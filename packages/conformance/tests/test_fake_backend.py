@@ -516,39 +516,19 @@ def test_the_sdk_client_adapter_accepts_our_server_role(
     """Cross-check: the official SDK's contract client, driving the fake as its server."""
     chosen = pick(official, *SUBSET)
     path = scenarios.write(chosen, tmp_path / "scenarios.json")
-    server_config = {
-        "transport": transport,
-        "readinessFile": str(tmp_path / "ready.json"),
-        "scenarioFile": str(path),
-        "auth": {"mode": "none"},
-    }
-    config: dict[str, Any] = {
-        "transport": transport,
-        "scenarioFile": str(path),
-        "reportFile": str(tmp_path / "report.json"),
-        "auth": {"mode": "none"},
-    }
-    server = None
-    if transport == "stdio":
-        (tmp_path / "server.json").write_text(json.dumps(server_config))
-        config.update(serverCommand=list(FAKE), serverConfig=str(tmp_path / "server.json"))
-    else:
-        server = contract.start_server(
-            contract.Adapter("fake", FAKE, None, Path.cwd()), server_config, tmp_path
-        )
-        config["endpoint"] = server.endpoint
-    try:
-        run = contract.run_client(
-            contract.Adapter.command(SDK_CLIENT, Path.cwd()), config, tmp_path, watchdog_s=40
-        )
-    finally:
-        if server is not None:
-            receipts = server.receipts()
-            server.shutdown()
+    pairing = contract.run_pairing(
+        contract.Adapter.command(SDK_CLIENT, Path.cwd()),
+        contract.Adapter("fake", FAKE, None, Path.cwd()),
+        transport,
+        path,
+        tmp_path,
+        watchdog_s=40,
+    )
+    run = pairing.run
     assert run.report is not None, run.error
     assert {r["id"]: r["status"] for r in run.report["results"]} == {s: "passed" for s in SUBSET}
-    if server is not None:
-        assert [r["id"] for r in receipts] == list(SUBSET)
+    if pairing.receipts is not None:  # over HTTP the controller read the server's receipts
+        assert [r["id"] for r in pairing.receipts] == list(SUBSET)
 
 
 # -- helper A's backend judge tells every fault mode apart --------------------------------
