@@ -126,3 +126,27 @@ def test_a_report_of_the_wrong_shape_is_refused() -> None:
     }
     with pytest.raises(contract.ContractError, match=r"\$\.results\[0\]\.status: 'ok'"):
         contract.parse_report({"results": [{"id": "a", "status": "ok"}]})
+
+
+@pytest.mark.parametrize("command", ["backend", "harness", "matrix"])
+def test_missing_official_data_is_a_usage_error_naming_the_command(
+    tmp_path: Path, command: str
+) -> None:
+    """Every subcommand, run as ``ahp-conformance X`` or ``python -m``, says what to set."""
+    import subprocess
+    import sys
+
+    extra = {"backend": ["--", "true"], "harness": ["--", "true"], "matrix": []}[command]
+    module = {"backend": "backend_judge", "harness": "harness_judge", "matrix": "matrix"}
+    for argv in (
+        [sys.executable, "-m", "ahp_conformance.cli", command],
+        [sys.executable, "-m", f"ahp_conformance.{module[command]}"],
+    ):
+        done = subprocess.run(
+            [*argv, "--fixtures", str(tmp_path / "nowhere"), *extra],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith(f"ahp-conformance {command}: no official fixtures at")

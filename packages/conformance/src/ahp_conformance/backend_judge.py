@@ -64,7 +64,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
 
 from ahp_conformance.backend.decisions import decisions, tolerance
 from ahp_conformance.backend.discovery import discovery
@@ -212,18 +211,7 @@ def run(args: argparse.Namespace) -> int:
     return emit(report, args)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="ahp-conformance backend")
-    add_arguments(parser)
-    from ahp_conformance.fixtures import FixturesMissing
+if __name__ == "__main__":  # the same command as ``ahp-conformance backend``
+    from ahp_conformance.cli import main
 
-    args = parser.parse_args(argv)
-    try:
-        return run(args)
-    except FixturesMissing as exc:
-        print(f"ahp-conformance backend: {exc}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(["backend", *sys.argv[1:]]))

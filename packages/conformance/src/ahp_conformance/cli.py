@@ -43,7 +43,7 @@ def parser() -> argparse.ArgumentParser:
         "requirement by requirement, and run the official interop matrix.",
     )
     top.add_argument("--version", action="version", version=f"ahp-conformance {__version__}")
-    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = top.add_subparsers(dest="subcommand", required=True, metavar="COMMAND")
     for name, (module, help_text) in COMMANDS.items():
         command = sub.add_parser(name, help=help_text, description=help_text)
         command.set_defaults(module=module)
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         status: int = importlib.import_module(args.module).run(args)
     except (FixturesMissing, ContractError, ScenarioError) as exc:
-        print(f"ahp-conformance {args.command}: {exc}", file=sys.stderr)
+        print(f"ahp-conformance {args.subcommand}: {exc}", file=sys.stderr)
         return 2
     return status
 

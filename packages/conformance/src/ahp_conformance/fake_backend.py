@@ -634,18 +634,7 @@ def run(args: argparse.Namespace) -> int:
     return serve_stdio(fake, record)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="ahp-conformance fake-backend", description=__doc__.splitlines()[0]
-    )
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        return run(args)
-    except ContractError as exc:
-        print(f"ahp-conformance fake-backend: {exc}", file=sys.stderr)
-        return 2
+if __name__ == "__main__":  # the same command as ``ahp-conformance fake-backend``
+    from ahp_conformance.cli import main
 
-
-if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(["fake-backend", *sys.argv[1:]]))

@@ -225,18 +225,7 @@ def contract_checks(
     return checks
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="ahp-conformance harness", description=__doc__.splitlines()[0]
-    )
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        return run(args)
-    except (contract.ContractError, scenarios.ScenarioError) as exc:
-        print(f"ahp-conformance harness: {exc}", file=sys.stderr)
-        return 2
+if __name__ == "__main__":  # the same command as ``ahp-conformance harness``
+    from ahp_conformance.cli import main
 
-
-if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(["harness", *sys.argv[1:]]))

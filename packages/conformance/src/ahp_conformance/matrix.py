@@ -533,13 +533,7 @@ def run(args: argparse.Namespace) -> int:
     return 1 if matrix.failed else 0
 
 
-if __name__ == "__main__":
-    from ahp_conformance.fixtures import FixturesMissing
+if __name__ == "__main__":  # the same command as ``ahp-conformance matrix``
+    from ahp_conformance.cli import main
 
-    top = argparse.ArgumentParser(prog="python -m ahp_conformance.matrix")
-    add_arguments(top)
-    try:
-        sys.exit(run(top.parse_args()))
-    except (ContractError, FixturesMissing, scenarios.ScenarioError) as exc:
-        print(f"ahp-conformance matrix: {exc}", file=sys.stderr)
-        sys.exit(2)
+    sys.exit(main(["matrix", *sys.argv[1:]]))
