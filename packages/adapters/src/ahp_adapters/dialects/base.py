@@ -52,6 +52,40 @@ class NativeAnswer:
 
 
 @dataclass(frozen=True, slots=True)
+class Quirks:
+    """What one native harness does with a hook's answers: the facts its codec is built on.
+
+    Data, not prose: the adapters README's per-dialect table is generated from
+    these (``python -m ahp_adapters.dialects.quirks``) and the tests check the codec
+    against them, so a harness version that drifts is one edit here and a failing test.
+    Each field is one short sentence, as it should read in the README.
+    """
+
+    no_effect: str
+    """Exactly what the codec writes for "no effect" (``render_nothing``) and why."""
+    empty_output: str
+    """What the harness does with exit 0 and empty stdout."""
+    failure_default: str
+    """What the harness does when the hook crashes, times out or writes invalid JSON."""
+    failure_switch: str
+    """A native switch that makes those failures block, or "none"."""
+    exit_codes: str
+    """What exit 2 (and other non-zero exits) mean to the harness."""
+    allow: str
+    """What the native "allow" does (and so why the codec never writes it)."""
+    ask: str
+    """What the native "ask" does, if the dialect has one."""
+    modify: str
+    """Whether an input rewrite is enforced (and how), or why ``modify`` is not advertised."""
+    call_ids: str
+    """Whether the payload carries a real tool-call id, or the codec synthesizes one."""
+    double_fire: str
+    """Whether one tool call can fire more than one pre-tool hook, and what the codec does."""
+    source: str
+    """Where these facts come from (``native-dialects.md`` section, issue threads)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Parsed:
     """One native payload, read.
 
@@ -204,6 +238,8 @@ class Dialect(ABC):
     """Native events this codec reads (the installer wires these)."""
     stderr_ok: ClassVar[bool] = True
     """Whether diagnostics on stderr are harmless when the hook exits 0."""
+    quirks: ClassVar[Quirks]
+    """The harness's behaviour this codec relies on (see :class:`Quirks`)."""
     native_timeout_unit: ClassVar[Literal["s", "ms"]] = "s"
     documented_timeout_s: ClassVar[float] = 600.0
 
