@@ -16,6 +16,7 @@ DIALECTS: dict[str, tuple[str, str]] = {
     "gemini": ("ahp_adapters.dialects.gemini", "Gemini"),
     "cursor": ("ahp_adapters.dialects.cursor", "Cursor"),
     "kimi": ("ahp_adapters.dialects.kimi", "Kimi"),
+    "copilot": ("ahp_adapters.dialects.copilot", "Copilot"),
 }
 """Dialects ``ahp-adapter hook`` and ``install`` accept (VS Code is detected by ``claude-code``)."""
 
@@ -25,6 +26,9 @@ ALIASES = {
     "codex-cli": "codex",
     "kimi-cli": "kimi",
     "kimi-code": "kimi",
+    "copilot-cli": "copilot",
+    "github-copilot": "copilot",
+    "github-copilot-cli": "copilot",
 }
 
 
