@@ -13,7 +13,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-DIALECT_HELP = "claude-code, codex, gemini, cursor or kimi (aliases: claude, gemini-cli, kimi-cli)"
+DIALECT_HELP = (
+    "claude-code, codex, gemini, cursor, kimi or copilot "
+    "(aliases: claude, gemini-cli, kimi-cli, copilot-cli)"
+)
 
 
 class _HookParser(argparse.ArgumentParser):

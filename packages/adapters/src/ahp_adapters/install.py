@@ -23,7 +23,18 @@ that cannot start blocks). Cursor's double firing is avoided by wiring one
 surface per tool family (``--surface pretool``, the default, or ``split``).
 Kimi CLI keeps ``[[hooks]]`` tables in ``~/.kimi/config.toml`` (user scope
 only): ours go in one block between marker comments, and the result is parsed
-as TOML before anything is written.
+as TOML before anything is written. GitHub Copilot CLI loads every
+``.github/hooks/*.json`` of the working directory (and ``~/.copilot/hooks/``):
+ours is a file of its own, ``ahp-adapter.json`` (``version: 1``, flat entries
+``{type: "command", bash, timeoutSec}`` under camelCase event keys), which
+``uninstall`` deletes again once none but our entries were in it (and the
+``hooks`` folder with it, if that leaves it empty); ``install copilot`` prints
+what a deny can and cannot guarantee there (:data:`ahp_adapters.dialects.copilot.DENY_LIMITS`).
+
+A JSON file that existed is written back in its own layout when it is one
+``json.dumps`` can reproduce (indent 2, 4, tab or none; ASCII-escaped or not;
+final newline or not), so install then uninstall gives back its very bytes;
+any other layout comes back as the same document, indented by 2.
 """
 
 from __future__ import annotations
@@ -46,6 +57,7 @@ from ahp_adapters import dialects
 from ahp_adapters.decision import read_policy, registration_path
 
 Surface = Literal["pretool", "split"]
+Layout = tuple[int | str | None, tuple[str, str], bool, bool]
 
 EVENTS: dict[str, tuple[str, ...]] = {
     "claude-code": ("PreToolUse", "PostToolUse", "SessionStart", "SessionEnd"),
@@ -53,7 +65,12 @@ EVENTS: dict[str, tuple[str, ...]] = {
     "gemini": ("BeforeTool", "AfterTool", "SessionStart", "SessionEnd"),
     "cursor": ("preToolUse", "postToolUse", "sessionStart", "sessionEnd"),
     "kimi": ("PreToolUse", "PostToolUse", "SessionStart", "SessionEnd"),
+    "copilot": ("preToolUse", "postToolUse", "sessionStart", "sessionEnd"),
 }
+"""The native events we wire per dialect. Copilot's keys are camelCase on purpose: that is
+Copilot CLI's own payload format (documented first, and the one our fixtures pin), while a
+PascalCase key asks for the "VS Code compatible" variant, which VS Code's agent hooks also
+read from ``.github/hooks/`` and answer in another form. The codec reads both variants."""
 CURSOR_SPLIT_EXTRA = ("beforeShellExecution", "beforeMCPExecution")
 TOOL_EVENTS = frozenset(
     {"PreToolUse", "PostToolUse", "BeforeTool", "AfterTool", "preToolUse", "postToolUse"}
@@ -64,14 +81,22 @@ DIRS = {
     "gemini": ".gemini",
     "cursor": ".cursor",
     "kimi": ".kimi",
+    "copilot": ".copilot/hooks",
 }
+PROJECT_DIRS = {"copilot": ".github/hooks"}
+"""Where a project's hooks live when that differs from the user scope's folder."""
+FLAT = {"cursor": "command", "copilot": "bash"}
+"""Dialects whose event lists hold handlers directly (no matcher groups): the command's key."""
 FILES = {
     "claude-code": "settings.json",
     "codex": "hooks.json",
     "gemini": "settings.json",
     "cursor": "hooks.json",
     "kimi": "config.toml",
+    "copilot": "ahp-adapter.json",
 }
+OWN_FILE = {"copilot"}
+"""Dialects whose hooks we keep in a file of our own (removed by ``uninstall`` when emptied)."""
 KIMI_BEGIN = "# >>> ahp-adapter hooks (managed: `ahp-adapter uninstall kimi` removes this block)"
 KIMI_END = "# <<< ahp-adapter hooks"
 
@@ -91,18 +116,31 @@ class Plan:
     notes: list[str] = field(default_factory=list)
     raw: str | None = None
     """The whole file as text, for formats kept as text (Kimi's TOML)."""
+    layout: Layout = (2, (",", ": "), False, True)
+    """How the JSON is written: (indent, separators, ASCII-escaped, final newline)."""
+    remove: bool = False
+    """Delete the file instead of writing it (our own file, nothing else left in it)."""
+    prune: list[Path] = field(default_factory=list)
+    """Folders to remove after deleting the file, if that leaves them empty (innermost first)."""
 
     def text(self) -> str:
         if self.raw is not None:
             return self.raw
-        return json.dumps(self.document, indent=2, ensure_ascii=False) + "\n"
+        if self.remove:
+            return ""
+        indent, separators, ascii_only, newline = self.layout
+        body = json.dumps(
+            self.document, indent=indent, ensure_ascii=ascii_only, separators=separators
+        )
+        return body + ("\n" if newline else "")
 
 
 def config_path(dialect: str, project: str | None) -> Path:
     if project is not None and dialect == "kimi":
         raise InstallError("Kimi CLI has no project hooks; use the user scope or --config FILE")
     if project is not None:
-        return Path(project).resolve() / DIRS[dialect] / FILES[dialect]
+        folder = PROJECT_DIRS.get(dialect, DIRS[dialect])
+        return Path(project).resolve() / folder / FILES[dialect]
     if dialect == "codex" and os.environ.get("CODEX_HOME"):
         return Path(os.environ["CODEX_HOME"]) / FILES[dialect]
     return Path.home() / DIRS[dialect] / FILES[dialect]
@@ -138,21 +176,45 @@ def native_timeout(dialect: str, budget: float) -> int:
 
 
 def _load(path: Path) -> dict[str, Any]:
+    return _load_with_layout(path)[0]
+
+
+LAYOUTS: tuple[Layout, ...] = tuple(
+    (indent, separators, ascii_only, newline)
+    for indent, separators in (
+        (2, (",", ": ")),
+        (4, (",", ": ")),
+        ("\t", (",", ": ")),
+        (None, (", ", ": ")),
+        (None, (",", ":")),
+    )
+    for ascii_only in (False, True)
+    for newline in (True, False)
+)
+"""The layouts ``json.dumps`` can reproduce, tried in turn on a file that exists."""
+
+
+def _load_with_layout(path: Path) -> tuple[dict[str, Any], Layout]:
+    """The document in ``path`` ({} if absent or blank) and the layout to write it back in."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        return {}
+        return {}, Plan.layout
     except OSError as exc:
         raise InstallError(f"{path}: cannot be read ({type(exc).__name__})") from None
     if not raw.strip():
-        return {}
+        return {}, Plan.layout
     try:
-        doc = json.loads(raw.decode("utf-8-sig"))
+        text = raw.decode("utf-8")
+        doc = json.loads(text.removeprefix("\ufeff"))
     except (UnicodeDecodeError, ValueError):
         raise InstallError(f"{path}: not valid JSON; fix it first (left untouched)") from None
     if not isinstance(doc, dict):
         raise InstallError(f"{path}: not a JSON object (left untouched)")
-    return doc
+    for layout in LAYOUTS:
+        if Plan(path, doc, layout=layout).text() == text:
+            return doc, layout
+    return doc, Plan.layout
 
 
 def _hooks_table(doc: dict[str, Any], path: Path) -> dict[str, Any]:
@@ -175,8 +237,8 @@ def remove_ours(dialect: str, doc: dict[str, Any], path: Path) -> int:
         kept: list[Any] = []
         touched = False
         for entry in entries:
-            if dialect == "cursor":
-                if isinstance(entry, dict) and is_ours(entry.get("command")):
+            if dialect in FLAT:
+                if isinstance(entry, dict) and is_ours(entry.get(FLAT[dialect])):
                     removed += 1
                     touched = True
                     continue
@@ -209,6 +271,8 @@ def _entry(
         if fail_closed and event in dialects.get("cursor").pre_tool_events:
             entry["failClosed"] = True
         return entry
+    if dialect == "copilot":  # Unix only, like the adapter: no "powershell" command
+        return {"type": "command", "bash": command, "timeoutSec": timeout}
     handler: dict[str, Any] = {"type": "command", "command": command, "timeout": timeout}
     if dialect == "gemini":
         handler["name"] = f"ahp-adapter-{event}"
@@ -236,10 +300,10 @@ def plan_install(
     path = Path(config).resolve() if config else config_path(dialect, project)
     if dialect == "kimi":
         return _plan_kimi(path, registration, budget, command, pre_tool_only)
-    doc = _load(path)
+    doc, layout = _load_with_layout(path)
     removed = remove_ours(dialect, doc, path)
     hooks = _hooks_table(doc, path)
-    if dialect == "cursor":
+    if dialect in ("cursor", "copilot"):
         doc.setdefault("version", 1)
     events = list(EVENTS[dialect])
     if dialect == "cursor" and surface == "split":
@@ -250,7 +314,7 @@ def plan_install(
     prefix = list(command) if command else default_command()
     timeout = native_timeout(dialect, budget)
     fail_closed = read_policy(registration) == "fail-closed"
-    plan = Plan(path, doc, removed=removed)
+    plan = Plan(path, doc, removed=removed, layout=layout)
     for event in events:
         argv = [
             *prefix,
@@ -283,6 +347,10 @@ def plan_install(
         plan.notes.append("pre-tool entries set failClosed: a hook that cannot start blocks")
     if dialect == "gemini":
         plan.notes.append("Gemini fingerprints project hooks: a changed command is re-reviewed")
+    if dialect == "copilot":
+        from ahp_adapters.dialects.copilot import DENY_LIMITS
+
+        plan.notes.extend(DENY_LIMITS)
     return plan
 
 
@@ -370,13 +438,29 @@ def plan_uninstall(dialect: str, *, project: str | None = None, config: str | No
     if dialect == "kimi":
         text, removed = _kimi_strip(_kimi_text(path))
         return Plan(path, {}, removed=removed, raw=text)
-    doc = _load(path)
-    return Plan(path, doc, removed=remove_ours(dialect, doc, path))
+    doc, layout = _load_with_layout(path)
+    plan = Plan(path, doc, removed=remove_ours(dialect, doc, path), layout=layout)
+    # Our own file with only ours in it: gone again, as if never installed, and with it
+    # the folders install may have made (hooks/, and a project's .github/) if left empty.
+    only_ours = doc == {"version": 1, "hooks": {}}
+    if dialect in OWN_FILE and plan.removed and path.name == FILES[dialect] and only_ours:
+        plan.remove = True
+        if not config:
+            plan.prune = [path.parent, *([path.parent.parent] if project else [])]
+    return plan
 
 
 def write(plan: Plan) -> None:
-    """Write the plan's document atomically (same directory, then rename), keeping the mode."""
+    """Write the plan's document atomically (same directory, then rename), keeping the mode;
+    or delete the file (and the plan's emptied folders) when the plan says ``remove``."""
     path = plan.path
+    if plan.remove:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        for folder in plan.prune:
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # only if empty
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         mode: int | None = path.stat().st_mode & 0o7777
