@@ -1,17 +1,21 @@
 """The ``ahp-adapter`` command: ``hook``, ``daemon``, ``install``, ``uninstall``.
 
 Owns argument parsing and exit codes. Each subcommand imports only what it
-needs: ``hook`` on the warm-daemon path stays on the standard library (it runs
-once per tool call). Usage errors exit 2, except for ``hook``, whose usage
-errors exit 1 (every harness reads exit 1 as a non-blocking error, and a
+needs: ``hook`` runs once per tool call, so it goes straight to the thin hook
+client (:mod:`ahp_adapters.thin`, which parses its own arguments) before
+``argparse`` is even imported. Usage errors exit 2, except for ``hook``, whose
+usage errors exit 1 (every harness reads exit 1 as a non-blocking error, and a
 broken command line must not look like a decision).
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
-from collections.abc import Sequence
+
+TYPE_CHECKING = False  # not ``typing``'s: importing typing costs the hook milliseconds
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
 
 DIALECT_HELP = (
     "claude-code, codex, gemini, cursor, kimi or copilot "
@@ -19,13 +23,9 @@ DIALECT_HELP = (
 )
 
 
-class _HookParser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.print_usage(sys.stderr)
-        self.exit(1, f"{self.prog}: error: {message}\n")
-
-
 def _budget(value: str) -> float:
+    import argparse
+
     try:
         seconds = float(value)
     except ValueError:
@@ -36,6 +36,8 @@ def _budget(value: str) -> float:
 
 
 def _parser() -> argparse.ArgumentParser:
+    import argparse
+
     parser = argparse.ArgumentParser(
         prog="ahp-adapter",
         description="Run AHP backends from the native hooks of existing agent harnesses.",
@@ -113,32 +115,6 @@ def _parser() -> argparse.ArgumentParser:
             "--print", action="store_true", help="show the resulting file; write nothing"
         )
     return parser
-
-
-def _hook(argv: Sequence[str]) -> int:
-    parser = _HookParser(prog="ahp-adapter hook", add_help=True)
-    parser.add_argument("dialect")
-    parser.add_argument("--registration", required=True)
-    parser.add_argument("--event")
-    parser.add_argument("--budget", type=_budget, default=10.0)
-    parser.add_argument("--daemon", choices=("auto", "off", "require"), default="auto")
-    parser.add_argument("--skip-shell-mcp", action="store_true")
-    parser.add_argument("--harness-version")
-    parser.add_argument("--idle-timeout", type=float, default=900.0)
-    args = parser.parse_args(argv)
-    from ahp_adapters.hook import HookOptions, run
-
-    options = HookOptions(
-        dialect=args.dialect,
-        registration=args.registration,
-        event=args.event,
-        budget=args.budget,
-        daemon=args.daemon,
-        skip_shell_mcp=args.skip_shell_mcp,
-        harness_version=args.harness_version,
-        idle_timeout=args.idle_timeout,
-    )
-    return run(options)
 
 
 def _daemon(args: argparse.Namespace) -> int:
@@ -237,7 +213,9 @@ def _install(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list and args_list[0] == "hook" and not {"-h", "--help"} & set(args_list):
-        return _hook(args_list[1:])  # the hot path: no full parser
+        from ahp_adapters.thin import main as hook
+
+        return hook(args_list[1:])  # the hot path: no argparse, nothing heavy
     args = _parser().parse_args(args_list)
     if args.command == "daemon":
         return _daemon(args)

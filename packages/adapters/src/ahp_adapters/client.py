@@ -30,7 +30,6 @@ import socket
 import sys
 import time
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from ahp_adapters.rundir import UnsafeRuntimeDir, daemon_files
@@ -54,11 +53,11 @@ def _remaining(deadline: float) -> float:
     return deadline - time.monotonic()
 
 
-def _connect(path: Path, deadline: float) -> socket.socket:
+def _connect(path: str, deadline: float) -> socket.socket:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.settimeout(max(_remaining(deadline), 0.001))
-        sock.connect(os.fspath(path))
+        sock.connect(path)
     except OSError:
         sock.close()
         raise
@@ -93,7 +92,7 @@ def exchange(sock: socket.socket, message: Mapping[str, Any], deadline: float) -
     return answer
 
 
-def _lock(path: Path, until: float) -> int:
+def _lock(path: str, until: float) -> int:
     """The start lock, waited for until ``until`` (its holder is starting the daemon)."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     pause = LOCK_POLL_S[0]
@@ -109,18 +108,18 @@ def _lock(path: Path, until: float) -> int:
             pause = min(pause * 2, LOCK_POLL_S[1])
 
 
-def _open_log(path: Path) -> int:
+def _open_log(path: str) -> int:
     with contextlib.suppress(OSError):
-        if path.stat().st_size > LOG_ROTATE_BYTES:
-            os.replace(path, path.with_suffix(".log.1"))
+        if os.stat(path).st_size > LOG_ROTATE_BYTES:
+            os.replace(path, path + ".1")
     return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
 
 
 def start_daemon(
     registration: str,
-    socket_path: Path,
-    lock_path: Path,
-    log_path: Path,
+    socket_path: str,
+    lock_path: str,
+    log_path: str,
     *,
     until: float,
     idle_timeout: float,
@@ -150,7 +149,7 @@ def start_daemon(
                     "--registration",
                     registration,
                     "--socket",
-                    os.fspath(socket_path),
+                    socket_path,
                     "--ready-fd",
                     str(write_fd),
                     "--idle-timeout",

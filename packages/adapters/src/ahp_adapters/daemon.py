@@ -8,10 +8,15 @@ serves hook processes over a Unix socket:
 - **Where:** ``<runtime dir>/d-<key>.sock`` (see :mod:`ahp_adapters.rundir`:
   a 0700 directory of the user), the socket itself 0600; a peer whose uid is
   not ours (``SO_PEERCRED``, Linux) is refused.
-- **Wire:** one JSON line per connection, one JSON line back. ``{"op":
-  "intercept"|"observe", "event", "capabilities", "budget"}`` gets a
-  :class:`~ahp_adapters.decision.Verdict`; ``ping`` gets the daemon's status;
-  ``stop`` ends it. A request larger than :data:`MAX_REQUEST_BYTES` is refused.
+- **Wire:** one request per connection, one answer back. A thin hook sends a
+  :mod:`~ahp_adapters.frame` (its arguments and the native payload as it came)
+  and gets the native answer, rendered here by the hook's own functions
+  (:func:`~ahp_adapters.hook.read_call`, :func:`~ahp_adapters.hook.answer_for`).
+  Everything else is one JSON line: ``{"op": "intercept"|"observe", "event",
+  "capabilities", "budget"}`` (the full hook, which built the event itself)
+  gets a :class:`~ahp_adapters.decision.Verdict`; ``ping`` gets the daemon's
+  status; ``stop`` ends it. A request larger than :data:`MAX_REQUEST_BYTES` is
+  refused.
 - **Reload:** the registration file is checked (size, mtime, inode) on each
   request; a change builds a new engine (requests in flight finish on the old
   one, which is then closed). An invalid new file answers failures with the
@@ -57,6 +62,7 @@ import anyio
 from anyio.abc import SocketAttribute, SocketStream, TaskGroup
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+from ahp_adapters import frame
 from ahp_adapters.decision import Verdict, read_policy
 from ahp_adapters.engine import Engine, EngineError
 
@@ -170,24 +176,66 @@ class Daemon:
             or not isinstance(budget, (int, float))
         ):
             return {"ok": False, "error": "bad request"}
+        if op == "observe":
+            return {"ok": True, "delivered": await self.observe(event, capabilities, budget)}
+        return {"ok": True, **(await self.intercept(event, capabilities, budget)).to_json()}
+
+    async def intercept(
+        self, event: dict[str, Any], capabilities: dict[str, Any], budget: float
+    ) -> Verdict:
+        """One ``tool.before`` through the current registration's chain."""
         self.requests += 1
         generation = self._generation()
         engine = generation.engine
         if engine is None:
-            verdict = Verdict(
-                "failure", policy=read_policy(self.registration), detail="registration rejected"
-            )
-            return {"ok": True, **verdict.to_json()}
+            policy = read_policy(self.registration)
+            return Verdict("failure", policy=policy, detail="registration rejected")
         generation.inflight += 1
         try:
-            if op == "observe":
-                delivered = await engine.observe(event, capabilities, float(budget))
-                return {"ok": True, "delivered": delivered}
-            verdict = await engine.intercept(event, capabilities, float(budget))
-            return {"ok": True, **verdict.to_json()}
+            return await engine.intercept(event, capabilities, float(budget))
         finally:
             generation.inflight -= 1
             self._retire(generation)
+
+    async def observe(
+        self, event: dict[str, Any], capabilities: dict[str, Any], budget: float
+    ) -> bool:
+        """One observation to the current registration's observers; delivered?"""
+        self.requests += 1
+        generation = self._generation()
+        engine = generation.engine
+        if engine is None:
+            return False
+        generation.inflight += 1
+        try:
+            return await engine.observe(event, capabilities, float(budget))
+        finally:
+            generation.inflight -= 1
+            self._retire(generation)
+
+    async def hook(self, head: bytes, payload: bytes) -> bytes:
+        """A thin hook's frame: the native answer, as the hook would have written it."""
+        from ahp_adapters import dialects, hook, thin
+
+        remaining, debug, argv = frame.request_head(head)
+        try:
+            options = thin.parse(argv)
+            dialect = dialects.get(options.dialect)
+        except (thin.Usage, dialects.UnknownDialect) as exc:
+            return frame.answer(1, b"", f"ahp-adapter: {exc}\n".encode())
+        log = hook.Log(dialect.stderr_ok or debug)
+        call = hook.read_call(options, payload, log)
+        answer = call.answer
+        if answer is None and call.intercepts:
+            verdict = await self.intercept(call.event, call.capabilities, remaining)
+            answer = hook.answer_for(call, verdict, log)
+        elif answer is None:
+            budget = min(hook.OBSERVE_BUDGET_S, remaining)
+            if not await self.observe(call.event, call.capabilities, budget):
+                log("observation not delivered")
+            answer = call.dialect.render_nothing(call.native_event)
+        stdout, stderr = hook.output(answer, log)
+        return frame.answer(answer.exit_code, stdout, stderr)
 
     async def serve_connection(self, stream: SocketStream) -> None:
         """Serve one connection; whatever goes wrong on it ends only this connection."""
@@ -205,13 +253,12 @@ class Daemon:
             self.inflight += 1
             self.last_activity = time.monotonic()
             try:
-                answer = await self._answer(stream)
-                if answer is None:
+                data = await self._answer(stream)
+                if data is None:
                     return  # closed before a complete line (a liveness probe): nobody to answer
-                data = json.dumps(answer, separators=(",", ":"), ensure_ascii=False)
                 try:
                     with anyio.fail_after(WRITE_TIMEOUT_S):  # a client that never reads
-                        await stream.send(data.encode("utf-8") + b"\n")
+                        await stream.send(data)
                 except (anyio.BrokenResourceError, anyio.ClosedResourceError, TimeoutError) as exc:
                     log.info("a client left before its answer (%s)", type(exc).__name__)
                 await self._close_retired()  # after the answer: closing backends takes time
@@ -219,31 +266,47 @@ class Daemon:
                 self.inflight -= 1
                 self.last_activity = time.monotonic()
 
-    async def _answer(self, stream: SocketStream) -> dict[str, Any] | None:
-        """The answer to the connection's one line; ``None`` if it closed before one."""
+    async def _answer(self, stream: SocketStream) -> bytes | None:
+        """The answer to the connection's one request; ``None`` if it closed before one."""
         buffered = BufferedByteReceiveStream(stream)
         try:
             with anyio.fail_after(READ_TIMEOUT_S):
                 line = await buffered.receive_until(b"\n", MAX_REQUEST_BYTES)
+                if line.startswith(frame.REQUEST_PREFIX):
+                    head_size, payload_size = frame.request_sizes(line)
+                    if head_size + payload_size > MAX_REQUEST_BYTES:
+                        raise frame.FrameError("frame larger than the daemon accepts")
+                    head = await buffered.receive_exactly(head_size)
+                    payload = await buffered.receive_exactly(payload_size)
+                    return await self._hook(head, payload)
         except (anyio.IncompleteRead, anyio.EndOfStream, anyio.BrokenResourceError) as exc:
             if buffered.buffer:  # nothing at all is a liveness probe: not worth a line
                 log.info("a connection closed mid-request (%s)", type(exc).__name__)
             return None
-        except (anyio.DelimiterNotFound, TimeoutError) as exc:
+        except (anyio.DelimiterNotFound, TimeoutError, frame.FrameError) as exc:
             log.warning("unreadable request (%s)", type(exc).__name__)
-            return {"ok": False, "error": "unreadable request"}
+            return _line({"ok": False, "error": "unreadable request"})
         try:
             request = json.loads(line)
         except (ValueError, RecursionError) as exc:  # invalid UTF-8 is a ValueError too
             log.warning("unreadable request (%s)", type(exc).__name__)
-            return {"ok": False, "error": "unreadable request"}
+            return _line({"ok": False, "error": "unreadable request"})
         if not isinstance(request, dict):
-            return {"ok": False, "error": "bad request"}
+            return _line({"ok": False, "error": "bad request"})
         try:
-            return await self.handle(request)
+            return _line(await self.handle(request))
         except Exception as exc:  # a fixed answer, never the exception's text
             log.warning("a request failed inside the daemon (%s)", type(exc).__name__)
-            return {"ok": False, "error": "internal error"}
+            return _line({"ok": False, "error": "internal error"})
+
+    async def _hook(self, head: bytes, payload: bytes) -> bytes:
+        try:
+            return await self.hook(head, payload)
+        except frame.FrameError as exc:
+            log.warning("unreadable request (%s)", type(exc).__name__)
+        except Exception as exc:  # a fixed answer, never the exception's text
+            log.warning("a hook frame failed inside the daemon (%s)", type(exc).__name__)
+        return _line({"ok": False, "error": "internal error"})  # not a frame: the hook fails
 
     # -- lifetime ------------------------------------------------------------------
 
@@ -317,6 +380,10 @@ class Daemon:
                 if current is not None and current.engine is not None:
                     self._closers.append(current.engine)
                 await self._close_retired()
+
+
+def _line(answer: Mapping[str, Any]) -> bytes:
+    return json.dumps(answer, separators=(",", ":"), ensure_ascii=False).encode("utf-8") + b"\n"
 
 
 def _socket_is_live(path: str) -> bool:

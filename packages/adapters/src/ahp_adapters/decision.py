@@ -18,12 +18,15 @@ is a fixed phrase.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from ahp_protocol.wire.routing import strictest_policy
+
+from ahp_adapters.rundir import registration_path
+
+__all__ = ["GENERIC_DENIAL_REASON", "Policy", "Verdict", "read_policy", "registration_path"]
 
 Policy = Literal["none", "fail-open", "fail-closed"]
 Decision = Literal["deny", "none", "failure"]
@@ -104,8 +107,3 @@ def read_policy(path: str) -> Policy:
         return strictest_policy(json.loads(raw.decode("utf-8-sig")), "tool.before")
     except (OSError, ValueError):
         return "fail-closed"
-
-
-def registration_path(path: str) -> str:
-    """The registration's absolute real path (the daemon's identity depends on it)."""
-    return os.path.realpath(os.path.expanduser(path))

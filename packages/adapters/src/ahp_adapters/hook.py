@@ -20,7 +20,15 @@ observations: best effort, never an answer.
 Stdout carries the native answer and nothing else (file descriptor 1 is
 pointed at stderr while the chain runs); no traceback ever reaches it.
 Diagnostics go to stderr where the dialect tolerates it (not Gemini, which
-reads stray text). The daemon path imports only the standard library.
+reads stray text).
+
+Owns the steps from a native payload to a native answer, each once:
+:func:`read_call` (payload -> :class:`Call`: the codec and the canonical event,
+or an answer already), :func:`answer_for` (a verdict -> the native answer) and
+:func:`output` (the bytes written). The warm daemon runs the same three for a
+thin hook's frame (:mod:`ahp_adapters.thin`), so a native answer is rendered
+by one rule wherever the chain ran. This module is the *full* hook: the thin
+client imports it only when the daemon cannot answer.
 """
 
 from __future__ import annotations
@@ -28,22 +36,38 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import select
 import signal
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Any
 
 from ahp_adapters import dialects
 from ahp_adapters.decision import Verdict, read_policy, registration_path
 from ahp_adapters.dialects.base import Dialect, NativeAnswer, Parsed, PayloadError
+from ahp_adapters.thin import (
+    DEFAULT_BUDGET_S,
+    EXIT_RESERVE_S,
+    HookOptions,
+    InputTimeout,
+    InputTooLarge,
+    read_input,
+)
 
-DEFAULT_BUDGET_S = 10.0
-MAX_INPUT_BYTES = 8 * 1024 * 1024
-EXIT_RESERVE_S = 0.25
-"""Kept back from the budget for rendering, writing and exiting."""
+__all__ = [
+    "DEFAULT_BUDGET_S",
+    "Call",
+    "HookOptions",
+    "Log",
+    "answer_for",
+    "answer_read",
+    "handle",
+    "output",
+    "read_call",
+    "run",
+]
+
 IN_PROCESS_CLOSE_S = 0.75
 """Kept back when the chain runs in-process: closing backends (stdin EOF, then kill) takes time."""
 OBSERVE_BUDGET_S = 2.0
@@ -55,62 +79,29 @@ a daemon being started (by itself, or by another hook that holds the start lock)
 it runs the chain itself. Waiting is cheap; fifty hooks running their chains at once
 while the daemon starts are not. With ``require`` a hook waits until its deadline."""
 
-DaemonMode = Literal["auto", "off", "require"]
 
-
-@dataclass(frozen=True)
-class HookOptions:
-    dialect: str
-    registration: str
-    event: str | None = None
-    budget: float = DEFAULT_BUDGET_S
-    daemon: DaemonMode = "auto"
-    skip_shell_mcp: bool = False
-    harness_version: str | None = None
-    idle_timeout: float = 900.0
-
-
-class InputTimeout(Exception):
-    """Stdin did not reach EOF within the budget."""
-
-
-class _Log:
+class Log:
     """Diagnostics, held until the answer is known: written to stderr only when the
     dialect tolerates it there and the answer does not use stderr itself (exit 2)."""
 
-    def __init__(self, enabled: bool, stream: Any) -> None:
+    def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
-        self.stream = stream
         self.lines: list[str] = []
 
     def __call__(self, message: str) -> None:
         self.lines.append(f"ahp-adapter: {message}\n")
 
-    def flush(self, answer: NativeAnswer) -> None:
-        if self.enabled and answer.exit_code == 0 and self.lines:
-            with contextlib.suppress(Exception):
-                self.stream.write("".join(self.lines))
-                self.stream.flush()
+    def text(self, answer: NativeAnswer) -> str:
+        """What of the diagnostics goes to stderr before ``answer``'s own stderr."""
+        if self.enabled and answer.exit_code == 0:
+            return "".join(self.lines)
+        return ""
 
 
-def read_input(fd: int, deadline: float, limit: int = MAX_INPUT_BYTES) -> bytes:
-    """Everything on ``fd`` until EOF, bounded in time and size."""
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise InputTimeout
-        ready, _, _ = select.select([fd], [], [], remaining)
-        if not ready:
-            raise InputTimeout
-        chunk = os.read(fd, 65536)
-        if not chunk:
-            return b"".join(chunks)
-        size += len(chunk)
-        if size > limit:
-            raise PayloadError("payload larger than the adapter accepts")
-        chunks.append(chunk)
+def output(answer: NativeAnswer, log: Log) -> tuple[bytes, bytes]:
+    """The bytes the hook writes on stdout and on stderr for ``answer``."""
+    stderr = log.text(answer) + answer.stderr
+    return answer.stdout.encode("utf-8"), stderr.encode("utf-8", "replace")
 
 
 def parse_payload(raw: bytes) -> dict[str, Any]:
@@ -128,7 +119,7 @@ def decide(
     capabilities: Mapping[str, Any],
     options: HookOptions,
     deadline: float,
-    log: _Log,
+    log: Log,
 ) -> Verdict:
     """Run ``event`` through the chain: the daemon first (unless ``off``), else in-process."""
     registration = registration_path(options.registration)
@@ -181,7 +172,7 @@ def _in_process(
     event: Mapping[str, Any],
     capabilities: Mapping[str, Any],
     budget: float,
-    log: _Log,
+    log: Log,
 ) -> Verdict:
     import logging
 
@@ -202,7 +193,7 @@ def _in_process(
 
 
 def observe(
-    event: Mapping[str, Any], capabilities: Mapping[str, Any], options: HookOptions, log: _Log
+    event: Mapping[str, Any], capabilities: Mapping[str, Any], options: HookOptions, log: Log
 ) -> None:
     """Deliver one observation (best effort, bounded); never an answer to the harness."""
     registration = registration_path(options.registration)
@@ -333,10 +324,26 @@ def _pair(parsed: Parsed, event: dict[str, Any]) -> None:
             event["call"] = {"id": found, "synthesized": True}
 
 
-def handle(options: HookOptions, raw: bytes | None, started: float, log: _Log) -> NativeAnswer:
-    """The native answer for one invocation (``raw`` ``None``: stdin could not be read)."""
+@dataclass
+class Call:
+    """One native invocation, read: the codec that answers it and, unless it is answered
+    already (``answer``: an ignored or malformed payload), its canonical event."""
+
+    dialect: Dialect
+    native_event: str | None
+    parsed: Parsed | None = None
+    event: dict[str, Any] = field(default_factory=dict)
+    capabilities: dict[str, Any] = field(default_factory=dict)
+    answer: NativeAnswer | None = None
+
+    @property
+    def intercepts(self) -> bool:
+        return self.parsed is not None and self.parsed.kind == "tool.before"
+
+
+def read_call(options: HookOptions, raw: bytes | None, log: Log) -> Call:
+    """The native payload ``raw`` read (``None``: stdin could not be read in time)."""
     dialect = dialects.get(options.dialect)
-    deadline = started + options.budget
     native_event = options.event
     try:
         if raw is None:
@@ -351,9 +358,12 @@ def handle(options: HookOptions, raw: bytes | None, started: float, log: _Log) -
         )
     except PayloadError as exc:
         log(f"malformed native payload ({exc})")
-        return _failure_answer(dialect, native_event, options.registration)
+        answer = _failure_answer(dialect, native_event, options.registration)
+        return Call(dialect, native_event, answer=answer)
     if parsed.kind == "ignore":
-        return dialect.render_nothing(parsed.native_event)
+        return Call(
+            dialect, parsed.native_event, answer=dialect.render_nothing(parsed.native_event)
+        )
     from ahp_adapters.events import build_event
 
     event = build_event(
@@ -364,18 +374,43 @@ def handle(options: HookOptions, raw: bytes | None, started: float, log: _Log) -
         budget_ms=int(options.budget * 1000),
     )
     _pair(parsed, event)
-    capabilities = dialect.capabilities(parsed.native_event)
-    if parsed.kind != "tool.before":
-        observe(event, capabilities, options, log)
-        return dialect.render_nothing(parsed.native_event)
-    verdict = decide(event, capabilities, options, deadline, log)
+    return Call(
+        dialect, parsed.native_event, parsed, event, dialect.capabilities(parsed.native_event)
+    )
+
+
+def answer_for(call: Call, verdict: Verdict, log: Log) -> NativeAnswer:
+    """The native answer to a ``tool.before`` call, given the chain's verdict."""
     if verdict.decision == "failure":
         log(f"no decision ({verdict.detail}); policy {verdict.policy}")
     elif verdict.synthetic:
         log(f"fail-closed backend failure ({verdict.detail})")
     if verdict.blocks:
-        return dialect.render_deny(verdict.block_reason, parsed.native_event)
-    return dialect.render_nothing(parsed.native_event)
+        return call.dialect.render_deny(verdict.block_reason, call.native_event)
+    return call.dialect.render_nothing(call.native_event)
+
+
+def handle(
+    options: HookOptions, raw: bytes | None, started: float, log: Log, *, failed: str = ""
+) -> NativeAnswer:
+    """The native answer for one invocation (``raw`` ``None``: stdin could not be read;
+    ``failed``: the daemon failed with this request, so no chain is run again)."""
+    call = read_call(options, raw, log)
+    if call.answer is not None:
+        return call.answer
+    if not call.intercepts:
+        if failed:
+            log(f"observation not delivered ({failed})")
+        else:
+            observe(call.event, call.capabilities, options, log)
+        return call.dialect.render_nothing(call.native_event)
+    if failed:
+        log(f"daemon failed ({failed})")
+        policy = read_policy(registration_path(options.registration))
+        verdict = Verdict("failure", policy=policy, detail=failed)
+    else:
+        verdict = decide(call.event, call.capabilities, options, started + options.budget, log)
+    return answer_for(call, verdict, log)
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -385,15 +420,35 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-def run(options: HookOptions, *, stdin_fd: int = 0, stdout_fd: int = 1) -> int:
+def run(
+    options: HookOptions, *, stdin_fd: int = 0, stdout_fd: int = 1, started: float | None = None
+) -> int:
     """The hook process: read, decide, answer. Returns the exit code; never raises."""
-    started = time.monotonic()
+    return _run(options, time.monotonic() if started is None else started, stdout_fd, stdin_fd)
+
+
+def answer_read(
+    options: HookOptions, raw: bytes | None, started: float, *, failed: str = "", stdout_fd: int = 1
+) -> int:
+    """:func:`run` for a payload the thin client already read (``None``: not readable)."""
+    return _run(options, started, stdout_fd, None, raw=raw, failed=failed)
+
+
+def _run(
+    options: HookOptions,
+    started: float,
+    stdout_fd: int,
+    stdin_fd: int | None,
+    *,
+    raw: bytes | None = None,
+    failed: str = "",
+) -> int:
     try:
         dialect = dialects.get(options.dialect)
     except dialects.UnknownDialect as exc:
         sys.stderr.write(f"ahp-adapter: {exc}\n")
         return 1  # a usage error: every harness treats exit 1 as a non-blocking error
-    log = _Log(dialect.stderr_ok or bool(os.environ.get("AHP_ADAPTER_DEBUG")), sys.stderr)
+    log = Log(dialect.stderr_ok or bool(os.environ.get("AHP_ADAPTER_DEBUG")))
     # Nothing but the native answer may reach stdout: point fd 1 at stderr meanwhile.
     answer_fd = os.dup(stdout_fd)
     saved_stdout = sys.stdout
@@ -405,11 +460,12 @@ def run(options: HookOptions, *, stdin_fd: int = 0, stdout_fd: int = 1) -> int:
         _watchdog = _Watchdog(options, answer_fd)
         _watchdog.update(dialect, options.event)
         _watchdog.arm(max(options.budget - (time.monotonic() - started), 0) + WATCHDOG_GRACE_S)
-        try:
-            raw: bytes | None = read_input(stdin_fd, started + options.budget / 2)
-        except (InputTimeout, PayloadError, OSError):
-            raw = None
-        answer = handle(options, raw, started, log)
+        if stdin_fd is not None:
+            try:
+                raw = read_input(stdin_fd, started + options.budget / 2)
+            except (InputTimeout, InputTooLarge, OSError):
+                raw = None
+        answer = handle(options, raw, started, log, failed=failed)
     except BaseException as exc:  # a hook must answer, whatever happened
         log(f"internal error ({type(exc).__name__})")
         if os.environ.get("AHP_ADAPTER_DEBUG"):
@@ -425,13 +481,12 @@ def run(options: HookOptions, *, stdin_fd: int = 0, stdout_fd: int = 1) -> int:
             _watchdog.disarm()
             _watchdog = None
         sys.stdout = saved_stdout
-    log.flush(answer)
+    stdout, stderr = output(answer, log)
     try:
-        if answer.stdout:
-            _write_all(answer_fd, answer.stdout.encode("utf-8"))
-        if answer.stderr:
-            sys.stderr.write(answer.stderr)
-            sys.stderr.flush()
+        if stdout:
+            _write_all(answer_fd, stdout)
+        if stderr:
+            _write_all(2, stderr)
     except OSError:
         pass
     finally:

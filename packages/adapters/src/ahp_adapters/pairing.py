@@ -21,7 +21,6 @@ import json
 import os
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from ahp_adapters.rundir import runtime_dir
@@ -30,12 +29,12 @@ MAX_ENTRIES = 64
 MAX_AGE_S = 3600.0
 
 
-def _file(session: str) -> Path:
+def _file(session: str) -> str:
     digest = hashlib.sha256(session.encode("utf-8", "surrogateescape")).hexdigest()[:24]
-    directory = runtime_dir() / "pairs"
+    directory = os.path.join(runtime_dir(), "pairs")
     with contextlib.suppress(FileExistsError):
         os.mkdir(directory, 0o700)
-    return directory / f"{digest}.json"
+    return os.path.join(directory, f"{digest}.json")
 
 
 @contextlib.contextmanager

@@ -7,17 +7,16 @@ unless it is a real directory owned by the current user with no group or
 other permissions. Also owns the daemon's per-registration key and file names.
 
 Never follows a symlink for the directory itself and never widens permissions.
-Standard library only.
+Imports next to nothing (``os``, ``stat``, ``sys``, the built-in SHA-256): the
+thin hook client computes its daemon's socket path on every tool call, so
+``pathlib``, ``hashlib`` (OpenSSL) and ``tempfile`` stay out of this module.
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import os
 import stat
 import sys
-from pathlib import Path
 
 from ahp_adapters import __version__
 
@@ -33,21 +32,23 @@ def _uid() -> int:
     return int(getuid()) if getuid else 0
 
 
-def runtime_dir() -> Path:
+def runtime_dir() -> str:
     """The private runtime directory, created (0700) if missing, checked every time."""
     configured = os.environ.get(ENV_DIR)
     if configured:
-        base = Path(configured)
+        base = configured
     else:
         xdg = os.environ.get("XDG_RUNTIME_DIR")
         if xdg and os.path.isabs(xdg) and os.path.isdir(xdg):
-            base = Path(xdg) / "ahp-adapter"
+            base = os.path.join(xdg, "ahp-adapter")
         else:
-            import tempfile
+            import tempfile  # only here: it imports half the standard library
 
-            base = Path(tempfile.gettempdir()) / f"ahp-adapter-{_uid()}"
-    with contextlib.suppress(FileExistsError):
+            base = os.path.join(tempfile.gettempdir(), f"ahp-adapter-{_uid()}")
+    try:  # noqa: SIM105 (contextlib is an import the thin hook does not pay for)
         os.mkdir(base, 0o700)
+    except FileExistsError:
+        pass
     info = os.lstat(base)
     if not stat.S_ISDIR(info.st_mode):
         raise UnsafeRuntimeDir(f"{base} is not a directory")
@@ -58,6 +59,24 @@ def runtime_dir() -> Path:
     return base
 
 
+def registration_path(path: str) -> str:
+    """The registration's absolute real path (the daemon's identity depends on it)."""
+    return os.path.realpath(os.path.expanduser(path))
+
+
+def sha256_hex(data: bytes) -> str:
+    """SHA-256 of ``data`` in hex, from the interpreter's built-in module where it has one."""
+    try:
+        from _sha2 import sha256  # type: ignore[import-not-found, unused-ignore]  # 3.12+
+    except ImportError:
+        try:
+            from _sha256 import sha256  # type: ignore[import-not-found, no-redef, unused-ignore]
+        except ImportError:
+            from hashlib import sha256  # type: ignore[assignment, unused-ignore]
+    digest: str = sha256(data).hexdigest()
+    return digest
+
+
 def daemon_key(registration: str, cwd: str) -> str:
     """One daemon per (registration file, working directory, interpreter, adapter version).
 
@@ -65,11 +84,10 @@ def daemon_key(registration: str, cwd: str) -> str:
     backend's command or arguments) resolve against it.
     """
     material = "\0".join((registration, cwd, sys.executable, __version__))
-    return hashlib.sha256(material.encode("utf-8", "surrogateescape")).hexdigest()[:20]
+    return sha256_hex(material.encode("utf-8", "surrogateescape"))[:20]
 
 
-def daemon_files(registration: str, cwd: str) -> tuple[Path, Path, Path]:
+def daemon_files(registration: str, cwd: str) -> tuple[str, str, str]:
     """(socket, start lock, log) for the daemon of this registration and directory."""
-    base = runtime_dir()
-    key = daemon_key(registration, cwd)
-    return base / f"d-{key}.sock", base / f"d-{key}.lock", base / f"d-{key}.log"
+    stem = os.path.join(runtime_dir(), f"d-{daemon_key(registration, cwd)}")
+    return stem + ".sock", stem + ".lock", stem + ".log"
