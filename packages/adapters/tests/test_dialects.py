@@ -4,8 +4,9 @@ Each fixture (``fixtures/<dialect>/*.json``, written from the documented shapes)
 is parsed by its dialect's codec and built into an event that must be valid
 against the official JSON Schemas *and* our own wire models, and must match
 the expected canonical fields. The renderers are checked byte for byte: each
-dialect's own blocking form on a deny, nothing at all for "no decision", and
-never a native "allow".
+dialect's own blocking form on a deny, nothing at all for "no decision" (``{}``
+on Cursor, which blocks on empty output under ``failClosed``), and never a
+native "allow".
 """
 
 from __future__ import annotations
@@ -232,11 +233,23 @@ def test_unknown_event_deny_is_exit_2_with_a_reason(dialect: str) -> None:
     assert answer == NativeAnswer(stdout="", stderr=REASON + "\n", exit_code=2)
 
 
+NO_EFFECT_STDOUT = {"cursor": "{}\n"}
+"""Stdout of "no decision" where it is not empty: Cursor blocks on empty output under failClosed."""
+
+
 @pytest.mark.parametrize("dialect", sorted(dialects.DIALECTS))
-def test_nothing_is_empty_and_exit_0(dialect: str) -> None:
+def test_nothing_is_exit_0_and_no_decision(dialect: str) -> None:
     codec = dialects.get(dialect)
-    for event in codec.all_events:
-        assert codec.render_nothing(event) == NativeAnswer("", "", 0)
+    expected = NativeAnswer(NO_EFFECT_STDOUT.get(dialect, ""), "", 0)
+    for event in [*sorted(codec.all_events), "SomeFutureEvent", None]:
+        assert codec.render_nothing(event) == expected, event
+
+
+def test_cursor_nothing_through_claudes_hook_files_is_an_empty_object() -> None:
+    payload = {**load("cursor", "pre_tool_use.shell")["payload"], "hook_event_name": "PreToolUse"}
+    codec = dialects.get("claude-code").resolve(payload)
+    for event in [codec.event_name(payload), "PostToolUse", "SessionStart", None]:
+        assert codec.render_nothing(event) == NativeAnswer("{}\n", "", 0)
 
 
 @pytest.mark.parametrize("dialect", sorted(dialects.DIALECTS))

@@ -37,6 +37,12 @@ RM_RF = "Recursive force deletes are not allowed here."
 FORCE_PUSH = "Force pushes rewrite shared history."
 GENERIC = "Required policy backend unavailable."
 SECRET = "sk-live-SECRET-do-not-echo"
+NOTHING = {"cursor": "{}\n"}
+"""No effect on stdout where it is not empty (Cursor blocks on empty output under failClosed)."""
+
+
+def nothing(dialect: str) -> str:
+    return NOTHING.get(dialect, "")
 
 
 def fixture(dialect: str, case: str) -> dict[str, Any]:
@@ -73,7 +79,7 @@ def test_denylist_stdio_persistent(kit: Any, dialect: str, daemon: str) -> None:
     assert denied.returncode == 0, denied.stderr
     assert reason_of(dialect, denied.stdout) == RM_RF
     allowed = kit.run_hook(dialect, shell(dialect, "ls -la"), registration, daemon=daemon)
-    assert (allowed.returncode, allowed.stdout) == (0, "")
+    assert (allowed.returncode, allowed.stdout) == (0, nothing(dialect))
     assert bool(kit.daemon_sockets()) is (daemon == "auto")
 
 
@@ -98,7 +104,7 @@ def test_denylist_http(kit: Any, dialect: str, daemon: str) -> None:
     denied = kit.run_hook(dialect, shell(dialect, "rm -rf /tmp/x"), registration, daemon=daemon)
     assert reason_of(dialect, denied.stdout) == RM_RF
     allowed = kit.run_hook(dialect, shell(dialect, "echo hi"), registration, daemon=daemon)
-    assert (allowed.returncode, allowed.stdout) == (0, "")
+    assert (allowed.returncode, allowed.stdout) == (0, nothing(dialect))
 
 
 @pytest.mark.parametrize("dialect", sorted(PRE))
@@ -108,7 +114,7 @@ def test_mcp_and_file_rules_reach_the_backend(kit: Any, dialect: str) -> None:
     mcp_case = "before_tool.mcp" if dialect == "gemini" else "pre_tool_use.mcp"
     done = kit.run_hook(dialect, fixture(dialect, mcp_case), registration, daemon="auto")
     if dialect in ("cursor", "kimi"):  # no MCP server in the payload: the rule cannot match
-        assert done.stdout == ""
+        assert done.stdout == nothing(dialect)
     else:
         assert reason_of(dialect, done.stdout).startswith("Repository deletion")
     write_case = "before_tool.file_write" if dialect == "gemini" else "pre_tool_use.file_write"
@@ -126,11 +132,11 @@ def test_cursor_shell_and_mcp_hooks(kit: Any) -> None:
     assert reason_of("cursor", done.stdout) == RM_RF
     mcp_payload = fixture("cursor", "before_mcp_execution")
     done = kit.run_hook("cursor", mcp_payload, registration, daemon="auto")
-    assert done.stdout == ""  # the server (a URL) is not the rules' "github"
+    assert done.stdout == "{}\n"  # the server (a URL) is not the rules' "github"
     split = kit.run_hook(
         "cursor", fixture("cursor", "pre_tool_use.shell"), registration, "--skip-shell-mcp"
     )
-    assert (split.returncode, split.stdout) == (0, "")  # the shell hook answers for it
+    assert (split.returncode, split.stdout) == (0, "{}\n")  # the shell hook answers for it
 
 
 # -- failures ------------------------------------------------------------------------
@@ -238,7 +244,7 @@ def test_malformed_payload(kit: Any, dialect: str, policy: str) -> None:
         assert done.returncode == 0, (raw, done.stderr)
         assert "Traceback" not in done.stdout + done.stderr
         if policy == "fail-open":
-            assert done.stdout == ""
+            assert done.stdout == nothing(dialect)
         else:
             assert reason_of(dialect, done.stdout) == GENERIC
             deny_generic = deny_generic or done.stdout
@@ -254,7 +260,7 @@ def test_malformed_payload_of_unknown_event_blocks_with_exit_2(kit: Any, dialect
     assert (done.returncode, done.stdout, done.stderr) == (2, "", GENERIC + "\n")
     opened = kit.registration(kit.recorder(effects=[], policy="fail-open"), name="open.json")
     done = kit.run_hook(dialect, b"garbage", opened)
-    assert (done.returncode, done.stdout) == (0, "")
+    assert (done.returncode, done.stdout) == (0, nothing(dialect))
 
 
 def test_malformed_post_tool_payload_never_blocks(kit: Any) -> None:
@@ -306,7 +312,7 @@ def test_post_tool_and_session_hooks_are_observations(
     registration = kit.registration(observer)
     for case in OBSERVED_CASES[dialect]:
         done = kit.run_hook(dialect, fixture(dialect, case), registration, daemon=daemon)
-        assert (done.returncode, done.stdout) == (0, ""), done.stderr
+        assert (done.returncode, done.stdout) == (0, nothing(dialect)), done.stderr
     kit.stop_daemons()
     messages = recorded(record)
     assert all(m["method"] == "hooks/observe" and "id" not in m for m in messages)

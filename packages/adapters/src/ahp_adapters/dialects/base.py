@@ -83,6 +83,11 @@ class Quirks:
     """Whether one tool call can fire more than one pre-tool hook, and what the codec does."""
     source: str
     """Where these facts come from (``native-dialects.md`` section, issue threads)."""
+    no_effect_stdout: str = ""
+    """The exact stdout of "no effect" (exit 0, nothing on stderr): ``""`` or a JSON object
+    with no decision, such as ``"{}\\n"``. :meth:`Dialect.render_nothing` writes this."""
+    title: str = ""
+    """The harness as the README names it (``""``: the codec's ``name``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,7 +265,8 @@ class Dialect(ABC):
         """The dialect's own blocking answer for ``native_event``."""
 
     def render_nothing(self, native_event: str | None) -> NativeAnswer:
-        return NativeAnswer()
+        """No decision, as this harness reads it: ``quirks.no_effect_stdout``, exit 0."""
+        return NativeAnswer(stdout=self.quirks.no_effect_stdout)
 
     def is_pre_tool(self, native_event: str | None) -> bool:
         return native_event in self.pre_tool_events

@@ -8,8 +8,9 @@ it and answers in its own blocking form.
 
 Deny: exit 0 with ``hookSpecificOutput.permissionDecision: "deny"`` (the
 documented JSON form). No effect: exit 0, empty stdout; never ``allow``, which
-would skip Claude's permission prompt. Fact source: docs/native-dialects §1,
-§2.5, §7 (Claude Agent SDK types, official hooks reference).
+would skip Claude's permission prompt. Each harness's behaviour the codecs rely
+on is the ``quirks`` of its class. Fact source: docs/native-dialects §1, §2.5,
+§7 (Claude Agent SDK types, official hooks reference).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from ahp_adapters.dialects.base import (
     NativeAnswer,
     Parsed,
     PayloadError,
+    Quirks,
     clip,
     mcp_tool,
     output_items,
@@ -113,6 +115,30 @@ class ClaudeCode(Dialect):
     )
     kinds: ClassVar[Mapping[str, str]] = CLAUDE_KINDS
     documented_timeout_s: ClassVar[float] = 600.0
+    quirks: ClassVar[Quirks] = Quirks(
+        title="Claude Code",
+        no_effect="Exit 0 and empty stdout: Claude Code reads no decision and runs its normal "
+        "permission flow.",
+        no_effect_stdout="",
+        empty_output="No decision: permission rules and the permission prompt apply as usual.",
+        failure_default="Fail-open: a crash, an exit other than 0 or 2, a timeout (600 s by "
+        "default), a missing script or invalid JSON is a non-blocking error; the tool proceeds.",
+        failure_switch="None (an `http` hook's connection failure, non-2xx answer or timeout is "
+        "non-blocking too): the adapter applies the failure policy itself.",
+        exit_codes="Exit 2 blocks with stderr as the reason (stdout ignored); any other non-zero "
+        "exit is a non-blocking error; `python3 missing.py` exits 2 and so blocks (#80697).",
+        allow='`permissionDecision: "allow"` skips the permission prompt (not deny or ask rules, '
+        "nor managed policy), so it is never written.",
+        ask='`permissionDecision: "ask"` shows the permission prompt; never written.',
+        modify="Enforced: an accepted modification becomes `hookSpecificOutput.updatedInput` "
+        "(replace), never with the native allow.",
+        call_ids="`tool_use_id` is real and the same on PreToolUse and PostToolUse; `session_id` "
+        "is `session.id`; there is no turn id.",
+        double_fire="None known: one PreToolUse per call (matching handlers run in parallel, "
+        "identical commands once).",
+        source="native-dialects.md §1, §2 (Claude Agent SDK `types.py` 2026-08-22, the official "
+        "hooks reference; anthropics/claude-code #84656, #80697).",
+    )
 
     def resolve(self, payload: Mapping[str, Any]) -> Dialect:
         if "cursor_version" in payload or "conversation_id" in payload:
@@ -259,6 +285,27 @@ class VSCode(ClaudeCode):
     all_events: ClassVar[frozenset[str]] = frozenset({"PreToolUse", "PostToolUse", "SessionStart"})
     kinds: ClassVar[Mapping[str, str]] = VSCODE_KINDS
     documented_timeout_s: ClassVar[float] = 30.0
+    quirks: ClassVar[Quirks] = Quirks(
+        title="VS Code agent hooks (running Claude's hook files)",
+        no_effect="Exit 0 and empty stdout: no decision (VS Code's examples print "
+        '`{"continue":true}`, also harmless).',
+        no_effect_stdout="",
+        empty_output="No decision: processing continues and VS Code's own approval applies.",
+        failure_default="Fail-open: other exit codes are a warning and processing continues; "
+        "the timeout is 30 s by default.",
+        failure_switch="None.",
+        exit_codes="Exit 2 is a blocking error with stderr shown to the model; other non-zero "
+        "exits are a non-blocking warning.",
+        allow='`permissionDecision: "allow"` auto-approves the call, so it is never written.',
+        ask='`permissionDecision: "ask"` asks the user (deny > ask > allow across hooks); '
+        "never written.",
+        modify="Not advertised: VS Code ignores an `updatedInput` that does not match the "
+        "tool's schema, and those schemas are internal and change.",
+        call_ids="`tool_use_id` is real; camelCase `sessionId` is `session.id`.",
+        double_fire="None known, but VS Code ignores matchers: the hook runs for every tool.",
+        source="native-dialects.md §7, §2.5 (microsoft/vscode-docs hooks reference 2026, "
+        "vscode-copilot-chat `toolNames.ts`).",
+    )
 
     def resolve(self, payload: Mapping[str, Any]) -> Dialect:
         return self

@@ -19,6 +19,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from ahp_adapters.dialects.base import Quirks
 from ahp_adapters.dialects.claude import ClaudeCode
 
 CODEX_KINDS: dict[str, str] = {"Bash": "shell", "apply_patch": "file_edit"}
@@ -43,6 +44,30 @@ class Codex(ClaudeCode):
     all_events: ClassVar[frozenset[str]] = frozenset({"PreToolUse", "PostToolUse", "SessionStart"})
     kinds: ClassVar[Mapping[str, str]] = CODEX_KINDS
     documented_timeout_s: ClassVar[float] = 600.0
+    quirks: ClassVar[Quirks] = Quirks(
+        title="OpenAI Codex CLI",
+        no_effect="Exit 0 and empty stdout: no decision (a bare `allow` would be rejected as "
+        "unsupported).",
+        no_effect_stdout="",
+        empty_output="No decision; plain text is ignored too, but text that looks like JSON "
+        "and does not parse marks the run failed (open).",
+        failure_default="Fail-open: a timeout (600 s by default), a spawn error, an exit other "
+        "than 0 or 2, or invalid JSON is a failed, non-blocking run.",
+        failure_switch='None (an opt-in `failureMode: "block"` is requested in '
+        "openai/codex #41979).",
+        exit_codes="Exit 2 blocks only with a non-empty stderr reason; exit 2 with empty stderr "
+        "and any other non-zero exit are failures, and the tool runs.",
+        allow='`permissionDecision: "allow"` is accepted only with `updatedInput`; a bare '
+        "allow (or legacy `approve`) is unsupported and the run fails open.",
+        ask="Unsupported on PreToolUse: the run is marked failed and the tool proceeds.",
+        modify="Not advertised: Codex errors on `updatedInput` without an explicit `allow`, "
+        "and the adapter never writes the native allow.",
+        call_ids="`tool_use_id` is real; `turn_id` is `turn.id`, `session_id` is `session.id`.",
+        double_fire="None known; PreToolUse fires only for shell tools (all named `Bash`), "
+        "`apply_patch` and MCP tools.",
+        source="native-dialects.md §4 (codex-rs `hooks/` source and generated schemas, "
+        "PR #20527, issue #41979).",
+    )
 
     def resolve(self, payload: Mapping[str, Any]) -> ClaudeCode:
         return self

@@ -12,9 +12,12 @@ version (the only harness that sends one). ``tool_use_id`` exists on
 ``preToolUse`` only; elsewhere ``call.id`` is synthesized from the
 conversation, the generation and the call. Deny: exit 0 with
 ``{"permission": "deny", "user_message", "agent_message"}`` (snake_case,
-Cursor >= 2.0). No effect: exit 0, nothing written (``allow`` may skip
-Cursor's own approval on shell and MCP calls). Fact source:
-docs/native-dialects §5 (medium confidence: no official schema).
+Cursor >= 2.0). No effect: exit 0 with ``{}`` on stdout, for every event
+(``Cursor.quirks.no_effect_stdout``): the installer sets ``failClosed: true``,
+under which Cursor treats invalid JSON, empty stdout included, as a failure
+and blocks; and never ``allow``, which may skip Cursor's own approval on shell
+and MCP calls. Fact source: docs/native-dialects §5 (medium confidence: no
+official schema), issue 15 §3 (field reports of empty answers blocked).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from ahp_adapters.dialects.base import (
     NativeAnswer,
     Parsed,
     PayloadError,
+    Quirks,
     clip,
     mcp_tool,
     output_items,
@@ -78,6 +82,32 @@ class Cursor(Dialect):
     )
     documented_timeout_s: ClassVar[float] = 30.0
     """Cursor documents no default; the installer always sets one."""
+    quirks: ClassVar[Quirks] = Quirks(
+        title="Cursor",
+        no_effect="Exit 0 and `{}` on stdout, for every event: under `failClosed: true`, which "
+        "the installer sets, empty stdout is invalid JSON, a failure, and blocks.",
+        no_effect_stdout="{}\n",
+        empty_output="Invalid JSON, so a hook failure: let through without `failClosed`, blocked "
+        'with it (field reports: an empty `preToolUse` answer denied as "invalid JSON").',
+        failure_default="Fail-open: a crash, a timeout (no documented default) or invalid JSON "
+        "lets the action through, unless the entry sets `failClosed: true`.",
+        failure_switch="`failClosed: true` on the hook entry, the only native one: the installer "
+        "sets it on pre-tool entries when a `tool.before` interceptor is fail-closed.",
+        exit_codes='Exit 2 is the same as `permission: "deny"`; other non-zero exits are '
+        "failures (blocked only under `failClosed`).",
+        allow='`permission: "allow"` proceeds, and on the shell and MCP hooks may skip '
+        "Cursor's own approval, so it is never written.",
+        ask="`ask` is enforced on beforeShellExecution and beforeMCPExecution, accepted but not "
+        "enforced on preToolUse; never written.",
+        modify="Not advertised: `preToolUse` accepts `updated_input`, but whether it replaces or "
+        "merges is undocumented and unverified.",
+        call_ids="`tool_use_id` on preToolUse only; the shell, MCP and read hooks get an id "
+        "synthesized from conversation, generation and call; `conversation_id` is `session.id`.",
+        double_fire="A shell or MCP call fires preToolUse and beforeShellExecution or "
+        "beforeMCPExecution: the installer wires one surface per tool family (`--surface`).",
+        source="native-dialects.md §5, §2.6 (cursor.com/docs/hooks copy 2026-08-24, preloop "
+        "PR #415, cmux PR #9349); issue 15 §3 (field reports).",
+    )
 
     def parse(self, payload: Mapping[str, Any], *, options: Mapping[str, Any]) -> Parsed:
         event = self.event_name(payload) or options.get("event")
@@ -269,10 +299,32 @@ class CursorViaClaude(Cursor):
     """Cursor running a hook from Claude's settings files ("third-party configs").
 
     Which output Cursor reads there is not documented, so a deny is written in
-    both forms that Cursor honours: its own JSON on stdout and exit 2.
+    both forms that Cursor honours: its own JSON on stdout and exit 2. No effect
+    is ``{}`` as for Cursor's own hooks (valid JSON to Cursor and Claude alike).
     """
 
     name: ClassVar[str] = "cursor"
+    quirks: ClassVar[Quirks] = Quirks(
+        title="Cursor running Claude's hook files (third-party configs)",
+        no_effect="Exit 0 and `{}` on stdout, as for Cursor's own hooks: valid JSON with no "
+        "decision to Cursor and to Claude Code alike.",
+        no_effect_stdout="{}\n",
+        empty_output="Not documented for Claude-format hooks run by Cursor: treated as for "
+        "Cursor's own (invalid JSON, a failure).",
+        failure_default="Fail-open: a crash, a timeout or invalid JSON lets the action through.",
+        failure_switch="None: `failClosed` exists only in Cursor's own `hooks.json` entries.",
+        exit_codes="Exit 2 is a deny to Cursor (and to Claude Code), so a deny is written as "
+        "Cursor's JSON and exit 2 with the reason on stderr.",
+        allow='`permission: "allow"` may skip Cursor\'s own approval; never written.',
+        ask="As for Cursor's own hooks; never written.",
+        modify="Not advertised: which fields Cursor reads from a Claude-format hook's answer "
+        "is not documented.",
+        call_ids="As for Cursor's own hooks; Claude's event names (`PreToolUse`, ...) are read "
+        "as Cursor's.",
+        double_fire="A call fires both this hook and a `.cursor/hooks.json` one if both are "
+        "installed: install one of the two files for Cursor.",
+        source="native-dialects.md §2.5, §5 (Cursor's third-party hooks docs page).",
+    )
 
     def event_name(self, payload: Mapping[str, Any]) -> str | None:
         name = super().event_name(payload)

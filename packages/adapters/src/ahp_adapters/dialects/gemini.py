@@ -28,6 +28,7 @@ from ahp_adapters.dialects.base import (
     NativeAnswer,
     Parsed,
     PayloadError,
+    Quirks,
     clip,
     mcp_tool,
     output_items,
@@ -108,6 +109,29 @@ class Gemini(Dialect):
     stderr_ok: ClassVar[bool] = False
     native_timeout_unit: ClassVar[Literal["s", "ms"]] = "ms"
     documented_timeout_s: ClassVar[float] = 60.0
+    quirks: ClassVar[Quirks] = Quirks(
+        title="Gemini CLI",
+        no_effect="Exit 0, empty stdout and empty stderr: Gemini has no output to read and "
+        "continues through its normal policy (`{}` would do as well).",
+        no_effect_stdout="",
+        empty_output="No decision; but Gemini parses stderr when stdout is empty, so the codec "
+        "keeps stderr empty whenever it exits 0.",
+        failure_default="Fail-open on a timeout (60 000 ms by default), a spawn error or exit 1; "
+        "non-JSON text with any other non-zero exit is a deny.",
+        failure_switch="None.",
+        exit_codes="Exit 2 denies with stderr as the reason; exit 1 allows with a warning; other "
+        "non-zero exits with non-JSON text deny (a shell's 127 blocks).",
+        allow='`decision: "allow"` only continues through the normal policy and confirmation; '
+        "plain stdout text becomes an allow plus a `systemMessage`; never written.",
+        ask='`decision: "ask"` forces a user confirmation (current scheduler); never written.',
+        modify="Not advertised: `hookSpecificOutput.tool_input` is a shallow merge over the "
+        "arguments, not a replacement.",
+        call_ids="None in the payload: `call.id` is synthesized from session, hook timestamp, "
+        "tool and input, and paired with AfterTool through a per-session state file.",
+        double_fire="None known: one BeforeTool per scheduled call.",
+        source="native-dialects.md §3 (gemini-cli `hookRunner.ts`, `types.ts`, `docs/hooks`, "
+        "snapshot 2026-08-21).",
+    )
 
     def parse(self, payload: Mapping[str, Any], *, options: Mapping[str, Any]) -> Parsed:
         event = self.event_name(payload) or options.get("event")

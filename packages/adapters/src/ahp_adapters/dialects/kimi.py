@@ -26,6 +26,7 @@ from ahp_adapters.dialects.base import (
     NativeAnswer,
     Parsed,
     PayloadError,
+    Quirks,
     clip,
     output_items,
     session_of,
@@ -58,6 +59,27 @@ class Kimi(Dialect):
         {"PreToolUse", "PostToolUse", "PostToolUseFailure", "SessionStart", "SessionEnd"}
     )
     documented_timeout_s: ClassVar[float] = 30.0
+    quirks: ClassVar[Quirks] = Quirks(
+        title="Kimi CLI (and Kimi Code)",
+        no_effect="Exit 0 and empty stdout: only a deny is read, and exit-0 stdout text would "
+        "be added to the model's context.",
+        no_effect_stdout="",
+        empty_output="No decision: the tool goes on to its own approval request.",
+        failure_default="Fail-open by design: timeouts (30 s by default), crashes and other "
+        "exit codes allow.",
+        failure_switch="None.",
+        exit_codes="Exit 2 blocks with stderr as the reason, fed back to the model; other "
+        "non-zero exits allow.",
+        allow="Only `deny` is read: anything else is an allow that grants no permission (the "
+        "tool's own approval still runs).",
+        ask="None: not read.",
+        modify="Not advertised: Kimi's runner ignores `updatedInput`.",
+        call_ids="`tool_call_id` is real but may be empty, then synthesized from session, tool "
+        "and input; `session_id` is `session.id`.",
+        double_fire="None known: matching hooks run in parallel, identical commands once.",
+        source="native-dialects.md §8 (kimi-cli `hooks/runner.py`, `hooks/events.py`, docs, "
+        "snapshot 2026-07-16).",
+    )
 
     def parse(self, payload: Mapping[str, Any], *, options: Mapping[str, Any]) -> Parsed:
         event = self.event_name(payload) or options.get("event")
