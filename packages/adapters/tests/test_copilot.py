@@ -479,3 +479,15 @@ def test_the_installed_command_denies_through_a_shell(kit: Any, case: str) -> No
     )
     assert (hooked.returncode, hooked.stderr) == (0, "")
     assert hooked.stdout == deny_bytes("Recursive force deletes are not allowed here.")
+
+
+def test_deny_through_the_warm_daemon(kit: Any) -> None:
+    """The daemon path (started on demand, then warm) answers in the same bytes."""
+    registration = kit.registration(kit.recorder(effects=DENY))
+    for case in ("pre_tool_use.shell", "pre_tool_use.pascal_shell", "pre_tool_use.no_session"):
+        data = fixture(case)
+        done = kit.run_hook(
+            "copilot", data["payload"], registration, "--event", data["event"], daemon="require"
+        )
+        assert (done.returncode, done.stdout, done.stderr) == (0, deny_bytes(REASON), "")
+    assert kit.daemon_sockets()  # it really went through a daemon
