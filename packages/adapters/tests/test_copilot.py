@@ -197,7 +197,7 @@ def test_quirks_and_deny_limits_say_what_holds() -> None:
         assert isinstance(value, str), item.name
         if item.name not in ("no_effect_stdout", "title"):
             assert value.strip(), f"quirks.{item.name} is empty"
-    assert "modifiedArgs" in QUIRKS.modify and "not advertised" in QUIRKS.modify
+    assert "modifiedArgs" in QUIRKS.modify and "not advertised" in QUIRKS.modify.lower()
     assert "logged and skipped" in QUIRKS.failure_default
     limits = " ".join(DENY_LIMITS)
     for fact in ("1.0.73", '"ask"', "--allow-all-tools", "--yolo", "logged and skipped"):

@@ -115,31 +115,32 @@ DENY_LIMITS: tuple[str, ...] = (
 lines as notes and the adapters README quotes them. The one place for that text."""
 
 QUIRKS = Quirks(
-    no_effect="Exit 0 with empty stdout: Copilot documents empty output as its default "
-    "behaviour, and never a native allow.",
+    title="GitHub Copilot CLI",
+    no_effect="Exit 0 and empty stdout: Copilot documents empty output as its default "
+    "behaviour; never a native `allow`.",
+    no_effect_stdout="",
     empty_output='The normal permission flow runs ("empty output uses default behavior"); '
-    "invalid JSON is a hook failure, logged and skipped, so no answer of ours can block "
-    "by accident.",
-    failure_default="Non-zero exits, timeouts (timeoutSec, default 30 s) and unreadable "
+    "invalid JSON is a hook failure, logged and skipped, so no answer of ours can block by "
+    "accident.",
+    failure_default="Non-zero exits, timeouts (`timeoutSec`, 30 s by default) and unreadable "
     "output are logged and skipped: the tool runs (fail-open).",
-    failure_switch="none",
-    exit_codes="Any non-zero exit of preToolUse, exit 2 included, is a skipped hook failure "
-    "(exit 2 denies only in permissionRequest and is recovery guidance in "
-    "postToolUseFailure), so the codec always exits 0.",
-    allow='permissionDecision "allow" was ignored by early versions and may now skip '
-    "Copilot's own approval, so the codec never writes it.",
-    ask='"ask" prompts the user in interactive sessions; on 1.0.73 a deny is itself '
-    "handled as an ask, auto-approved under --allow-all-tools or --yolo.",
-    modify="modifiedArgs substitutes the tool's arguments, but whether it replaces or "
-    "merges and how it is checked across versions is not documented firmly, so modify "
-    "is not advertised.",
-    call_ids="No tool-call id: call.id is synthesized from the session id (when sent), "
-    "the timestamp, the event, the tool and its arguments, marked synthesized, and "
-    "paired from preToolUse to postToolUse.",
-    double_fire="One preToolUse per tool call (no matcher: every tool); hooks of several "
-    "files all run, in order, and any deny blocks.",
-    source="native-dialects §2, §6, §11 (github/docs cli-hooks-reference.md, "
-    "hooks-configuration.md); live test on 1.0.73 in voodootikigod/adlc#240; "
+    failure_switch="None.",
+    exit_codes="Any non-zero exit of `preToolUse`, exit 2 included, is a skipped hook failure "
+    "(exit 2 denies only in `permissionRequest`, and is recovery guidance in "
+    "`postToolUseFailure`), so the codec always exits 0, a deny included.",
+    allow="`allow` was ignored by early versions and may now skip Copilot's own approval, so "
+    "the codec never writes it.",
+    ask="`ask` prompts the user in interactive sessions; on 1.0.73 a deny is itself handled "
+    "as an ask, auto-approved under `--allow-all-tools` or `--yolo`.",
+    modify="Not advertised: `modifiedArgs` substitutes the arguments, but whether it replaces "
+    "or merges, and how it is checked, is not documented firmly across versions.",
+    call_ids="None in the payload: `call.id` is synthesized from the session id (when sent), "
+    "the timestamp, the event, the tool and its arguments, and paired from `preToolUse` to "
+    "`postToolUse`.",
+    double_fire="None: one `preToolUse` per tool call (no matcher: every tool); the hooks of "
+    "several files all run, in order, and any deny blocks.",
+    source="native-dialects.md §2, §6, §11 (github/docs `cli-hooks-reference.md`, "
+    "`hooks-configuration.md`); live test on 1.0.73 in voodootikigod/adlc#240; "
     "github/copilot-cli#2855 (deny rules win over allow-all).",
 )
 
