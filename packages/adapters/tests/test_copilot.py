@@ -334,7 +334,9 @@ def test_install_into_a_project_then_uninstall_leaves_no_trace(kit: Any) -> None
             str(project),
         )
         assert done.returncode == 0, done.stderr
-        assert notes(done.stderr) == list(DENY_LIMITS)  # the limits, printed at install
+        printed = notes(done.stderr)
+        assert printed[: len(DENY_LIMITS)] == list(DENY_LIMITS)  # the limits, printed at install
+        assert "keep it out of the repository" in printed[-1]  # project scope: local paths
     path = project / ".github" / "hooks" / "ahp-adapter.json"
     doc = json.loads(path.read_text())
     assert doc["version"] == 1
@@ -423,6 +425,7 @@ def test_user_scope_and_an_unknown_layout(kit: Any) -> None:
     (copilot_home / "config.json").write_text("{}")
     done = run(kit, "install", "copilot", "--registration", str(registration), "--budget", "20")
     assert done.returncode == 0, done.stderr
+    assert notes(done.stderr) == list(DENY_LIMITS)
     path = copilot_home / "hooks" / "ahp-adapter.json"
     entry = json.loads(path.read_text())["hooks"]["preToolUse"][0]
     assert entry["timeoutSec"] == 45  # 2 x budget + 5

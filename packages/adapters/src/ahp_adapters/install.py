@@ -351,6 +351,12 @@ def plan_install(
         from ahp_adapters.dialects.copilot import DENY_LIMITS
 
         plan.notes.extend(DENY_LIMITS)
+        if project is not None:
+            plan.notes.append(
+                f"{path.name} holds this machine's paths: keep it out of the repository (the "
+                "Copilot coding agent reads .github/hooks from the default branch, where it "
+                "would fail, and a failing hook is skipped)"
+            )
     return plan
 
 
