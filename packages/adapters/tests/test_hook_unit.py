@@ -96,7 +96,7 @@ def test_stdin_that_never_closes(tmp_path: Path) -> None:
 
 
 def test_unknown_dialect_is_a_non_blocking_usage_error(tmp_path: Path) -> None:
-    options = HookOptions("copilot", str(registration(tmp_path, "fail-closed")))
+    options = HookOptions("no-such-harness", str(registration(tmp_path, "fail-closed")))
     code, out = run_with_pipes(options, b"{}")
     assert (code, out) == (1, b"")
 
@@ -127,7 +127,7 @@ def test_pairing_is_fifo_per_key(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 def test_runtime_dir_must_be_private(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     private = tmp_path / "private"
     monkeypatch.setenv(rundir.ENV_DIR, str(private))
-    assert rundir.runtime_dir() == private
+    assert Path(rundir.runtime_dir()) == private
     assert private.stat().st_mode & 0o777 == 0o700
     os.chmod(private, 0o770)
     with pytest.raises(rundir.UnsafeRuntimeDir):
