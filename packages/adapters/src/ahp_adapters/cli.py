@@ -89,6 +89,23 @@ def _parser() -> argparse.ArgumentParser:
     daemon.add_argument("--ready-fd", type=int, metavar="FD", help=argparse.SUPPRESS)
     daemon.add_argument("--idle-timeout", type=float, default=900.0, metavar="SECONDS")
 
+    serve = sub.add_parser(
+        "serve",
+        help="answer Claude Code http hooks on loopback (no process per tool call)",
+        description="Serve a registration's chain to Claude Code http hooks: POST "
+        "/claude-code/<Event> with the per-install secret header gets the native answer. "
+        "Claude Code treats an http hook that cannot be reached as non-blocking (fail-open).",
+    )
+    serve.add_argument("dialect", help="claude-code (the one harness with http hooks)")
+    serve.add_argument("--registration", required=True, metavar="FILE")
+    serve.add_argument("--http", required=True, metavar="HOST:PORT", help="a loopback address")
+    serve.add_argument(
+        "--secret-file",
+        metavar="FILE",
+        help="the secret requests must carry (default: the one install --transport http wrote)",
+    )
+    serve.add_argument("--budget", type=_budget, default=10.0, metavar="SECONDS")
+
     for name, text in (("install", "merge our hooks into"), ("uninstall", "remove our hooks from")):
         cmd = sub.add_parser(name, help=f"{text} the dialect's hook configuration")
         cmd.add_argument("dialect", help=DIALECT_HELP)
@@ -109,6 +126,20 @@ def _parser() -> argparse.ArgumentParser:
                 help="how the harness starts the adapter (default: this ahp-adapter, absolute)",
             )
             cmd.add_argument("--pre-tool-only", action="store_true", help="only the pre-tool hook")
+            cmd.add_argument(
+                "--transport",
+                choices=("command", "http"),
+                default="command",
+                help="claude-code: 'http' posts to 'ahp-adapter serve' instead of starting a "
+                "process per call; only for registrations whose tool.before interceptors are "
+                "all fail-open (default: command)",
+            )
+            cmd.add_argument(
+                "--http",
+                default="127.0.0.1:8765",
+                metavar="HOST:PORT",
+                help="with --transport http: the loopback address 'serve' listens on",
+            )
         cmd.add_argument("--project", metavar="DIR", help="project scope (default: user scope)")
         cmd.add_argument("--config", metavar="FILE", help="this config file instead")
         cmd.add_argument(
@@ -161,6 +192,25 @@ def _daemon(args: argparse.Namespace) -> int:
     return 0
 
 
+def _serve(args: argparse.Namespace) -> int:
+    from ahp_adapters import dialects, http_hook
+
+    try:
+        return http_hook.serve(
+            dialects.canonical_name(args.dialect),
+            args.registration,
+            args.http,
+            secret_file=args.secret_file,
+            budget=args.budget,
+        )
+    except (dialects.UnknownDialect, http_hook.ServeError) as exc:
+        print(f"ahp-adapter serve: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"ahp-adapter serve: cannot listen on {args.http} ({exc.strerror})", file=sys.stderr)
+        return 1
+
+
 def _install(args: argparse.Namespace) -> int:
     import shlex
 
@@ -179,6 +229,8 @@ def _install(args: argparse.Namespace) -> int:
                 surface=args.surface,
                 command=shlex.split(args.adapter_command) if args.adapter_command else None,
                 pre_tool_only=args.pre_tool_only,
+                transport=args.transport,
+                http=args.http,
             )
         else:
             warnings = []
@@ -219,6 +271,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(args_list)
     if args.command == "daemon":
         return _daemon(args)
+    if args.command == "serve":
+        return _serve(args)
     return _install(args)
 
 

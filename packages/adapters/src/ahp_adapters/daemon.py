@@ -215,14 +215,23 @@ class Daemon:
 
     async def hook(self, head: bytes, payload: bytes) -> bytes:
         """A thin hook's frame: the native answer, as the hook would have written it."""
+        remaining, debug, argv = frame.request_head(head)
+        exit_code, stdout, stderr = await self.native_answer(argv, remaining, debug, payload)
+        return frame.answer(exit_code, stdout, stderr)
+
+    async def native_answer(
+        self, argv: list[str], remaining: float, debug: bool, payload: bytes
+    ) -> tuple[int, bytes, bytes]:
+        """What ``ahp-adapter hook ARGV`` writes for ``payload`` (exit code, stdout, stderr),
+        run here: the hook's own steps (:func:`~ahp_adapters.hook.read_call`,
+        :func:`~ahp_adapters.hook.answer_for`) with this daemon's warm chain."""
         from ahp_adapters import dialects, hook, thin
 
-        remaining, debug, argv = frame.request_head(head)
         try:
             options = thin.parse(argv)
             dialect = dialects.get(options.dialect)
         except (thin.Usage, dialects.UnknownDialect) as exc:
-            return frame.answer(1, b"", f"ahp-adapter: {exc}\n".encode())
+            return 1, b"", f"ahp-adapter: {exc}\n".encode()
         log = hook.Log(dialect.stderr_ok or debug)
         call = hook.read_call(options, payload, log)
         answer = call.answer
@@ -235,7 +244,7 @@ class Daemon:
                 log("observation not delivered")
             answer = call.dialect.render_nothing(call.native_event)
         stdout, stderr = hook.output(answer, log)
-        return frame.answer(answer.exit_code, stdout, stderr)
+        return answer.exit_code, stdout, stderr
 
     async def serve_connection(self, stream: SocketStream) -> None:
         """Serve one connection; whatever goes wrong on it ends only this connection."""
@@ -376,10 +385,15 @@ class Daemon:
             with anyio.CancelScope(shield=True):
                 await listener.aclose()
                 self._unlink_socket(inode)
-                current, self._current = self._current, None
-                if current is not None and current.engine is not None:
-                    self._closers.append(current.engine)
-                await self._close_retired()
+                await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close every engine, current and retired (no backend child outlives this)."""
+        with anyio.CancelScope(shield=True):
+            current, self._current = self._current, None
+            if current is not None and current.engine is not None:
+                self._closers.append(current.engine)
+            await self._close_retired()
 
 
 def _line(answer: Mapping[str, Any]) -> bytes:

@@ -97,6 +97,16 @@ FILES = {
 }
 OWN_FILE = {"copilot"}
 """Dialects whose hooks we keep in a file of our own (removed by ``uninstall`` when emptied)."""
+Transport = Literal["command", "http"]
+DEFAULT_HTTP = "127.0.0.1:8765"
+HTTP_TRANSPORT_REFUSED = (
+    "--transport http needs every tool.before interceptor of the registration to be "
+    "fail-open, and this one's strictest policy is {policy}: Claude Code treats an http hook "
+    "it cannot reach, a non-2xx answer and a timeout as non-blocking, so while the server is "
+    "down every call would go through. Use the command hook (the default, --transport "
+    "command): it applies fail-closed itself, and through its warm daemon it costs little more"
+)
+
 KIMI_BEGIN = "# >>> ahp-adapter hooks (managed: `ahp-adapter uninstall kimi` removes this block)"
 KIMI_END = "# <<< ahp-adapter hooks"
 
@@ -122,6 +132,8 @@ class Plan:
     """Delete the file instead of writing it (our own file, nothing else left in it)."""
     prune: list[Path] = field(default_factory=list)
     """Folders to remove after deleting the file, if that leaves them empty (innermost first)."""
+    secret_file: str | None = None
+    """Claude Code http hooks: the per-install secret's file, created (or kept) by :func:`write`."""
 
     def text(self) -> str:
         if self.raw is not None:
@@ -167,6 +179,18 @@ def is_ours(command: object) -> bool:
     runs_us = any(os.path.basename(a) == "ahp-adapter" for a in argv[: argv.index("hook")])
     as_module = any(argv[i] == "-m" and argv[i + 1] == "ahp_adapters" for i in range(len(argv) - 1))
     return runs_us or as_module
+
+
+def is_our_handler(handler: object) -> bool:
+    """A Claude-style handler we wrote: a command running the hook, or our http hook."""
+    if not isinstance(handler, dict):
+        return False
+    if handler.get("type") == "http":
+        from ahp_adapters.http_hook import SECRET_HEADER
+
+        headers = handler.get("headers")
+        return isinstance(headers, dict) and SECRET_HEADER in headers
+    return is_ours(handler.get("command"))
 
 
 def native_timeout(dialect: str, budget: float) -> int:
@@ -248,7 +272,7 @@ def remove_ours(dialect: str, doc: dict[str, Any], path: Path) -> int:
             if not isinstance(handlers, list):
                 kept.append(entry)
                 continue
-            rest = [h for h in handlers if not (isinstance(h, dict) and is_ours(h.get("command")))]
+            rest = [h for h in handlers if not is_our_handler(h)]
             if len(rest) != len(handlers):
                 removed += len(handlers) - len(rest)
                 touched = True
@@ -293,11 +317,15 @@ def plan_install(
     surface: Surface = "pretool",
     command: Sequence[str] | None = None,
     pre_tool_only: bool = False,
+    transport: Transport = "command",
+    http: str = DEFAULT_HTTP,
 ) -> Plan:
     """The config file with our entries merged in (nothing written)."""
     dialect = dialects.canonical_name(dialect)
     registration = registration_path(registration)
     path = Path(config).resolve() if config else config_path(dialect, project)
+    if transport == "http":
+        return _plan_http(dialect, path, registration, project, config, budget, pre_tool_only, http)
     if dialect == "kimi":
         return _plan_kimi(path, registration, budget, command, pre_tool_only)
     doc, layout = _load_with_layout(path)
@@ -358,6 +386,76 @@ def plan_install(
                 "would fail, and a failing hook is skipped)"
             )
     return plan
+
+
+def _plan_http(
+    dialect: str,
+    path: Path,
+    registration: str,
+    project: str | None,
+    config: str | None,
+    budget: float,
+    pre_tool_only: bool,
+    http: str,
+) -> Plan:
+    """Claude Code ``http`` hooks posting to ``ahp-adapter serve`` (:mod:`~ahp_adapters.http_hook`).
+
+    Refused unless every ``tool.before`` interceptor is fail-open: an http hook that cannot
+    reach the server lets the call through, so it cannot keep a fail-closed promise. The
+    per-install secret goes into the settings file's ``headers``; in project scope that file
+    is ``.claude/settings.local.json`` (git-ignored by Claude Code), never the committable one.
+    """
+    from ahp_adapters import http_hook
+
+    if dialect not in http_hook.DIALECTS:
+        raise InstallError(f"--transport http: {dialect} has no http hooks (only claude-code)")
+    policy = read_policy(registration)
+    if policy == "fail-closed":
+        raise InstallError(HTTP_TRANSPORT_REFUSED.format(policy=policy))
+    try:
+        host, port = http_hook.loopback_address(http)
+    except http_hook.ServeError as exc:
+        raise InstallError(str(exc)) from None
+    if port == 0:
+        raise InstallError("--http: give a fixed port (the settings file names it)")
+    if config is None and project is not None:
+        path = path.with_name("settings.local.json")
+    secret_file = http_hook.secret_path(port)
+    doc, layout = _load_with_layout(path)
+    removed = remove_ours(dialect, doc, path)
+    hooks = _hooks_table(doc, path)
+    codec = dialects.get(dialect)
+    events = [e for e in EVENTS[dialect] if codec.is_pre_tool(e) or not pre_tool_only]
+    shown = f"[{host}]" if ":" in host else host
+    plan = Plan(path, doc, removed=removed, layout=layout)
+    plan.secret_file = secret_file
+    for event in events:
+        handler = {
+            "type": "http",
+            "url": f"http://{shown}:{port}/{dialect}/{event}",
+            "headers": {http_hook.SECRET_HEADER: SECRET_PLACEHOLDER},
+            "timeout": native_timeout(dialect, budget),
+        }
+        group: dict[str, Any] = {"matcher": "*"} if event in TOOL_EVENTS else {}
+        group["hooks"] = [handler]
+        entries = hooks.setdefault(event, [])
+        if not isinstance(entries, list):
+            raise InstallError(f"{path}: hooks.{event} is not a list (left untouched)")
+        entries.append(group)
+        plan.added += 1
+    serve = shlex.join(
+        [*default_command(), "serve", dialect, "--registration", registration, "--http", http]
+    )
+    plan.notes += [
+        f"start the server that answers these hooks, and keep it running: {serve}",
+        "while it is not running (or answers late), Claude Code lets every tool call through: "
+        "http hooks are non-blocking on failure, which is why this needs fail-open interceptors",
+        f"the secret header's value is in {path.name} and {secret_file} (0600): keep both private",
+    ]
+    return plan
+
+
+SECRET_PLACEHOLDER = "<written at install>"
 
 
 def _kimi_text(path: Path) -> str:
@@ -472,6 +570,10 @@ def write(plan: Plan) -> None:
         mode: int | None = path.stat().st_mode & 0o7777
     except FileNotFoundError:
         mode = None
+    if plan.secret_file is not None:
+        _fill_secret(plan)
+        if mode is not None:
+            mode &= ~0o077  # it holds the secret now: this user's only
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -483,6 +585,22 @@ def write(plan: Plan) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def _fill_secret(plan: Plan) -> None:
+    """Put the install's secret (kept from an earlier install, else new) in our http hooks."""
+    from ahp_adapters import http_hook
+
+    assert plan.secret_file is not None
+    secret = http_hook.load_or_create_secret(plan.secret_file)
+    for entries in plan.document.get("hooks", {}).values():
+        for group in entries if isinstance(entries, list) else []:
+            for handler in group.get("hooks", []) if isinstance(group, dict) else []:
+                headers = handler.get("headers") if isinstance(handler, dict) else None
+                if isinstance(headers, dict) and headers.get(http_hook.SECRET_HEADER) == (
+                    SECRET_PLACEHOLDER
+                ):
+                    headers[http_hook.SECRET_HEADER] = secret
 
 
 def check_registration(path: str, budget: float) -> list[str]:

@@ -1,0 +1,257 @@
+"""Claude Code http hooks: ``ahp-adapter serve`` answers them on loopback, behind a secret.
+
+A real ``serve`` process (uvicorn on 127.0.0.1) with the real deny-list backend
+behind it; requests over real loopback HTTP:
+
+- the body of a 200 is byte for byte what the command hook writes on stdout;
+- without the per-install secret header, or with a wrong one: 401, nothing run;
+- anything but ``POST /claude-code/<Event>`` and oversize bodies are refused;
+- a non-loopback address, a missing or world-readable secret file: refused at start;
+- ``install --transport http`` refuses a registration with a fail-closed
+  interceptor (with the reason), and otherwise writes http entries whose secret
+  ``serve`` finds on its own; ``uninstall`` takes them out again;
+- SIGTERM ends ``serve`` and its backends.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SECRET = "s3cret-for-tests-0123456789abcdef"
+HEADER = "X-AHP-Adapter-Secret"
+
+
+def shell_payload(command: str) -> bytes:
+    doc = json.loads((FIXTURES / "claude-code/pre_tool_use.shell.json").read_text())["payload"]
+    doc["tool_input"] = {"command": command}
+    return json.dumps(doc).encode()
+
+
+class Serve:
+    """``ahp-adapter serve claude-code``; ``port`` read from its "listening on" line."""
+
+    def __init__(self, kit: Any, registration: Path, *args: str, env: dict[str, str] | None = None):
+        argv = [sys.executable, "-m", "ahp_adapters", "serve", "claude-code"]
+        argv += ["--registration", str(registration), *args]
+        self.proc = subprocess.Popen(
+            argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env or kit.env, cwd=kit.tmp
+        )
+        lines: queue.Queue[bytes | None] = queue.Queue()
+
+        def pump() -> None:
+            assert self.proc.stderr is not None
+            for raw in iter(self.proc.stderr.readline, b""):
+                lines.put(raw)
+            lines.put(None)
+
+        threading.Thread(target=pump, daemon=True).start()
+        deadline = time.monotonic() + 30
+        while True:
+            line = lines.get(timeout=max(deadline - time.monotonic(), 0.01))
+            assert line is not None, "serve exited before listening"
+            if b"listening on http://" in line:
+                self.port = int(line.decode().rsplit(":", 1)[1])
+                break
+
+    def post(
+        self, body: bytes, path: str = "/claude-code/PreToolUse", secret: str | None = SECRET
+    ) -> tuple[int, bytes]:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        headers = {"content-type": "application/json"}
+        if secret is not None:
+            headers[HEADER] = secret
+        try:
+            conn.request("POST" if body is not None else "GET", path, body=body, headers=headers)
+            response = conn.getresponse()
+            return response.status, response.read()
+        finally:
+            conn.close()
+
+    def stop(self) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=30)
+
+
+@pytest.fixture
+def secret_file(tmp_path: Path) -> Path:
+    path = tmp_path / "secret"
+    path.write_text(SECRET + "\n")
+    path.chmod(0o600)
+    return path
+
+
+def gone(pid: int, timeout: float = 30.0) -> bool:
+    """Has ``pid`` (not our child) exited? Waited for on a pidfd, bounded."""
+    import select
+
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        return bool(select.select([fd], [], [], timeout)[0])
+    finally:
+        os.close(fd)
+
+
+def children(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(p) for p in (task / "children").read_text().split()]
+    return found
+
+
+def test_serve_answers_like_the_command_hook_and_stops_cleanly(kit: Any, secret_file: Path) -> None:
+    registration = kit.registration(kit.denylist_stdio(policy="fail-open"))
+    serve = Serve(kit, registration, "--http", "127.0.0.1:0", "--secret-file", str(secret_file))
+    try:
+        for command, blocks in (("rm -rf /", True), ("ls", False)):
+            status, body = serve.post(shell_payload(command))
+            hook = kit.run_hook("claude-code", shell_payload(command), registration, daemon="off")
+            assert status == 200
+            assert body == hook.stdout.encode()  # the same bytes as the command hook
+            assert (b'"deny"' in body) is blocks
+        backends = children(serve.proc.pid)
+        assert backends  # the warm deny-list backend
+    finally:
+        code = serve.stop()
+    assert code in (0, -signal.SIGTERM)  # uvicorn re-raises the signal once it has shut down
+    for pid in backends:
+        assert gone(pid), f"backend {pid} outlived serve"
+
+
+def test_requests_without_the_secret_are_refused_and_run_nothing(
+    kit: Any, secret_file: Path
+) -> None:
+    record = kit.tmp / "record.jsonl"
+    registration = kit.registration(kit.recorder(record=record, policy="fail-open"))
+    serve = Serve(kit, registration, "--http", "127.0.0.1:0", "--secret-file", str(secret_file))
+    try:
+        assert serve.post(shell_payload("ls"), secret=None)[0] == 401
+        assert serve.post(shell_payload("ls"), secret=SECRET[:-1] + "X")[0] == 401
+        assert serve.post(shell_payload("ls"), path="/codex/PreToolUse")[0] == 404
+        assert serve.post(shell_payload("ls"), path="/claude-code")[0] == 404
+        assert serve.post(b"x" * (8 * 1024 * 1024 + 1))[0] == 413
+        conn = http.client.HTTPConnection("127.0.0.1", serve.port, timeout=30)
+        conn.request("GET", "/claude-code/PreToolUse", headers={HEADER: SECRET})
+        assert conn.getresponse().status == 405
+        conn.close()
+        assert not record.exists() or record.read_text() == ""  # nothing reached the backend
+        assert serve.post(shell_payload("ls"))[0] == 200
+        assert "hooks/intercept" in record.read_text()
+    finally:
+        serve.stop()
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("--http", "0.0.0.0:0", "--secret-file", "S"), "loopback only"),
+        (("--http", "192.168.1.10:8765", "--secret-file", "S"), "loopback only"),
+        (("--http", "127.0.0.1:0"), "needs --secret-file"),
+        (("--http", "127.0.0.1:0", "--secret-file", "missing"), "cannot be read"),
+        (("--http", "127.0.0.1:0", "--secret-file", "open"), "readable by other users"),
+        (("--http", "nonsense", "--secret-file", "S"), "expected HOST:PORT"),
+    ],
+)
+def test_serve_refuses_to_start_unsafely(
+    kit: Any, secret_file: Path, args: tuple[str, ...], says: str
+) -> None:
+    registration = kit.registration(kit.denylist_stdio(policy="fail-open"))
+    world_readable = kit.tmp / "open"
+    world_readable.write_text(SECRET)
+    world_readable.chmod(0o644)
+    names = {"S": str(secret_file), "missing": str(kit.tmp / "nope"), "open": str(world_readable)}
+    argv = [sys.executable, "-m", "ahp_adapters", "serve", "claude-code"]
+    argv += ["--registration", str(registration), *(names.get(a, a) for a in args)]
+    done = subprocess.run(argv, capture_output=True, env=kit.env, cwd=kit.tmp, timeout=60)
+    assert done.returncode == 2
+    assert says in done.stderr.decode()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def install(kit: Any, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "ahp_adapters", *args]
+    return subprocess.run(argv, capture_output=True, text=True, env=env, cwd=kit.tmp, timeout=60)
+
+
+def test_install_http_refuses_a_fail_closed_registration(kit: Any) -> None:
+    registration = kit.registration(kit.denylist_stdio(policy="fail-closed"))
+    project = kit.tmp / "proj"
+    project.mkdir()
+    done = install(
+        kit, kit.env, "install", "claude-code", "--registration", str(registration),
+        "--project", str(project), "--transport", "http",
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "fail-open" in done.stderr and "non-blocking" in done.stderr
+    assert not (project / ".claude").exists()  # nothing written
+
+
+def test_install_http_then_serve_then_uninstall(kit: Any) -> None:
+    registration = kit.registration(kit.denylist_stdio(policy="fail-open"))
+    project = kit.tmp / "proj"
+    (project / ".claude").mkdir(parents=True)
+    committed = project / ".claude" / "settings.json"
+    committed.write_text('{"permissions": {"allow": []}}\n')
+    env = {**kit.env, "AHP_ADAPTER_CONFIG_DIR": str(kit.tmp / "config")}
+    port = free_port()
+    address = f"127.0.0.1:{port}"
+    done = install(
+        kit, env, "install", "claude-code", "--registration", str(registration),
+        "--project", str(project), "--transport", "http", "--http", address,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "ahp-adapter serve claude-code" in done.stderr and "lets every tool call through" in (
+        done.stderr
+    )
+    assert committed.read_text() == '{"permissions": {"allow": []}}\n'  # never the secret
+    local = project / ".claude" / "settings.local.json"
+    assert local.stat().st_mode & 0o077 == 0
+    settings = json.loads(local.read_text())
+    (group,) = settings["hooks"]["PreToolUse"]
+    (handler,) = group["hooks"]
+    assert handler["type"] == "http"
+    assert handler["url"] == f"http://{address}/claude-code/PreToolUse"
+    secret = handler["headers"][HEADER]
+    secret_file = kit.tmp / "config" / f"http-{port}.secret"
+    assert secret_file.read_text().strip() == secret
+    assert secret_file.stat().st_mode & 0o077 == 0
+    serve = Serve(kit, registration, "--http", address, env=env)  # finds the secret itself
+    try:
+        status, body = serve.post(shell_payload("rm -rf /"), secret=secret)
+        assert status == 200 and b'"deny"' in body
+    finally:
+        serve.stop()
+    again = install(
+        kit, env, "install", "claude-code", "--registration", str(registration),
+        "--project", str(project), "--transport", "http", "--http", address,
+    )  # fmt: skip
+    assert again.returncode == 0
+    assert json.loads(local.read_text()) == settings  # replaced, not duplicated; same secret
+    gone = install(
+        kit, env, "uninstall", "claude-code", "--project", str(project),
+        "--config", str(local),
+    )  # fmt: skip
+    assert gone.returncode == 0, gone.stderr
+    assert "PreToolUse" not in json.loads(local.read_text()).get("hooks", {})
+    os.unlink(local)
