@@ -254,11 +254,16 @@ def test_cursor_nothing_through_claudes_hook_files_is_an_empty_object() -> None:
 
 @pytest.mark.parametrize("dialect", sorted(dialects.DIALECTS))
 def test_only_deny_is_advertised(dialect: str) -> None:
+    """Deny only, except Claude Code's input rewrite (merge; see test_modify.py)."""
     codec = dialects.get(dialect)
+    expected: dict[str, Any] = {"effects": ["deny"]}
+    if dialect == "claude-code":
+        rewrite = {"input": {"replace": False, "merge": True}}
+        expected = {"effects": ["deny", "modify"], "modify": rewrite}
     for event in codec.pre_tool_events:
-        assert codec.capabilities(event) == {"effects": ["deny"]}
+        assert codec.capabilities(event) == expected
     entries = {e["event"]: e for e in manifest(codec)["events"]}
-    assert entries["tool.before"]["capabilities"] == {"effects": ["deny"]}
+    assert entries["tool.before"]["capabilities"] == expected
     assert all(
         e["capabilities"] == {"effects": []} for n, e in entries.items() if n != "tool.before"
     )

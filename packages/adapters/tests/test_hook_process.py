@@ -344,7 +344,8 @@ def test_include_native_delivers_the_native_payload(kit: Any) -> None:
         "eventName": "PreToolUse",
         "payload": payload,
     }
-    assert message["params"]["capabilities"] == {"effects": ["deny"]}
+    rewrite = {"input": {"replace": False, "merge": True}}  # Claude Code carries input rewrites
+    assert message["params"]["capabilities"] == {"effects": ["deny", "modify"], "modify": rewrite}
 
 
 def test_gemini_pairs_the_synthesized_call_id(kit: Any) -> None:

@@ -1,18 +1,20 @@
 """What one hook invocation decided, and which failure policy applies when nothing did.
 
-Owns :class:`Verdict` (``deny``, ``none`` or ``failure``; the form the daemon
-sends back over its socket) and :func:`read_policy`, which answers one question
-from the registration file: if the adapter cannot run the chain at all (a
-malformed native payload, an unreadable registration, a daemon that died, a
-spent budget), does any ``tool.before`` interceptor demand fail-closed? The rule
-itself is the protocol's (:func:`ahp_protocol.wire.routing.strictest_policy`,
+Owns :class:`Verdict` (``deny``, ``modify``, ``none`` or ``failure``; the form
+the daemon sends back over its socket) and :func:`read_policy`, which answers
+one question from the registration file: if the adapter cannot run the chain
+at all (a malformed native payload, an unreadable registration, a daemon that
+died, a spent budget), does any ``tool.before`` interceptor demand fail-closed?
+The rule itself is the protocol's (:func:`ahp_protocol.wire.routing.strictest_policy`,
 standard library only); this module only reads the file.
 
 Conservative by construction: a backend whose subscriptions come from
 ``hooks/configuration`` (none in the file), a subscription that cannot be read
 and a registration that cannot be read count as fail-closed, since nothing shows
 they may fail open. Never carries backend output or exception text: ``detail``
-is a fixed phrase.
+is a fixed phrase. The one backend-supplied value it carries besides a deny's
+reason and code is a ``modify`` verdict's ``input``: the effective tool input,
+which the dialect writes back to the harness as it is.
 """
 
 from __future__ import annotations
@@ -29,12 +31,13 @@ from ahp_adapters.rundir import registration_path
 __all__ = ["GENERIC_DENIAL_REASON", "Policy", "Verdict", "read_policy", "registration_path"]
 
 Policy = Literal["none", "fail-open", "fail-closed"]
-Decision = Literal["deny", "none", "failure"]
+Decision = Literal["deny", "modify", "none", "failure"]
 
 GENERIC_DENIAL_REASON = "Required policy backend unavailable."
 """The reason of every synthetic denial (the same text as the dispatcher's): no internals."""
 
 _MAX_REGISTRATION_BYTES = 1024 * 1024
+_DECISIONS = ("deny", "modify", "none", "failure")
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +46,10 @@ class Verdict:
 
     ``failure`` means no chain result: ``policy`` says what to do about it
     (``fail-closed``: block with the generic reason; otherwise answer nothing).
+    ``modify`` means no denial and an accepted rewrite: ``updated_input`` is the
+    whole effective ``tool.input`` (it differs from the one sent). It never blocks
+    and is never a permission: the harness's own permission flow judges that input.
+    A denial always wins: a chain that denied is ``deny``, whatever it modified.
     """
 
     decision: Decision
@@ -51,6 +58,7 @@ class Verdict:
     synthetic: bool = False
     policy: Policy = "none"
     detail: str = ""
+    updated_input: Mapping[str, Any] | None = None
 
     @property
     def blocks(self) -> bool:
@@ -66,7 +74,7 @@ class Verdict:
         return GENERIC_DENIAL_REASON
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "decision": self.decision,
             "reason": self.reason,
             "code": self.code,
@@ -74,12 +82,20 @@ class Verdict:
             "policy": self.policy,
             "detail": self.detail,
         }
+        if self.decision == "modify":
+            out["input"] = self.updated_input
+        return out
 
     @classmethod
     def from_json(cls, obj: object) -> Verdict:
-        """A verdict from the daemon; anything unexpected is a fail-closed failure."""
-        if not isinstance(obj, Mapping) or obj.get("decision") not in ("deny", "none", "failure"):
-            return cls("failure", policy="fail-closed", detail="unreadable daemon answer")
+        """A verdict from the daemon; anything unexpected is a fail-closed failure
+        (a ``modify`` without an object ``input`` included)."""
+        unreadable = cls("failure", policy="fail-closed", detail="unreadable daemon answer")
+        if not isinstance(obj, Mapping) or obj.get("decision") not in _DECISIONS:
+            return unreadable
+        updated = obj.get("input")
+        if obj["decision"] == "modify" and not isinstance(updated, dict):
+            return unreadable
         policy = obj.get("policy")
         reason = obj.get("reason")
         code = obj.get("code")
@@ -91,6 +107,7 @@ class Verdict:
             synthetic=obj.get("synthetic") is True,
             policy=policy if policy in ("none", "fail-open", "fail-closed") else "fail-closed",
             detail=detail if isinstance(detail, str) else "",
+            updated_input=updated if obj["decision"] == "modify" else None,
         )
 
 

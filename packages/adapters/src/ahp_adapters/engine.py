@@ -9,8 +9,11 @@ interceptor's (the chain may have been anywhere when time ran out).
 
 Used in-process by the hook (no daemon) and by the daemon (warm). Never
 decides for the harness: a result without a denial is "nothing", which the
-hook never turns into a native allow. Never lets an exception out of
-:meth:`Engine.intercept` or :meth:`Engine.observe`; details are fixed phrases.
+hook never turns into a native allow, or, when accepted modifications changed
+``tool.input`` (only where the dialect advertised ``modify``), ``modify`` with
+the effective input, which is not a permission either. A denial always wins.
+Never lets an exception out of :meth:`Engine.intercept` or
+:meth:`Engine.observe`; details are fixed phrases.
 """
 
 from __future__ import annotations
@@ -139,6 +142,15 @@ class Engine:
                 policy=self.policy(dispatcher),
                 detail="backend failure (fail-closed)" if result.denial.synthetic else "",
             )
+        updated = result.tool_input
+        sent = event.get("tool")
+        if (
+            result.event_changed
+            and isinstance(updated, Mapping)
+            and isinstance(sent, Mapping)
+            and updated != sent.get("input")
+        ):
+            return Verdict("modify", policy=self.policy(dispatcher), updated_input=dict(updated))
         return Verdict("none", policy=self.policy(dispatcher))
 
     async def observe(

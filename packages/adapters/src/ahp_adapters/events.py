@@ -9,8 +9,10 @@ always attached here and the dispatcher delivers it only to subscriptions that
 set ``includeNative`` (with a full-body content selection), as the draft says.
 
 Also owns :func:`manifest`, the honest declaration embedded in
-``session.start``: ``tool.before`` interceptable with ``deny`` only, the rest
-observed, gaps for what the dialect cannot see or enforce. Standard library only.
+``session.start``: ``tool.before`` interceptable with exactly what the dialect
+advertises per call (:meth:`Dialect.capabilities`: ``deny``, plus ``modify`` of
+``tool.input`` where the harness enforces a rewrite), the rest observed, gaps for
+what the dialect cannot see or enforce. Standard library only.
 """
 
 from __future__ import annotations
@@ -90,18 +92,30 @@ def build_event(
     return event
 
 
+def tool_before_capabilities(dialect: Dialect) -> dict[str, Any]:
+    """The union of what the dialect advertises at its pre-tool events (each call's own
+    advertisement is then a subset of this declaration, as the draft requires)."""
+    effects: list[str] = ["deny"]
+    modify: dict[str, dict[str, bool]] = {}
+    for native_event in sorted(dialect.pre_tool_events):
+        advertised = dialect.capabilities(native_event)
+        effects += [e for e in advertised["effects"] if e not in effects]
+        for target, ops in advertised.get("modify", {}).items():
+            have = modify.setdefault(target, {"replace": False, "merge": False})
+            for op in ("replace", "merge"):
+                have[op] = have[op] or bool(ops.get(op))
+    return {"effects": effects, "modify": modify} if modify else {"effects": effects}
+
+
 def manifest(dialect: Dialect, *, budget_ms: int = 10_000) -> dict[str, Any]:
     """What this adapter can do for ``dialect`` (all nine manifest fields)."""
     observed = dialect.observed_events()
+    before = tool_before_capabilities(dialect)
     events: list[dict[str, Any]] = []
     for name in observed:
         if name == "tool.before":
             events.append(
-                {
-                    "event": name,
-                    "modes": ["intercept", "observe"],
-                    "capabilities": {"effects": ["deny"]},
-                }
+                {"event": name, "modes": ["intercept", "observe"], "capabilities": before}
             )
         else:
             events.append({"event": name, "modes": ["observe"], "capabilities": {"effects": []}})
@@ -110,10 +124,16 @@ def manifest(dialect: Dialect, *, budget_ms: int = 10_000) -> dict[str, Any]:
             "path": "capabilities.allow",
             "reason": "never encoded: the native allow would skip the harness's permission prompt",
         },
-        {
-            "path": "capabilities.modify",
-            "reason": "input rewrites are not carried into the native answer",
-        },
+        *(
+            []
+            if "modify" in before["effects"]
+            else [
+                {
+                    "path": "capabilities.modify",
+                    "reason": "input rewrites are not carried into the native answer",
+                }
+            ]
+        ),
         {
             "path": "adapter.process",
             "reason": "if the harness cannot start the adapter or kills it, the harness fails open",

@@ -380,7 +380,21 @@ def read_call(options: HookOptions, raw: bytes | None, log: Log) -> Call:
 
 
 def answer_for(call: Call, verdict: Verdict, log: Log) -> NativeAnswer:
-    """The native answer to a ``tool.before`` call, given the chain's verdict."""
+    """The native answer to a ``tool.before`` call, given the chain's verdict.
+
+    ``modify``: the dialect's :meth:`~Dialect.render_modify` of the effective input,
+    only if this call advertised ``modify``. Anything else cannot happen (the
+    dispatcher refuses unadvertised effects) and is an internal error under the
+    failure policy, never "nothing": dropping an accepted rewrite would run the
+    very input the backend replaced.
+    """
+    if verdict.decision == "modify" and verdict.updated_input is not None:
+        from ahp_adapters.dialects.base import ModifyNotCarried
+
+        if "modify" in call.capabilities.get("effects", ()):
+            with contextlib.suppress(ModifyNotCarried):
+                return call.dialect.render_modify(verdict.updated_input, call.native_event)
+        verdict = Verdict("failure", policy=verdict.policy, detail="rewrite not carried")
     if verdict.decision == "failure":
         log(f"no decision ({verdict.detail}); policy {verdict.policy}")
     elif verdict.synthetic:

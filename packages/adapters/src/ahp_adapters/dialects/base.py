@@ -1,10 +1,11 @@
 """What every native dialect shares: the codec interface and the small helpers behind it.
 
 Owns :class:`Dialect` (parse one native payload into a :class:`Parsed`, render
-a deny or "nothing" as a :class:`NativeAnswer`), :class:`PayloadError` (a
-payload we cannot read, with a fixed reason), and the helpers the codecs use:
-tool input parsing, stable synthesized ids, MCP descriptors, canonical tool
-output messages, URL and argument scrubbing.
+a deny, "nothing" or, where the harness enforces it, an input rewrite as a
+:class:`NativeAnswer`; advertise exactly that in :meth:`Dialect.capabilities`),
+:class:`PayloadError` (a payload we cannot read, with a fixed reason), and the
+helpers the codecs use: tool input parsing, stable synthesized ids, MCP
+descriptors, canonical tool output messages, URL and argument scrubbing.
 
 Never: imports anything outside the standard library (the hook process that
 talks to the warm daemon must start fast), emits a native "allow" (no effect
@@ -40,6 +41,11 @@ SECRET_FLAG = re.compile(r"(?i)(token|secret|password|passwd|api[-_]?key|auth|cr
 
 class PayloadError(ValueError):
     """A native payload this dialect cannot read. The message is fixed: no payload values."""
+
+
+class ModifyNotCarried(RuntimeError):
+    """An input rewrite reached a dialect that does not advertise ``modify`` (an internal
+    error: the dispatcher refuses unadvertised effects before this could happen)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,7 +238,9 @@ class Dialect(ABC):
     - :meth:`render_deny`: the dialect's own blocking answer for a pre-tool event
       (``native_event`` ``None`` when the event could not be told: the most
       portable blocking form, exit 2 with the reason on stderr);
-    - :meth:`render_nothing`: what "no decision" looks like (never native allow).
+    - :meth:`render_nothing`: what "no decision" looks like (never native allow);
+    - :meth:`render_modify`: only where :attr:`input_rewrite` is set, an accepted
+      input rewrite in the harness's own form (never with the native allow).
     """
 
     name: ClassVar[str] = ""
@@ -247,6 +255,18 @@ class Dialect(ABC):
     """The harness's behaviour this codec relies on (see :class:`Quirks`)."""
     native_timeout_unit: ClassVar[Literal["s", "ms"]] = "s"
     documented_timeout_s: ClassVar[float] = 600.0
+    input_rewrite: ClassVar[Mapping[str, bool] | None] = None
+    """``{"replace": bool, "merge": bool}``: the ``modify`` operations on ``tool.input`` the
+    harness enforces at its pre-tool events (``None``: ``modify`` is not advertised).
+
+    Never inherited: a codec that reads another harness's format (Codex and VS Code
+    read Claude's) advertises a rewrite only if it sets this itself, since what a
+    harness enforces is that harness's fact, not its payload format's."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "input_rewrite" not in cls.__dict__:
+            cls.input_rewrite = None
 
     def resolve(self, payload: Mapping[str, Any]) -> Dialect:
         """The dialect that really sent ``payload`` (a harness may load another's hook file)."""
@@ -276,12 +296,34 @@ class Dialect(ABC):
         return NativeAnswer(stderr=clip(reason) + "\n", exit_code=2)
 
     def capabilities(self, native_event: str) -> dict[str, Any]:
-        """What the adapter can enforce at this pre-tool event: ``deny`` only.
+        """What the adapter can enforce at this pre-tool event: ``deny``, and ``modify``
+        on ``input`` with exactly the operations of :attr:`input_rewrite` (if any).
 
         ``allow`` is never advertised: encoding it would mean emitting the
         native allow, which skips the harness's own permission prompt.
         """
-        return {"effects": ["deny"]}
+        rewrite = self.input_rewrite
+        if rewrite is None or native_event not in self.pre_tool_events:
+            return {"effects": ["deny"]}
+        return {"effects": ["deny", "modify"], "modify": {"input": dict(rewrite)}}
+
+    def carries_modify(self, native_event: str | None) -> bool:
+        """Whether :meth:`capabilities` advertises ``modify`` at ``native_event``."""
+        if native_event is None or not self.is_pre_tool(native_event):
+            return False
+        return "modify" in self.capabilities(native_event)["effects"]
+
+    def render_modify(
+        self, updated_input: Mapping[str, Any], native_event: str | None
+    ) -> NativeAnswer:
+        """The native answer carrying an accepted input rewrite: ``updated_input`` is the
+        whole effective ``tool.input`` (every modification already applied).
+
+        Only for a dialect that advertises ``modify`` at ``native_event``; the default
+        raises :class:`ModifyNotCarried` (the hook treats that as an internal error,
+        so the failure policy decides: an accepted rewrite is never silently dropped).
+        """
+        raise ModifyNotCarried("this dialect does not carry input rewrites")
 
     def manifest_gaps(self) -> list[dict[str, str]]:
         return []

@@ -8,8 +8,11 @@ it and answers in its own blocking form.
 
 Deny: exit 0 with ``hookSpecificOutput.permissionDecision: "deny"`` (the
 documented JSON form). No effect: exit 0, empty stdout; never ``allow``, which
-would skip Claude's permission prompt. Each harness's behaviour the codecs rely
-on is the ``quirks`` of its class. Fact source: docs/native-dialects §1, §2.5,
+would skip Claude's permission prompt. Claude Code (only: not VS Code, not
+Codex) advertises ``modify`` (``merge``) on ``tool.input`` and renders an
+accepted rewrite as ``hookSpecificOutput.updatedInput`` with no
+``permissionDecision``. Each harness's behaviour the codecs rely on is the
+``quirks`` of its class. Fact source: docs/native-dialects §1, §2.5,
 §7 (Claude Agent SDK types, official hooks reference).
 """
 
@@ -115,6 +118,10 @@ class ClaudeCode(Dialect):
     )
     kinds: ClassVar[Mapping[str, str]] = CLAUDE_KINDS
     documented_timeout_s: ClassVar[float] = 600.0
+    input_rewrite: ClassVar[Mapping[str, bool] | None] = {"replace": False, "merge": True}
+    """``updatedInput`` "overrides tool_input fields": the whole effective input is written,
+    exact under override semantics and under wholesale replacement alike, except that a
+    ``replace`` dropping a field cannot be enforced by an override; so merge only."""
     quirks: ClassVar[Quirks] = Quirks(
         title="Claude Code",
         no_effect="Exit 0 and empty stdout: Claude Code reads no decision and runs its normal "
@@ -237,6 +244,18 @@ class ClaudeCode(Dialect):
         }
         return NativeAnswer(stdout=json.dumps(output, ensure_ascii=False) + "\n")
 
+    def render_modify(
+        self, updated_input: Mapping[str, Any], native_event: str | None
+    ) -> NativeAnswer:
+        """``updatedInput`` alone: no ``permissionDecision`` (never ``allow``), so Claude's
+        own permission flow judges the updated input."""
+        if not self.carries_modify(native_event):
+            return super().render_modify(updated_input, native_event)
+        output = {
+            "hookSpecificOutput": {"hookEventName": native_event, "updatedInput": updated_input}
+        }
+        return NativeAnswer(stdout=json.dumps(output, ensure_ascii=False) + "\n")
+
     def manifest_gaps(self) -> list[dict[str, str]]:
         return [
             {"path": "toolPaths.mention", "reason": "@file mentions do not fire PreToolUse"},
@@ -285,6 +304,7 @@ class VSCode(ClaudeCode):
     all_events: ClassVar[frozenset[str]] = frozenset({"PreToolUse", "PostToolUse", "SessionStart"})
     kinds: ClassVar[Mapping[str, str]] = VSCODE_KINDS
     documented_timeout_s: ClassVar[float] = 30.0
+    input_rewrite: ClassVar[Mapping[str, bool] | None] = None  # not documented to be honoured
     quirks: ClassVar[Quirks] = Quirks(
         title="VS Code agent hooks (running Claude's hook files)",
         no_effect="Exit 0 and empty stdout: no decision (VS Code's examples print "
