@@ -748,6 +748,18 @@ def _visit(
     return value
 
 
+def _copy_json(value: Any) -> Any:
+    """A deep copy of a JSON value (``copy.deepcopy`` for anything else): several times faster
+    than ``deepcopy`` on events, which are JSON, and on every intercept's path."""
+    if isinstance(value, dict):
+        return {key: _copy_json(child) for key, child in value.items()}
+    if isinstance(value, list):
+        return [_copy_json(child) for child in value]
+    if value is None or isinstance(value, (str, int, float)):
+        return value
+    return copy.deepcopy(value)
+
+
 def _drop_native(event: dict[str, Any]) -> None:
     event.pop("native", None)
     error = event.get("error")
@@ -790,11 +802,15 @@ def project_event(
       reason ``"withheld by content selection"``. The tool input otherwise
       stays whole: it is the operation that policy decides on.
     """
-    projected: dict[str, Any] = copy.deepcopy(dict(event))
+    source = dict(event)
+    keep_native = include_native and _allows_native(selection)
+    if not keep_native:
+        source.pop("native", None)  # before the copy: a native payload can be most of an event
+    projected: dict[str, Any] = _copy_json(source)
     projector = _Projector(selection)
     for slot in _PART_SLOTS:
         _visit(projected, slot, projector.node, [])
-    if not (include_native and _allows_native(selection)):
+    if not keep_native:
         _drop_native(projected)
     if projector.withheld:
         scrubbed: list[str] = []
