@@ -1,37 +1,62 @@
-"""Per-call latency of ``ahp-adapter hook``, with and without the warm daemon.
+"""Per-call latency of the adapter's native hooks, side by side with the interpreter floor.
 
-Runs the hook as the native harness would (a new process per tool call, the
-payload on stdin) against our deny-list backend, persistent over stdio and
-over loopback HTTP, and prints the median and p90 wall time per call for:
+Runs the hooks as a native harness would, against our deny-list backend
+(persistent over stdio, and over loopback HTTP), Claude Code payload:
 
-- ``off``: the chain runs in the hook process (the backend is spawned, or the
-  HTTP client built, for every call);
-- ``daemon``: the hook hands the event to the warm daemon over its Unix socket
-  (the first call, which starts the daemon, is reported apart as "cold");
-- ``floor``: ``python -c pass``, the interpreter start-up every hook pays.
+- ``floor``: ``python -c pass``, the start-up every Python hook pays;
+- ``command, warm daemon``: ``ahp-adapter hook claude-code`` (the entry point the
+  installer writes) as a new process per call, the daemon already running: the
+  thin client's path;
+- ``http hook``: ``POST /claude-code/PreToolUse`` to ``ahp-adapter serve`` over one
+  keep-alive connection (as Claude Code's http hooks do), and over a new
+  connection per call; beside it ``http floor``, a bare uvicorn app that answers
+  ``{}`` (the same server settings, no chain): what any HTTP hook costs here;
+- ``command, in-process``: ``--daemon off``, the chain in the hook process (the
+  backend spawned, or the HTTP client built, every call); fewer calls, it is slow;
+- the first call through the daemon, which starts it, is reported apart as "cold".
 
-Bytecode caching is on (``PYTHONPYCACHEPREFIX`` in a temporary directory) as
-in a normal install, even if the environment disables it. Absolute times on a
-shared machine are noise: compare the rows of one run.
+Three phases, each in interleaved rounds (one call of each row per round, so a busy
+moment of the machine hits all rows alike); medians and p90 per row:
 
-    uv run python packages/adapters/bench/hook_latency.py [--calls 20]
+1. the process rows (floor, warm command hooks);
+2. the HTTP rows back to back;
+3. the HTTP rows again after an idle gap (``--gap``, default 20 ms) before each call,
+   as a harness that calls a hook now and then does. On this machine (a VM) waking an
+   idle process costs about a millisecond, and an http hook wakes three (the harness
+   side, ``serve``, the backend): reported, with the floor's, not checked.
+
+Bytecode caching is on (``PYTHONPYCACHEPREFIX`` in a temporary directory), as in a
+normal install, even if the environment disables it. Absolute times on a shared
+machine are noise: read the ratios.
+
+Targets (``--check`` exits 1 when one is missed):
+
+- warm command hook (stdio and HTTP backend) <= 2 x floor (median, phase 1);
+- http hook over keep-alive <= 2 ms (median, phase 2).
+
+    uv run python packages/adapters/bench/hook_latency.py [--calls 40] [--gap S] [--check] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import shutil
+import signal
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[3]
 RULES = REPO / "examples" / "backends" / "denylist.toml"
+BIN = Path(sys.executable).parent
 PAYLOAD = {
     "session_id": "3f1c2a9e-7b4d-4c1e-9a55-0d2e8f6b1c44",
     "transcript_path": "/tmp/transcript.jsonl",
@@ -42,49 +67,134 @@ PAYLOAD = {
     "tool_input": {"command": "rm -rf /"},
     "tool_use_id": "toolu_bench",
 }
+DATA = json.dumps(PAYLOAD).encode()
+SECRET = "bench-secret-0123456789abcdef0123"
+FLOOR_RATIO = 2.0
+HTTP_HOOK_MS = 2.0
 
 
 def registration(path: Path, transport: dict[str, object]) -> Path:
-    doc = {
-        "protocolVersion": "draft",
-        "hooks": [
-            {
-                "id": "com.example.ahp.denylist",
-                "transport": transport,
-                "subscriptions": [
-                    {
-                        "events": ["tool.before"],
-                        "mode": "intercept",
-                        "timeoutMs": 5000,
-                        "failurePolicy": "fail-closed",
-                        "content": {"default": "metadata"},
-                    }
-                ],
-            }
-        ],
+    sub = {
+        "events": ["tool.before"],
+        "mode": "intercept",
+        "timeoutMs": 5000,
+        "failurePolicy": "fail-open",
+        "content": {"default": "metadata"},
     }
-    path.write_text(json.dumps(doc))
+    hook = {"id": "com.example.ahp.denylist", "transport": transport, "subscriptions": [sub]}
+    path.write_text(json.dumps({"protocolVersion": "draft", "hooks": [hook]}))
     return path
 
 
-def once(argv: list[str], env: dict[str, str], cwd: Path, data: bytes) -> float:
+def run(argv: list[str], env: dict[str, str], cwd: Path, data: bytes, expect: bool) -> float:
     started = time.perf_counter()
     done = subprocess.run(argv, input=data, capture_output=True, env=env, cwd=cwd, timeout=60)
     elapsed = time.perf_counter() - started
-    if argv[-1] != "pass" and b'"deny"' not in done.stdout:
-        raise SystemExit(f"unexpected answer: {done.stdout!r} {done.stderr!r}")
+    if expect and b'"deny"' not in done.stdout:
+        raise SystemExit(f"unexpected answer from {argv[:3]}: {done.stdout!r} {done.stderr!r}")
     return elapsed
 
 
-def row(name: str, times: list[float]) -> str:
+def listening(proc: subprocess.Popen[bytes]) -> str:
+    """The ``http://HOST:PORT`` a server printed on stderr."""
+    assert proc.stderr is not None
+    for raw in iter(proc.stderr.readline, b""):
+        text = raw.decode()
+        if "listening on http://" in text:
+            return text.split("listening on ", 1)[1].strip()
+    raise SystemExit("a server exited before listening")
+
+
+HTTP_FLOOR = """
+import socket, sys, uvicorn
+async def app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    while (await receive()).get("more_body"):
+        pass
+    headers = [(b"content-length", b"2"), (b"content-type", b"application/json")]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": b"{}"})
+sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+sock.bind(("127.0.0.1", 0))
+sock.listen(128)
+print(f"listening on http://127.0.0.1:{sock.getsockname()[1]}", file=sys.stderr, flush=True)
+config = uvicorn.Config(app, log_level="warning", access_log=False, log_config=None,
+                        lifespan="off", server_header=False, date_header=False,
+                        http="httptools")
+uvicorn.Server(config).run(sockets=[sock])
+"""
+"""A bare uvicorn app with ``serve``'s settings: the cost of any HTTP hook, without a chain."""
+
+
+class HttpHook:
+    """``ahp-adapter serve claude-code`` and the two ways to POST to it."""
+
+    def __init__(self, reg: Path | None, env: dict[str, str], work: Path) -> None:
+        secret = work / "secret"
+        secret.write_text(SECRET)
+        secret.chmod(0o600)
+        argv = [sys.executable, "-c", HTTP_FLOOR]  # reg None: the floor
+        if reg is not None:
+            argv = [str(BIN / "ahp-adapter"), "serve", "claude-code", "--registration", str(reg)]
+            argv += ["--http", "127.0.0.1:0", "--secret-file", str(secret)]
+        self.expect = b"{}" if reg is None else b'"deny"'
+        self.proc = subprocess.Popen(
+            argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env
+        )
+        self.port = int(listening(self.proc).rsplit(":", 1)[1])
+        self.conn = self._connect()
+
+    def _connect(self) -> http.client.HTTPConnection:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        conn.connect()
+        assert conn.sock is not None
+        conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return conn
+
+    def post(self, conn: http.client.HTTPConnection) -> float:
+        headers = {"content-type": "application/json", "X-AHP-Adapter-Secret": SECRET}
+        started = time.perf_counter()
+        conn.request("POST", "/claude-code/PreToolUse", body=DATA, headers=headers)
+        body = conn.getresponse().read()
+        elapsed = time.perf_counter() - started
+        if self.expect not in body:
+            raise SystemExit(f"unexpected http hook answer: {body!r}")
+        return elapsed
+
+    def keep_alive(self) -> float:
+        return self.post(self.conn)
+
+    def new_connection(self) -> float:
+        conn = self._connect()
+        try:
+            return self.post(conn)
+        finally:
+            conn.close()
+
+    def stop(self) -> None:
+        self.conn.close()
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=30)
+
+
+def summary(times: list[float]) -> dict[str, float]:
     ordered = sorted(times)
     p90 = ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
-    return f"{name:<28} median {statistics.median(times) * 1000:7.1f} ms   p90 {p90 * 1000:7.1f} ms"
+    return {"median_ms": statistics.median(times) * 1000, "p90_ms": p90 * 1000, "n": len(times)}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--calls", type=int, default=20)
+    parser.add_argument("--calls", type=int, default=40, help="interleaved rounds (default 40)")
+    parser.add_argument(
+        "--slow-calls", type=int, default=5, help="in-process calls per backend (default 5)"
+    )
+    parser.add_argument(
+        "--gap", type=float, default=0.02, help="idle seconds before each phase-3 call"
+    )
+    parser.add_argument("--check", action="store_true", help="exit 1 if a target is missed")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="ahpb-", dir="/tmp"))
     runtime = work / "run"
@@ -93,33 +203,21 @@ def main() -> int:
         **os.environ,
         "AHP_ADAPTER_RUNTIME_DIR": str(runtime),
         "PYTHONPYCACHEPREFIX": str(work / "pyc"),
-        "PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
     }
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    data = json.dumps(PAYLOAD).encode()
-    server = subprocess.Popen(
+    backend = subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "ahp_backends.cli",
-            "denylist",
-            "--rules",
-            str(RULES),
-            "--http",
-            "127.0.0.1:0",
+            *(sys.executable, "-m", "ahp_backends.cli", "denylist", "--rules", str(RULES)),
+            *("--http", "127.0.0.1:0"),
         ],
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         env=env,
     )
+    servers: list[HttpHook] = []
     try:
-        assert server.stderr is not None
-        url = ""
-        for raw in iter(server.stderr.readline, b""):
-            text = raw.decode()
-            if "listening on http://" in text:
-                url = text.split("listening on ", 1)[1].strip() + "/"
-                break
+        url = listening(backend) + "/"
         stdio = {
             "type": "stdio",
             "command": sys.executable,
@@ -127,45 +225,61 @@ def main() -> int:
             "lifecycle": "persistent",
         }
         regs = {
-            "stdio persistent": registration(work / "stdio.json", stdio),
-            "http": registration(work / "http.json", {"type": "http", "url": url}),
+            "stdio backend": registration(work / "stdio.json", stdio),
+            "http backend": registration(work / "http.json", {"type": "http", "url": url}),
         }
         floor = [sys.executable, "-c", "pass"]
-        once(floor, env, work, b"")  # warm the page cache
-        print(f"hook latency, {args.calls} calls each (deny-list backend, Claude Code payload)")
-        print(
-            row("floor: python -c pass", [once(floor, env, work, b"") for _ in range(args.calls)])
-        )
-        for name, reg in regs.items():
-            hook = [
-                sys.executable,
-                "-m",
-                "ahp_adapters",
-                "hook",
-                "claude-code",
-                "--registration",
-                str(reg),
-                "--daemon",
+        hook = {
+            name: [str(BIN / "ahp-adapter"), "hook", "claude-code", "--registration", str(reg)]
+            for name, reg in regs.items()
+        }
+        rows: dict[str, list[float]] = {}
+        single: dict[str, float] = {}
+        for name, argv in hook.items():  # compile and cache bytecode, then start the daemon
+            run([*argv, "--daemon", "off"], env, work, DATA, True)
+            single[f"command, daemon cold start ({name})"] = run(
+                [*argv, "--daemon", "auto"], env, work, DATA, True
+            )
+        run(floor, env, work, b"", False)
+        server = HttpHook(regs["stdio backend"], env, work)
+        bare = HttpHook(None, env, work)
+        servers += [server, bare]
+        processes: dict[str, Callable[[], float]] = {
+            "floor: python -c pass": lambda: run(floor, env, work, b"", False),
+            **{
+                f"command, warm daemon ({name})": (
+                    lambda argv=argv: run([*argv, "--daemon", "auto"], env, work, DATA, True)
+                )
+                for name, argv in hook.items()
+            },
+        }
+        http_rows: dict[str, Callable[[], float]] = {
+            "http floor, keep-alive (bare uvicorn)": bare.keep_alive,
+            "http hook, keep-alive (stdio backend)": server.keep_alive,
+            "http hook, new connection (stdio backend)": server.new_connection,
+        }
+        for call in http_rows.values():
+            call()  # warm the connections and the chain
+        for _ in range(args.calls):
+            for name, call in processes.items():
+                rows.setdefault(name, []).append(call())
+        for _ in range(args.calls):
+            for name, call in http_rows.items():
+                rows.setdefault(name, []).append(call())
+        for _ in range(args.calls):
+            for name, call in http_rows.items():
+                time.sleep(args.gap)
+                rows.setdefault(f"{name}, after {args.gap * 1000:g} ms idle", []).append(call())
+        for name, argv in hook.items():
+            rows[f"command, in-process ({name})"] = [
+                run([*argv, "--daemon", "off"], env, work, DATA, True)
+                for _ in range(args.slow_calls)
             ]
-            once([*hook, "off"], env, work, data)  # compile and cache bytecode first
-            off = [once([*hook, "off"], env, work, data) for _ in range(args.calls)]
-            cold = once([*hook, "auto"], env, work, data)
-            warm = [once([*hook, "auto"], env, work, data) for _ in range(args.calls)]
-            print(row(f"{name}: in-process", off))
-            print(f"{name + ': daemon cold start':<28} {cold * 1000:13.1f} ms")
-            print(row(f"{name}: daemon warm", warm))
         for sock in runtime.glob("d-*.sock"):
             subprocess.run(
                 [
-                    sys.executable,
-                    "-m",
-                    "ahp_adapters",
-                    "daemon",
-                    "stop",
-                    "--socket",
-                    str(sock),
-                    "--registration",
-                    str(regs["http"]),
+                    *(str(BIN / "ahp-adapter"), "daemon", "stop", "--socket", str(sock)),
+                    *("--registration", str(regs["http backend"])),
                 ],
                 capture_output=True,
                 env=env,
@@ -173,10 +287,36 @@ def main() -> int:
                 timeout=30,
             )
     finally:
-        server.terminate()
-        server.wait(timeout=10)
+        for server in servers:
+            server.stop()
+        backend.terminate()
+        backend.wait(timeout=10)
         shutil.rmtree(work, ignore_errors=True)
-    return 0
+    figures = {name: summary(times) for name, times in rows.items()}
+    floor_ms = figures["floor: python -c pass"]["median_ms"]
+    checks = []
+    for name in hook:
+        ratio = figures[f"command, warm daemon ({name})"]["median_ms"] / floor_ms
+        checks.append((f"command warm ({name}) / floor", ratio, FLOOR_RATIO, "x"))
+    keep_alive = figures["http hook, keep-alive (stdio backend)"]["median_ms"]
+    checks.append(("http hook, keep-alive median", keep_alive, HTTP_HOOK_MS, " ms"))
+    passed = all(value <= target for _, value, target, _ in checks)
+    if args.json:
+        print(json.dumps({"rows": figures, "single": single, "checks": checks, "pass": passed}))
+    else:
+        print(
+            f"hook latency: deny-list backend, Claude Code payload, {args.calls} interleaved "
+            f"rounds ({args.slow_calls} calls for in-process rows)"
+        )
+        for name, row in figures.items():
+            print(f"  {name:<44} median {row['median_ms']:7.1f} ms   p90 {row['p90_ms']:7.1f} ms")
+        for name, value in single.items():
+            print(f"  {name:<44} {value * 1000:14.1f} ms")
+        print(f"\n  {'check':<44} {'value':>9} {'target':>10}  result")
+        for name, value, target, unit in checks:
+            verdict = "PASS" if value <= target else "FAIL"
+            print(f"  {name:<44} {value:8.2f}{unit:<2} <= {target:g}{unit:<3} {verdict}")
+    return 1 if args.check and not passed else 0
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ what the dialect cannot see or enforce. Standard library only.
 
 from __future__ import annotations
 
+import functools
 import os
 import uuid
 from collections.abc import Mapping
@@ -48,6 +49,7 @@ def _machine() -> str:
     return socket.gethostname()
 
 
+@functools.cache
 def source_uri(dialect: str) -> str:
     """``urn:uuid:`` stable per machine, user and dialect (a name-based UUID: nothing leaks)."""
     uid = os.getuid() if hasattr(os, "getuid") else os.environ.get("USERNAME", "")
