@@ -494,3 +494,14 @@ def test_deny_through_the_warm_daemon(kit: Any) -> None:
         )
         assert (done.returncode, done.stdout, done.stderr) == (0, deny_bytes(REASON), "")
     assert kit.daemon_sockets()  # it really went through a daemon
+
+
+def test_the_readme_states_the_deny_limits_install_prints() -> None:
+    """The README's Copilot block is DENY_LIMITS, line for line (one text, two readers)."""
+    from ahp_adapters.dialects.copilot import DENY_LIMITS
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    begin = readme.index("<!-- copilot-limits:begin")
+    block = readme[readme.index("\n", begin) + 1 : readme.index("<!-- copilot-limits:end -->")]
+    title, *lines = DENY_LIMITS
+    assert block == f"**{title}**\n\n" + "".join(f"- {line}\n" for line in lines)

@@ -216,6 +216,12 @@ def test_install_http_then_serve_then_uninstall(kit: Any) -> None:
     env = {**kit.env, "AHP_ADAPTER_CONFIG_DIR": str(kit.tmp / "config")}
     port = free_port()
     address = f"127.0.0.1:{port}"
+    command = install(
+        kit, env, "install", "claude-code", "--registration", str(registration),
+        "--project", str(project),
+    )  # fmt: skip
+    assert command.returncode == 0, command.stderr
+    assert "PreToolUse" in json.loads(committed.read_text())["hooks"]  # the command hook
     done = install(
         kit, env, "install", "claude-code", "--registration", str(registration),
         "--project", str(project), "--transport", "http", "--http", address,
@@ -224,7 +230,9 @@ def test_install_http_then_serve_then_uninstall(kit: Any) -> None:
     assert "ahp-adapter serve claude-code" in done.stderr and "lets every tool call through" in (
         done.stderr
     )
-    assert committed.read_text() == '{"permissions": {"allow": []}}\n'  # never the secret
+    # The command hook is taken out (one install never fires both), and the secret never
+    # goes into the committable file: it is back as it was before either install.
+    assert json.loads(committed.read_text()) == {"permissions": {"allow": []}, "hooks": {}}
     local = project / ".claude" / "settings.local.json"
     assert local.stat().st_mode & 0o077 == 0
     settings = json.loads(local.read_text())
@@ -248,10 +256,17 @@ def test_install_http_then_serve_then_uninstall(kit: Any) -> None:
     )  # fmt: skip
     assert again.returncode == 0
     assert json.loads(local.read_text()) == settings  # replaced, not duplicated; same secret
-    gone = install(
-        kit, env, "uninstall", "claude-code", "--project", str(project),
-        "--config", str(local),
-    )  # fmt: skip
+    gone = install(kit, env, "uninstall", "claude-code", "--project", str(project))
     assert gone.returncode == 0, gone.stderr
-    assert "PreToolUse" not in json.loads(local.read_text()).get("hooks", {})
-    os.unlink(local)
+    assert json.loads(local.read_text())["hooks"] == {}  # found in settings.local.json
+    back = install(
+        kit, env, "install", "claude-code", "--registration", str(registration),
+        "--project", str(project),
+    )  # fmt: skip
+    assert back.returncode == 0, back.stderr
+    assert json.loads(local.read_text())["hooks"] == {}  # the http hooks are gone again
+    assert "PreToolUse" in json.loads(committed.read_text())["hooks"]
+    gone = install(kit, env, "uninstall", "claude-code", "--project", str(project))
+    assert gone.returncode == 0, gone.stderr
+    assert json.loads(committed.read_text()) == {"permissions": {"allow": []}, "hooks": {}}
+    assert secret_file.exists()  # kept: a reinstall uses the same secret

@@ -243,7 +243,7 @@ def _install(args: argparse.Namespace) -> int:
     if args.print:
         sys.stdout.write(plan.text())
         return 0
-    if args.command == "uninstall" and plan.removed == 0:
+    if args.command == "uninstall" and plan.removed_total == 0:
         print(f"no ahp-adapter hooks in {plan.path}", file=sys.stderr)
         return 0
     try:
@@ -257,6 +257,8 @@ def _install(args: argparse.Namespace) -> int:
     verb = "installed" if args.command == "install" else "removed"
     count = plan.added if args.command == "install" else plan.removed
     print(f"{verb} {count} hook entries in {plan.path}", file=sys.stderr)
+    for other in plan.also:
+        print(f"removed {other.removed} earlier hook entries in {other.path}", file=sys.stderr)
     for note in plan.notes:
         print(f"note: {note}", file=sys.stderr)
     return 0

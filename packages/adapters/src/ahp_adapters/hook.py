@@ -3,8 +3,10 @@
 For a pre-tool hook: read the native payload from stdin, build ``tool.before``,
 run the registration's chain (through the warm daemon, or in this process),
 and answer in the dialect's own form: its blocking answer on a deny (a
-backend's reason, or the generic reason after a fail-closed failure), and
-*nothing* (exit 0, empty stdout) otherwise. Never the native "allow": no
+backend's reason, or the generic reason after a fail-closed failure); on
+Claude Code, an accepted input rewrite as ``updatedInput`` alone (never with a
+permission decision); and the dialect's "no decision" otherwise (nothing, or
+``{}`` for Cursor: see each codec's ``quirks``). Never the native "allow": no
 effect is not permission, and the harness's own permission prompt must run.
 
 The failure policy lives here because every native harness fails open when a
@@ -13,7 +15,7 @@ inside the native hook timeout the installer writes); a spent budget, a
 malformed payload, an unreadable registration, a daemon that died with the
 request, an internal error: each is a failure, and the strictest
 ``tool.before`` interceptor's policy decides (fail-closed: the blocking
-answer with the generic reason; fail-open: nothing). Post-tool and session
+answer with the generic reason; fail-open: no decision). Post-tool and session
 hooks become ``tool.after``, ``session.start`` and ``session.end``
 observations: best effort, never an answer.
 
@@ -488,8 +490,8 @@ def _run(
             traceback.print_exc(file=sys.stderr)
         try:
             answer = _failure_answer(dialect, options.event, options.registration)
-        except Exception:
-            answer = NativeAnswer()
+        except Exception:  # the last resort: the dialect's own "no decision", as data
+            answer = NativeAnswer(stdout=dialect.quirks.no_effect_stdout)
     finally:
         if _watchdog is not None:
             _watchdog.disarm()

@@ -134,6 +134,14 @@ class Plan:
     """Folders to remove after deleting the file, if that leaves them empty (innermost first)."""
     secret_file: str | None = None
     """Claude Code http hooks: the per-install secret's file, created (or kept) by :func:`write`."""
+    also: list[Plan] = field(default_factory=list)
+    """Other files written with this one: our entries taken out of a Claude Code project's
+    other settings file (the command hooks live in ``settings.json``, the http hooks, which
+    hold a secret, in ``settings.local.json``), so one install never runs both."""
+
+    @property
+    def removed_total(self) -> int:
+        return self.removed + sum(other.removed for other in self.also)
 
     def text(self) -> str:
         if self.raw is not None:
@@ -343,6 +351,7 @@ def plan_install(
     timeout = native_timeout(dialect, budget)
     fail_closed = read_policy(registration) == "fail-closed"
     plan = Plan(path, doc, removed=removed, layout=layout)
+    plan.also = _sibling(dialect, path, project, config)
     for event in events:
         argv = [
             *prefix,
@@ -419,7 +428,7 @@ def _plan_http(
     if port == 0:
         raise InstallError("--http: give a fixed port (the settings file names it)")
     if config is None and project is not None:
-        path = path.with_name("settings.local.json")
+        path = path.with_name(LOCAL_SETTINGS)
     secret_file = http_hook.secret_path(port)
     doc, layout = _load_with_layout(path)
     removed = remove_ours(dialect, doc, path)
@@ -429,6 +438,7 @@ def _plan_http(
     shown = f"[{host}]" if ":" in host else host
     plan = Plan(path, doc, removed=removed, layout=layout)
     plan.secret_file = secret_file
+    plan.also = _sibling(dialect, path, project, config)
     for event in events:
         handler = {
             "type": "http",
@@ -536,6 +546,21 @@ def _plan_kimi(
     return plan
 
 
+def _sibling(dialect: str, path: Path, project: str | None, config: str | None) -> list[Plan]:
+    """Our entries taken out of a Claude Code project's other settings file, if it has any."""
+    if dialect != "claude-code" or project is None or config is not None:
+        return []
+    other = path.with_name("settings.json" if path.name == LOCAL_SETTINGS else LOCAL_SETTINGS)
+    if not other.exists():
+        return []
+    doc, layout = _load_with_layout(other)
+    removed = remove_ours(dialect, doc, other)
+    return [Plan(other, doc, removed=removed, layout=layout)] if removed else []
+
+
+LOCAL_SETTINGS = "settings.local.json"
+
+
 def plan_uninstall(dialect: str, *, project: str | None = None, config: str | None = None) -> Plan:
     dialect = dialects.canonical_name(dialect)
     path = Path(config).resolve() if config else config_path(dialect, project)
@@ -544,6 +569,7 @@ def plan_uninstall(dialect: str, *, project: str | None = None, config: str | No
         return Plan(path, {}, removed=removed, raw=text)
     doc, layout = _load_with_layout(path)
     plan = Plan(path, doc, removed=remove_ours(dialect, doc, path), layout=layout)
+    plan.also = _sibling(dialect, path, project, config)
     # Our own file with only ours in it: gone again, as if never installed, and with it
     # the folders install may have made (hooks/, and a project's .github/) if left empty.
     only_ours = doc == {"version": 1, "hooks": {}}
@@ -557,6 +583,8 @@ def plan_uninstall(dialect: str, *, project: str | None = None, config: str | No
 def write(plan: Plan) -> None:
     """Write the plan's document atomically (same directory, then rename), keeping the mode;
     or delete the file (and the plan's emptied folders) when the plan says ``remove``."""
+    for other in plan.also:
+        write(other)
     path = plan.path
     if plan.remove:
         with contextlib.suppress(FileNotFoundError):

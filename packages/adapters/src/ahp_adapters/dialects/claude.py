@@ -137,8 +137,10 @@ class ClaudeCode(Dialect):
         allow='`permissionDecision: "allow"` skips the permission prompt (not deny or ask rules, '
         "nor managed policy), so it is never written.",
         ask='`permissionDecision: "ask"` shows the permission prompt; never written.',
-        modify="Enforced: an accepted modification becomes `hookSpecificOutput.updatedInput` "
-        "(replace), never with the native allow.",
+        modify="Enforced, merge only: an accepted modification becomes "
+        "`hookSpecificOutput.updatedInput` (the whole effective input), never with a "
+        "`permissionDecision`; `replace` is left out, since `updatedInput` overrides "
+        "fields and a replace that drops one could not be enforced.",
         call_ids="`tool_use_id` is real and the same on PreToolUse and PostToolUse; `session_id` "
         "is `session.id`; there is no turn id.",
         double_fire="None known: one PreToolUse per call (matching handlers run in parallel, "
