@@ -55,7 +55,7 @@ import socket
 import struct
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import anyio
@@ -180,38 +180,38 @@ class Daemon:
             return {"ok": True, "delivered": await self.observe(event, capabilities, budget)}
         return {"ok": True, **(await self.intercept(event, capabilities, budget)).to_json()}
 
+    @contextlib.contextmanager
+    def _engine(self) -> Iterator[Engine | None]:
+        """The current registration's engine (``None``: rejected), held for one request: a
+        reload meanwhile closes the old engine only once its requests are done."""
+        self.requests += 1
+        generation = self._generation()
+        if generation.engine is None:
+            yield None
+            return
+        generation.inflight += 1
+        try:
+            yield generation.engine
+        finally:
+            generation.inflight -= 1
+            self._retire(generation)
+
     async def intercept(
         self, event: dict[str, Any], capabilities: dict[str, Any], budget: float
     ) -> Verdict:
         """One ``tool.before`` through the current registration's chain."""
-        self.requests += 1
-        generation = self._generation()
-        engine = generation.engine
-        if engine is None:
-            policy = read_policy(self.registration)
-            return Verdict("failure", policy=policy, detail="registration rejected")
-        generation.inflight += 1
-        try:
+        with self._engine() as engine:
+            if engine is None:
+                policy = read_policy(self.registration)
+                return Verdict("failure", policy=policy, detail="registration rejected")
             return await engine.intercept(event, capabilities, float(budget))
-        finally:
-            generation.inflight -= 1
-            self._retire(generation)
 
     async def observe(
         self, event: dict[str, Any], capabilities: dict[str, Any], budget: float
     ) -> bool:
         """One observation to the current registration's observers; delivered?"""
-        self.requests += 1
-        generation = self._generation()
-        engine = generation.engine
-        if engine is None:
-            return False
-        generation.inflight += 1
-        try:
-            return await engine.observe(event, capabilities, float(budget))
-        finally:
-            generation.inflight -= 1
-            self._retire(generation)
+        with self._engine() as engine:
+            return engine is not None and await engine.observe(event, capabilities, float(budget))
 
     async def hook(self, head: bytes, payload: bytes) -> bytes:
         """A thin hook's frame: the native answer, as the hook would have written it."""
