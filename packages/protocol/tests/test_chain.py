@@ -135,7 +135,7 @@ def test_modifications_apply_in_order() -> None:
 
 
 def test_change_drops_inherited_candidate_and_allow() -> None:
-    inherited = start(permission="allow", candidate=Candidate({"stdout": "cached"}))
+    inherited = start(permission="allow", candidate=Candidate(value={"stdout": "cached"}))
     state = fold(inherited, ModifyEffect(target="input", operation="merge", value={"command": "x"}))
     assert state.candidate is None
     assert state.permission == "none"
@@ -153,46 +153,50 @@ def test_allow_in_the_same_response_as_a_change_survives() -> None:
 
 def test_return_after_change_rebinds_candidate_last_wins() -> None:
     state = fold(
-        start(candidate=Candidate(1)),
+        start(candidate=Candidate(value=1)),
         ModifyEffect(target="input", operation="merge", value={"command": "x"}),
         ReturnEffect(value=2),
         ReturnEffect(value=None),
     )
-    assert state.candidate == Candidate(None)  # a supplied null is still a candidate
+    assert state.candidate == Candidate(value=None)  # a supplied null is still a candidate
 
 
 def test_unchanged_event_keeps_inherited_allow_and_candidate() -> None:
-    state = fold(start(permission="allow", candidate=Candidate(1)), MessageEffect(text="hi"))
-    assert (state.permission, state.candidate) == ("allow", Candidate(1))
+    state = fold(start(permission="allow", candidate=Candidate(value=1)), MessageEffect(text="hi"))
+    assert (state.permission, state.candidate) == ("allow", Candidate(value=1))
     assert state.messages == ("hi",)
 
 
 def test_a_modification_that_changes_nothing_keeps_inherited_allow_and_candidate() -> None:
     # Interceptor 1 answered [allow, return]; interceptor 2 merges what is already there.
     first = fold(start(), AllowEffect(), ReturnEffect(value={"stdout": "cached"}))
-    assert (first.permission, first.candidate) == ("allow", Candidate({"stdout": "cached"}))
+    assert (first.permission, first.candidate) == ("allow", Candidate(value={"stdout": "cached"}))
     second = fold(first, ModifyEffect(target="input", operation="merge", value={"command": "ls"}))
-    assert (second.permission, second.candidate) == ("allow", Candidate({"stdout": "cached"}))
+    assert (second.permission, second.candidate) == ("allow", Candidate(value={"stdout": "cached"}))
     assert not second.event_changed
     assert second.event == TOOL_BEFORE
 
 
 def test_key_order_is_no_change_but_a_changed_type_is() -> None:
-    inherited = start(permission="allow", candidate=Candidate(1))
+    inherited = start(permission="allow", candidate=Candidate(value=1))
     reordered = {"cwd": "/w", "command": "ls"}
     same = fold(inherited, ModifyEffect(target="input", operation="replace", value=reordered))
-    assert (same.permission, same.candidate, same.event_changed) == ("allow", Candidate(1), False)
+    assert (same.permission, same.candidate, same.event_changed) == (
+        "allow",
+        Candidate(value=1),
+        False,
+    )
     # A change and its undo in one response leave the event as it was.
     undone = fold(
         inherited,
         ModifyEffect(target="input", operation="merge", value={"command": "rm -rf /"}),
         ModifyEffect(target="input", operation="merge", value={"command": "ls"}),
     )
-    assert (undone.permission, undone.candidate) == ("allow", Candidate(1))
+    assert (undone.permission, undone.candidate) == ("allow", Candidate(value=1))
     # JSON types, not Python's ==: true is not 1, 1 is not 1.0.
     typed = copy.deepcopy(TOOL_BEFORE)
     typed["tool"]["input"] = {"command": "ls", "recursive": True, "limit": 20}
-    base = ChainState(event=typed, permission="allow", candidate=Candidate(1))
+    base = ChainState(event=typed, permission="allow", candidate=Candidate(value=1))
     for value in ({"recursive": 1}, {"limit": 20.0}, {"limit": True}):
         changed = fold(base, ModifyEffect(target="input", operation="merge", value=value))
         assert (changed.permission, changed.candidate) == ("none", None), value
@@ -328,13 +332,13 @@ def test_state_survives_exactly_when_the_input_is_unchanged(
         if data.draw(st.booleans())
         else data.draw(st.dictionaries(st.text(max_size=3), json_values, max_size=3))
     )
-    inherited = ChainState(event=event, permission="allow", candidate=Candidate(1))
+    inherited = ChainState(event=event, permission="allow", candidate=Candidate(value=1))
     state = fold(inherited, ModifyEffect(target="input", operation="merge", value=value))
     unchanged = _canonical({**current, **value}) == _canonical(current)
     assert same_json(state.event, event) is unchanged
     assert state.event_changed is not unchanged
     if unchanged:
-        assert (state.permission, state.candidate) == ("allow", Candidate(1))
+        assert (state.permission, state.candidate) == ("allow", Candidate(value=1))
     else:
         assert (state.permission, state.candidate) == ("none", None)
 

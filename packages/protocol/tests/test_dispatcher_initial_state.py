@@ -97,7 +97,7 @@ def test_the_first_interceptor_receives_the_initial_candidate_and_an_empty_answe
     tmp_path: Path,
 ) -> None:
     record = tmp_path / "record.jsonl"
-    candidate = Candidate({"cached": 1}, {"requestId": "earlier"})
+    candidate = Candidate(value={"cached": 1}, provenance={"requestId": "earlier"})
     result = _run(record, [], candidate)
     assert _sent_state(record) == {
         "permission": "allow",
@@ -113,7 +113,7 @@ def test_a_modification_that_changes_the_input_drops_the_initial_candidate(
 ) -> None:
     record = tmp_path / "record.jsonl"
     modify = {"type": "modify", "target": "input", "operation": "merge", "value": {"task": 2}}
-    result = _run(record, [modify], Candidate({"cached": 1}))
+    result = _run(record, [modify], Candidate(value={"cached": 1}))
     assert _sent_state(record)["candidate"] == {"value": {"cached": 1}}
     assert result.candidate is None
     assert result.permission == "none"  # approval was bound to the input it saw

@@ -292,7 +292,9 @@ async def run_group(
             raw_candidate = state.get("candidate")
             candidate = None
             if isinstance(raw_candidate, Mapping):
-                candidate = Candidate(raw_candidate.get("value"), raw_candidate.get("provenance"))
+                candidate = Candidate(
+                    value=raw_candidate.get("value"), provenance=raw_candidate.get("provenance")
+                )
             try:
                 result = await dispatcher.intercept(
                     params["event"],

@@ -22,12 +22,11 @@ import copy
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any
 
 from ahp_protocol.client.failures import FailureClass, OperationalFailure
-
-Permission = Literal["none", "allow", "ask", "deny"]
-Flow = Literal["none", "stop", "continue"]
+from ahp_protocol.wire.state import Candidate, Permission
+from ahp_protocol.wire.state import FlowState as Flow
 
 SYNTHETIC_DENIAL_REASON = "Required policy backend unavailable."
 """The generic reason of a fail-closed denial: no backend detail ever reaches the model."""
@@ -47,20 +46,6 @@ MODIFY_LOCATIONS: Mapping[tuple[str, str], tuple[str, ...]] = {
     ("workspace.change.before", "workspace"): ("workspace", "change"),
 }
 """Where a ``modify`` target lives in the event (draft §5.2); elicitation content is special."""
-
-
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """A supplied result (``return``): it skips original execution, never policy or approval."""
-
-    value: Any
-    provenance: Any = None
-
-    def to_wire(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"value": self.value}
-        if self.provenance is not None:
-            out["provenance"] = self.provenance
-        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,7 +248,7 @@ def fold_response(
             if permission == "none":
                 permission = "allow"
         elif kind == "return":
-            candidate = Candidate(effect.value)
+            candidate = Candidate(value=effect.value)
         elif kind == "message":
             messages.append(effect.text)
         elif kind == "inject":
