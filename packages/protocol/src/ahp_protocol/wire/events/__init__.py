@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Any, Final
 from pydantic import ValidationError
 
 from ahp_protocol.wire.catalogue import REMOVED
-from ahp_protocol.wire.content import WIRE_CONTEXT, to_wire_errors, unknown_stay_unknown
+from ahp_protocol.wire.model import WIRE_CONTEXT, to_wire_errors, unknown_stay_unknown
 from ahp_protocol.wire.errors import WireError, WireErrors
 from ahp_protocol.wire.events.envelope import (
     TIME_PATTERN,

@@ -214,9 +214,8 @@ class Event(OpenModel):
     synthesized: Omittable[bool] = None
 
     def model_post_init(self, context: Any, /) -> None:
-        # ``type`` is always written; the forbidden-field rule is checked here rather
-        # than in an after-validator (see ``tool.Tool.model_post_init``).
-        self.__pydantic_fields_set__.add("type")
+        # The forbidden-field rule is checked here rather than in an after-validator
+        # (see ``tool.Tool.model_post_init``); ``type`` is marked given by the kernel.
         extra = self.__pydantic_extra__
         if extra:
             for name in self._forbidden:

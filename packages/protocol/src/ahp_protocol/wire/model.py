@@ -1,0 +1,345 @@
+"""The wire kernel: one pydantic base, one serialization rule, one error conversion.
+
+Every wire model of :mod:`ahp_protocol.wire` subclasses :class:`WireModel`. The
+base fixes what all of them share: wire names on the wire (``mediaType``), Python
+names at the API (``media_type``), one mechanical mapping (camelCase aliases);
+models build on first use (``defer_build``); and :meth:`WireModel.to_wire`, the
+one way a model becomes wire JSON::
+
+    wire = model.to_wire()   # wire names, JSON mode, only the fields that were given
+
+What differs between families is per-subclass configuration and two class vars:
+
+- ``model_config``: strict or lax, frozen or not, ``extra="forbid"`` (a closed
+  object, ``additionalProperties: false``) or ``extra="allow"`` (an open one,
+  whose unknown fields round-trip). :class:`ClosedModel` and :class:`OpenModel`
+  are the strict content/event bases; effects, capabilities, state and the
+  registration set their own.
+- ``_always``: constant fields (``type``, ``kind``, ``status``, ...) that have a
+  default in Python and are written by ``to_wire`` even when left at it.
+- ``_absent_when_none``: optional fields for which ``None`` means "not given",
+  never a JSON ``null`` on the wire (``DenyEffect.code``). A field not listed
+  keeps an explicit ``None`` as ``null`` (``ModifyEffect.value``).
+
+Both are applied once, when a model is built (``model_post_init``, installed only
+on classes that declare them, so other models pay nothing), by marking the
+constants as given and a ``None`` absent field as not given; ``to_wire`` is then
+pydantic-core's own ``exclude_unset`` dump, nested models included.
+
+Errors: :func:`to_wire_errors` is the one conversion of a pydantic
+``ValidationError`` into :class:`~ahp_protocol.wire.errors.WireErrors` (paths in
+wire names, fixed reasons that never quote input); :func:`rule` raises a broken
+conditional rule at a named field; :func:`union_tag` and :func:`native_pattern`
+declare union members and pydantic-core patterns whose errors read well;
+:func:`validate_wire` validates wire JSON with a ``TypeAdapter``. Also here:
+:data:`Omittable` (optional, never ``null``), :func:`unknown_stay_unknown`
+(a Python-spelled key is an unknown field, not the field), :data:`WIRE_CONTEXT`.
+
+No I/O; importing this module creates only these classes.
+"""
+
+from collections.abc import Callable, Mapping
+from functools import cache
+from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeAlias, TypeVar
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    StringConstraints,
+    Tag,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
+
+from ahp_protocol.wire.errors import PathPart, WireError, WireErrors, json_path
+
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
+
+__all__ = [
+    "RULE_ERROR",
+    "WIRE_CONTEXT",
+    "ClosedModel",
+    "Omittable",
+    "OpenModel",
+    "WireConstants",
+    "WireModel",
+    "native_pattern",
+    "rule",
+    "to_wire_errors",
+    "union_tag",
+    "unknown_stay_unknown",
+    "validate_wire",
+]
+
+WIRE_CONTEXT: Final[Mapping[str, Any]] = {"ahp": "wire"}
+"""Validation context meaning "this is wire JSON" (constant fields must be present)."""
+
+_T = TypeVar("_T")
+
+if TYPE_CHECKING:
+    Omittable: TypeAlias = _T | None
+else:
+
+    class Omittable:
+        """``Omittable[X]``: a field that may be left out, and is never ``null`` when given.
+
+        Typed ``X | None`` for type checkers (``None`` means "absent"); at run time it is
+        just ``X``, so pydantic-core itself rejects an explicit ``null`` and the default
+        ``None`` is never validated. No Python runs per field.
+        """
+
+        def __class_getitem__(cls, item: Any) -> Any:
+            return item
+
+
+# --------------------------------------------------------------------------- the base
+
+
+def _mark_given(self: "WireModel", context: Any = None, /) -> None:
+    """Constants count as given; a ``None`` absent-when-none field does not."""
+    given = self.__pydantic_fields_set__
+    given.update(self._always)
+    for name in self._absent_when_none:
+        if name in given and getattr(self, name) is None:
+            given.discard(name)
+
+
+_mark_given._marks = True  # type: ignore[attr-defined]
+
+
+class WireModel(BaseModel):
+    """The one base of every wire model; subclasses choose strictness and extras."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, validate_by_name=True, validate_by_alias=True, defer_build=True
+    )
+
+    _always: ClassVar[frozenset[str]] = frozenset()
+    """Constant fields (Python names) written even when left at their default."""
+    _absent_when_none: ClassVar[frozenset[str]] = frozenset()
+    """Optional fields (Python names) for which ``None`` means "not given"."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # Only classes with marks run Python per instance (a model_post_init); a class's
+        # own model_post_init runs after the marking.
+        inherited = cls.model_post_init
+        if not (cls._always or cls._absent_when_none) or getattr(inherited, "_marks", False):
+            return
+        if inherited is BaseModel.model_post_init:
+            cls.model_post_init = _mark_given  # type: ignore[method-assign,assignment]
+            return
+
+        def post_init(self: WireModel, context: Any, /) -> None:
+            _mark_given(self)
+            inherited(self, context)
+
+        post_init._marks = True  # type: ignore[attr-defined]
+        cls.model_post_init = post_init  # type: ignore[method-assign,assignment]
+
+    def to_wire(self) -> dict[str, Any]:
+        """The object as wire JSON: wire names, only the fields that were given (and
+        the constants), unknown fields of an open object kept as they came."""
+        wire: dict[str, Any] = self.__pydantic_serializer__.to_python(
+            self, mode="json", by_alias=True, exclude_unset=True
+        )
+        return wire
+
+
+class ClosedModel(WireModel):
+    """A closed wire object (``additionalProperties: false``): unknown fields are errors.
+
+    Validation is strict and native (no Python runs per field): an optional field
+    is declared ``Omittable[X] = None``, so it may be left out but an explicit
+    ``null`` is an error ("must not be null"); a field that may be ``null`` says so
+    in its type (``Any``). Constant fields live on :class:`WireConstants` subclasses.
+    """
+
+    model_config = ConfigDict(strict=True, allow_inf_nan=False, extra="forbid")
+
+
+class OpenModel(ClosedModel):
+    """An open wire object: unknown fields are kept and round-trip unchanged.
+
+    A key spelled like a Python name (``parent_event_id``) is an unknown wire
+    field: it lands in the extras and must not count as the real field given.
+    pydantic counts every extra key as "set", so :func:`unknown_stay_unknown`
+    puts that right for a validated object.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+
+class WireConstants(ClosedModel):
+    """A closed object with constant fields (``_always``: ``kind``, ``status``, ...).
+
+    The constants have defaults for convenience in Python, are required in wire
+    JSON (validated with :data:`WIRE_CONTEXT`, as every ``parse_*`` function does)
+    and are always written by :meth:`~WireModel.to_wire`.
+    """
+
+    @model_validator(mode="before")
+    @classmethod
+    def _constants_given(cls, data: Any, info: ValidationInfo) -> Any:
+        if info.context is WIRE_CONTEXT and isinstance(data, Mapping):
+            for wire in _constant_names(cls):
+                if wire not in data:
+                    raise rule(f"{wire} is required")
+        return data
+
+
+@cache
+def _constant_names(cls: type[WireModel]) -> tuple[str, ...]:
+    """Wire names of a class's constants, in a fixed order (sorted by Python name)."""
+    return tuple(cls.model_fields[name].alias or name for name in sorted(cls._always))
+
+
+@cache
+def _renamed_fields(cls: type[WireModel]) -> tuple[tuple[str, str], ...]:
+    """``(python name, wire name)`` of the fields whose names differ."""
+    return tuple(
+        (name, field.alias)
+        for name, field in cls.model_fields.items()
+        if field.alias is not None and field.alias != name
+    )
+
+
+def unknown_stay_unknown(model: WireModel, data: Mapping[str, Any]) -> None:
+    """Unmark fields that only an unknown Python-spelled key made look given.
+
+    ``data`` is the wire object ``model`` was validated from. A no-op unless the
+    object has extras (cheap to call on every validated object).
+    """
+    extra = model.__pydantic_extra__
+    if not extra:
+        return
+    for name, alias in _renamed_fields(type(model)):
+        if name in extra and alias not in data and name not in model._always:
+            model.__pydantic_fields_set__.discard(name)
+
+
+# --------------------------------------------------------------------------- errors
+
+RULE_ERROR: Final = "ahp_rule"
+"""pydantic error type of a broken wire rule; ``ctx["at"]`` names the field inside the object."""
+
+_TAGS: set[str] = set()
+"""Union tags pydantic puts into error locations; they are not part of the document."""
+
+
+def rule(reason: str, *at: PathPart) -> PydanticCustomError:
+    """An error for a broken conditional rule, at ``at`` inside the object being validated.
+
+    Raise it from a validator. ``reason`` is a fixed text naming the rule; it
+    must never contain input values.
+    """
+    return PydanticCustomError(RULE_ERROR, "{reason}", {"reason": reason, "at": tuple(at)})
+
+
+def union_tag(name: str) -> Tag:
+    """A tag for a member of a discriminated union; it never shows in error paths."""
+    _TAGS.add(name)
+    return Tag(name)
+
+
+_PATTERN_REASONS: dict[str, Callable[[object], str]] = {}
+"""Native ``pattern`` constraints whose mismatch has its own reason (by pattern text)."""
+
+
+def native_pattern(pattern: str, reason: Callable[[object], str]) -> Any:
+    """A string constraint checked by pydantic-core (no Python runs on valid input).
+
+    ``pattern`` must be anchored (``^...$``; pydantic-core searches). When a value
+    does not match, the wire error reads ``reason(value)``: a fixed text chosen by
+    looking at the value, never quoting it.
+    """
+    _PATTERN_REASONS[pattern] = reason
+    return StringConstraints(pattern=pattern)
+
+
+_TYPE_REASONS: Final[Mapping[str, str]] = {
+    "string_type": "must be a string",
+    "bool_type": "must be a boolean",
+    "int_type": "must be an integer",
+    "float_type": "must be a number",
+    "dict_type": "must be an object",
+    "model_type": "must be an object",
+    "model_attributes_type": "must be an object",
+    "list_type": "must be an array",
+    "string_pattern_mismatch": "does not match the required pattern",
+    "set_type": "must be an array",
+}
+
+
+def _reason(err: Mapping[str, Any]) -> str:
+    kind = str(err.get("type", ""))
+    ctx: Mapping[str, Any] = err.get("ctx") or {}
+    if kind in _TYPE_REASONS:
+        return _TYPE_REASONS[kind]
+    if kind == "string_too_short":
+        return "must not be empty" if ctx.get("min_length") == 1 else "is too short"
+    if kind == "too_short":
+        n = ctx.get("min_length")
+        return f"must have at least {n} item{'s' if n != 1 else ''}"
+    if kind == "greater_than_equal":
+        return f"must be >= {ctx.get('ge')}"
+    message = str(err.get("msg", "is invalid"))
+    # pydantic prefixes custom errors with "Value error, "; the rule is what matters.
+    for prefix in ("Value error, ", "Assertion failed, "):
+        if message.startswith(prefix):
+            message = message[len(prefix) :]
+    if message.startswith("Input should be "):
+        message = "must be " + message[len("Input should be ") :]
+    return message
+
+
+_ANY_INPUT: Final = object()
+
+
+def to_wire_errors(exc: ValidationError, *prefix: PathPart) -> WireErrors:
+    """Wire errors for a pydantic failure of one of our models, paths in wire names.
+
+    Union tags and validator bookkeeping are dropped from paths, a broken
+    conditional rule (:func:`rule`) is reported at the field it names, type errors
+    read as rules ("must be an object"), and a named field given as ``null`` reads
+    "must not be null". A missing or unknown field is reported at its object:
+    ``call: id is required``. Input values are never copied into a reason.
+    """
+    out: list[WireError] = []
+    for err in exc.errors(include_url=False, include_input=True):
+        loc: list[PathPart] = [
+            p
+            for p in err.get("loc", ())
+            if not (isinstance(p, str) and (p in _TAGS or p.startswith("function-")))
+        ]
+        kind = err.get("type")
+        ctx: Mapping[str, Any] = err.get("ctx") or {}
+        value = err.get("input", _ANY_INPUT)
+        if kind in ("missing", "extra_forbidden") and loc and isinstance(loc[-1], str):
+            what = "is required" if kind == "missing" else "is not an allowed field"
+            out.append(WireError(json_path([*prefix, *loc[:-1]]), f"{loc[-1]} {what}"))
+        elif value is None and loc and isinstance(loc[-1], str):
+            out.append(WireError(json_path([*prefix, *loc]), "must not be null"))
+        elif kind == RULE_ERROR:
+            loc.extend(ctx.get("at", ()))
+            out.append(WireError(json_path([*prefix, *loc]), str(ctx.get("reason", "is invalid"))))
+        elif kind == "string_pattern_mismatch" and ctx.get("pattern") in _PATTERN_REASONS:
+            reason = _PATTERN_REASONS[ctx["pattern"]](value)
+            out.append(WireError(json_path([*prefix, *loc]), reason))
+        else:
+            out.append(WireError(json_path([*prefix, *loc]), _reason(dict(err))))
+    return WireErrors(out)
+
+
+def validate_wire(adapter: "TypeAdapter[Any]", value: object, *prefix: PathPart) -> Any:
+    """Validate wire JSON (wire names only, strict) or raise :class:`WireErrors`."""
+    try:
+        return adapter.validate_python(
+            value, strict=True, by_alias=True, by_name=False, context=WIRE_CONTEXT
+        )
+    except ValidationError as exc:
+        raise to_wire_errors(exc, *prefix) from None
