@@ -31,7 +31,6 @@ from typing import Any
 import pytest
 from ahp_protocol.server import Backend, InterceptRequest
 from ahp_protocol.server import backend as kit
-from ahp_protocol.wire import registration
 from ahp_protocol.wire.capabilities import parse_capabilities
 from ahp_protocol.wire.content import project_event
 from ahp_protocol.wire.effects import check_effects
@@ -40,8 +39,6 @@ from ahp_protocol.wire.jsonrpc import decode
 from ahp_protocol.wire.manifest import parse_manifest
 from ahp_protocol.wire.registration import parse_configuration, parse_registration
 from ahp_protocol.wire.state import parse_state
-from hypothesis import given
-from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).parent / "backends"))
 from kit_messages import intercept, tool_before
@@ -471,19 +468,3 @@ WIRE: dict[str, tuple[Callable[[int], Callable[[], object]], int]] = {
 def test_the_wire_validators_judge_every_list_in_linear_time(name: str) -> None:
     make, n = WIRE[name]
     _assert_linear(make, n)
-
-
-_PATH = st.lists(
-    st.one_of(st.integers(0, 3).map(lambda i: f"[{i}]"), st.sampled_from([".a", ".b", ".a.b"])),
-    max_size=4,
-).map(lambda parts: "hooks" + "".join(parts))
-
-
-@given(found=st.lists(st.one_of(st.just("$"), _PATH), max_size=6), path=_PATH)
-def test_the_path_tree_judges_coverage_as_covers_does(found: list[str], path: str) -> None:
-    paths = registration._FoundPaths()
-    for f in found:
-        paths.add(f)
-    expected = any(registration._covers(f, path) or registration._covers(path, f) for f in found)
-    assert paths.related(path) is expected
-    assert paths.related("$") is bool(found)
