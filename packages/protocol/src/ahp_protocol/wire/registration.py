@@ -30,7 +30,6 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final, Literal, Self, TypeAlias
 
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Discriminator,
     Field,
@@ -40,9 +39,9 @@ from pydantic import (
     ValidationInfo,
     model_validator,
 )
-from pydantic.alias_generators import to_camel
 
-from .errors import WireError, WireErrors, from_validation_error, json_path
+from .errors import WireError, WireErrors, json_path
+from .model import WireModel, to_wire_errors, unknown_stay_unknown
 from .registration_rules import CONTENT_CATEGORIES, Checks, show
 from .routing import routes
 
@@ -78,41 +77,20 @@ Lifecycle = Literal["persistent", "per_event"]
 _JUDGED: Final = {"ahp.registration.judged": True}
 
 
-class _WireModel(BaseModel):
-    """Configuration object: wire names by alias, unknown fields kept, judged by ``_rule``."""
+class _ConfigModel(WireModel):
+    """A configuration object: lax, open (unknown fields kept), judged by its ``_rule``."""
 
-    model_config = ConfigDict(
-        alias_generator=to_camel,
-        populate_by_name=True,
-        extra="allow",
-        defer_build=True,
-    )
+    model_config = ConfigDict(extra="allow")
 
-    # Fields the wire always carries even when a Python caller relied on the default.
-    _always_on_wire: ClassVar[tuple[str, ...]] = ()
-    # The :class:`Checks` method that judges this object's wire form.
     _rule: ClassVar[str]
-
-    def model_post_init(self, context: Any, /) -> None:
-        self.__pydantic_fields_set__.update(self._always_on_wire)
+    """The :class:`Checks` method that judges this object's wire form."""
 
     @model_validator(mode="wrap")
     @classmethod
-    def _unknown_snake_case(cls, data: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
-        # A document key equal to a field's Python name (``include_native``) is an unknown
-        # field when parsing by wire name: kept as is, and the field stays unset.
+    def _unknown_stay_unknown(cls, data: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
         model = handler(data)
-        extra = model.__pydantic_extra__
-        if extra and isinstance(data, Mapping):
-            for name, field in cls.model_fields.items():
-                alias = field.alias or name
-                if (
-                    name in extra
-                    and alias != name
-                    and alias not in data
-                    and name not in cls._always_on_wire
-                ):
-                    model.__pydantic_fields_set__.discard(name)
+        if isinstance(data, Mapping):
+            unknown_stay_unknown(model, data)
         return model
 
     @model_validator(mode="after")
@@ -126,12 +104,8 @@ class _WireModel(BaseModel):
                 raise ValueError("; ".join(f"{json_path(p)}: {r}" for p, r in checks.errors))
         return self
 
-    def to_wire(self) -> dict[str, Any]:
-        """The wire form: wire names, fields as given, unknown fields kept."""
-        return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
 
-
-class ContentSelection(_WireModel):
+class ContentSelection(_ConfigModel):
     """Which content a subscription receives: ``default`` plus per-category overrides.
 
     Any further key names a category; its value must be a selection too.
@@ -160,7 +134,7 @@ class ContentSelection(_WireModel):
         return self.default
 
 
-class Filters(_WireModel):
+class Filters(_ConfigModel):
     """Optimization hints only: never a reason to drop a call of unknown kind."""
 
     _rule = "filters"
@@ -168,10 +142,10 @@ class Filters(_WireModel):
     paths: list[str] | None = None
 
 
-class BearerAuthentication(_WireModel):
+class BearerAuthentication(_ConfigModel):
     """``Authorization: Bearer`` from an environment variable or a secret reference."""
 
-    _always_on_wire = ("type",)
+    _always = frozenset({"type"})
     _rule = "authentication"
 
     type: Literal["bearer"] = "bearer"
@@ -179,10 +153,10 @@ class BearerAuthentication(_WireModel):
     token_ref: str | None = None
 
 
-class OAuthAuthentication(_WireModel):
+class OAuthAuthentication(_ConfigModel):
     """The OAuth preset: client identity for a resource; secrets only by reference."""
 
-    _always_on_wire = ("type",)
+    _always = frozenset({"type"})
     _rule = "authentication"
 
     type: Literal["oauth"] = "oauth"
@@ -199,7 +173,7 @@ Authentication: TypeAlias = Annotated[
 ]
 
 
-class Upload(_WireModel):
+class Upload(_ConfigModel):
     """Where a subscription's selected attachments are uploaded, with its own credentials."""
 
     _rule = "upload"
@@ -210,8 +184,8 @@ class Upload(_WireModel):
     auth: Authentication | None = None
 
 
-class _SubscriptionBase(_WireModel):
-    _always_on_wire = ("mode",)
+class _SubscriptionBase(_ConfigModel):
+    _always = frozenset({"mode"})
     _rule = "subscription"
 
     if TYPE_CHECKING:
@@ -265,7 +239,7 @@ def _matching(
     ]
 
 
-class HeaderSourceConfig(_WireModel):
+class HeaderSourceConfig(_ConfigModel):
     """A header value taken from an environment variable or a secret reference."""
 
     _rule = "header_source"
@@ -285,10 +259,10 @@ HeaderValueConfig: TypeAlias = Annotated[
 """A literal header value, or a :class:`HeaderSourceConfig` resolved by the harness."""
 
 
-class StdioTransportConfig(_WireModel):
+class StdioTransportConfig(_ConfigModel):
     """A local process spoken to over stdin/stdout; ``command`` is run without a shell."""
 
-    _always_on_wire = ("type", "lifecycle")
+    _always = frozenset({"type", "lifecycle"})
     _rule = "transport"
 
     type: Literal["stdio"] = "stdio"
@@ -299,10 +273,10 @@ class StdioTransportConfig(_WireModel):
     env: dict[str, str] = Field(default_factory=dict)
 
 
-class HttpTransportConfig(_WireModel):
+class HttpTransportConfig(_ConfigModel):
     """One JSON-RPC message per POST to ``url``; ``headers`` are merged last."""
 
-    _always_on_wire = ("type",)
+    _always = frozenset({"type"})
     _rule = "transport"
 
     type: Literal["http"] = "http"
@@ -315,7 +289,7 @@ TransportConfig: TypeAlias = Annotated[
 ]
 
 
-class Hook(_WireModel):
+class Hook(_ConfigModel):
     """One registered backend, in interceptor order within its registration."""
 
     _rule = "backend"
@@ -334,10 +308,10 @@ class Hook(_WireModel):
         return _matching(self.subscriptions, event_type, mode)
 
 
-class Registration(_WireModel):
+class Registration(_ConfigModel):
     """An ordered list of backends; order is interceptor order."""
 
-    _always_on_wire = ("protocol_version",)
+    _always = frozenset({"protocol_version"})
     _rule = "registration"
 
     protocol_version: Literal["draft"] = "draft"
@@ -348,7 +322,7 @@ class Registration(_WireModel):
         return next((h for h in self.hooks if h.id == backend_id), None)
 
 
-class Configuration(_WireModel):
+class Configuration(_ConfigModel):
     """The ``configuration`` of a ``hooks/configuration`` result: subscriptions only."""
 
     _rule = "configuration"
@@ -378,7 +352,7 @@ def _parse(model: type[Registration] | type[Configuration], obj: object) -> Any:
         # Wire names only: a snake_case key in a document is an unknown field, kept as is.
         return model.model_validate(obj, by_alias=True, by_name=False, context=_JUDGED)
     except ValidationError as exc:  # a value the rules accept but a field type cannot hold
-        raise from_validation_error(exc) from None
+        raise to_wire_errors(exc) from None
 
 
 def parse_registration(obj: object) -> Registration:
