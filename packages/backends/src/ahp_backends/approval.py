@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
-from ahp_backends.denylist import ConfigError, Locator, read_toml
 from ahp_backends.serving import Replies, add_transport_arguments, fail, serve
+from ahp_backends.toml_lines import ConfigError, Locator, only_key, read_toml
 
 if TYPE_CHECKING:
     import sqlite3
@@ -222,37 +222,19 @@ REQUIRE_KEYS: Final = ("tool", "match", "reason")
 def load_requirements(path: str) -> list[Requirement]:
     """The ``[[require]]`` tables of a TOML file, validated; :class:`ConfigError` if not."""
     text, document = read_toml(path)
-    for key in document:
-        if key != "require":
-            raise ConfigError(path, f"unknown top-level key {key!r} (only [[require]] tables)")
+    only_key(path, document, "require")
     tables = document.get("require")
     if not isinstance(tables, list) or not tables:
         raise ConfigError(path, "no [[require]] tables: nothing would require approval")
     loc = Locator(path, text, "require")
     out: list[Requirement] = []
-    for i, table in enumerate(tables):
-        if not isinstance(table, dict):
-            raise loc.error(i, "must be a table ([[require]])")
-        for key in table:
-            if key not in REQUIRE_KEYS:
-                raise loc.error(i, f"unknown key {key!r} (known: {', '.join(REQUIRE_KEYS)})", key)
-        tool = table.get("tool")
-        if tool is None:
+    for i, value in enumerate(tables):
+        table = loc.table(i, value, REQUIRE_KEYS)
+        if "tool" not in table:
             raise loc.error(i, "'tool' is required (a tool name, or \"*\" for any tool)")
-        if not isinstance(tool, str) or not tool.strip():
-            raise loc.error(i, "must be a non-empty string", "tool")
-        pattern: re.Pattern[str] | None = None
-        if "match" in table:
-            regex = table["match"]
-            if not isinstance(regex, str) or not regex:
-                raise loc.error(i, "must be a non-empty regex string", "match")
-            try:
-                pattern = re.compile(regex)
-            except re.error as exc:
-                raise loc.error(i, f"invalid regex: {exc.msg}", "match") from None
-        reason = table.get("reason")
-        if reason is not None and (not isinstance(reason, str) or not reason.strip()):
-            raise loc.error(i, "must be a non-empty string", "reason")
+        tool = loc.text(i, "tool", table["tool"])
+        pattern = loc.regex(i, table["match"], "match") if "match" in table else None
+        reason = loc.text(i, "reason", table["reason"]) if "reason" in table else None
         written = tool if pattern is None else f"{tool}:{pattern.pattern}"
         out.append(Requirement(tool.strip(), pattern, written, reason))
     return out

@@ -1,12 +1,13 @@
 """``ahp-backend denylist --rules FILE``: deny tool calls that match rules written in TOML.
 
-Owns the rules format (parsed and validated in full before anything is served; an
-error names the file, the line, the rule and field, and the reason), the matching
-of one ``tool.before`` or ``tool.permission.request`` event against the rules (the
-first matching rule, in file order, decides), the reload of the rules file while
-serving (a broken edit keeps the last good rules and says so once on stderr) and
-the small TOML helpers the approval backend shares (:class:`ConfigError`,
-:func:`read_toml`, :func:`table_lines`).
+Owns the rules format, :data:`RULES_FORMAT` (the one description of it: ``--help``
+prints it; the README and ``examples/backends/denylist.toml`` point to it), parsed
+and validated in full before anything is served (an error names the file, the line,
+the rule and field, and the reason; the file handling is
+:mod:`ahp_backends.toml_lines`); the matching of one ``tool.before`` or
+``tool.permission.request`` event against the rules (the first matching rule, in
+file order, decides); and the reload of the rules file while serving (a broken edit
+keeps the last good rules and says so once on stderr).
 
 Never allows anything: its answer is a ``deny`` (plus an optional ``message``) or
 no effect, and no effect is not permission (the harness's own rules still decide).
@@ -14,23 +15,6 @@ Never echoes a rule's values or the event in diagnostics. Bounds: the rules file
 is read whole (at most 1 MiB); answers are remembered by ``(source, event.id)``
 (:class:`~ahp_backends.serving.Replies`), so a duplicate delivery gets the first
 answer even if the rules changed in between.
-
-Rules format (every key but ``reason`` and ``code`` is an optional condition; all
-the conditions a rule gives must hold; a rule must give at least one)::
-
-    [[rules]]
-    reason = "Recursive force deletes are not allowed here."   # deny reason, non-empty
-    code = "com.example.policy.rm_rf"                          # reverse-DNS deny code
-    kind = "shell"              # tool.kind (a string or a list: any of them), one of
-                                # the draft's kinds (ahp_protocol.wire.kinds.TOOL_KINDS)
-    tool = "Bash"               # tool.name, exact (a string or a list)
-    origin = "mcp"              # tool.origin: "native" or "mcp"
-    mcp_server = "github"       # tool.mcp.server.id or .name (a string or a list)
-    paths = ["/etc/**", "*.pem"]  # globs over path-like inputs (see PATH_FIELDS)
-    events = ["tool.before"]    # default: tool.before and tool.permission.request
-    message = "Use trash instead."  # also a `message` effect, when the harness takes one
-    [rules.input]
-    command = "rm\\s+-rf"       # regex (Python syntax), searched in tool.input.command
 """
 
 from __future__ import annotations
@@ -41,15 +25,25 @@ import os
 import posixpath
 import re
 import sys
+import textwrap
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, Final
 
 from ahp_protocol.wire.kinds import TOOL_KINDS
+from ahp_protocol.wire.names import is_reverse_dns
 
 from ahp_backends.serving import Replies, add_transport_arguments, fail, serve
+from ahp_backends.toml_lines import (
+    MAX_FILE_BYTES,
+    ConfigError,
+    Locator,
+    only_key,
+    read_toml,
+    table_lines,
+)
 
 if TYPE_CHECKING:
     from ahp_protocol.server import Backend, InterceptRequest
@@ -74,7 +68,6 @@ __all__ = [
 
 NAME: Final = "com.example.ahp.denylist"
 EVENTS: Final = ("tool.before", "tool.permission.request")
-MAX_FILE_BYTES: Final = 1024 * 1024
 SETTLE_NS: Final = 2_000_000_000
 """A file modified less than this long ago is re-read even if its stat looks unchanged
 (file-system timestamps are coarse: two quick edits of the same size can share one)."""
@@ -128,10 +121,22 @@ RULE_KEYS: Final = (
     "events",
 )
 CONDITIONS: Final = ("kind", "tool", "origin", "mcp_server", "paths", "input")
-REVERSE_DNS: Final = re.compile(r"^(?:[A-Za-z][A-Za-z0-9_-]*\.)+[A-Za-z][A-Za-z0-9_-]*$")
-"""As on the wire: deny codes are reverse-DNS ids (``com.example.policy.rule``)."""
 
-HELP_EPILOG: Final = """\
+_PATHS_HELP: Final = textwrap.fill(
+    "paths       globs matched against path-like inputs (the input fields "
+    + ", ".join(PATH_FIELDS)
+    + "): '*' and '?' stay within a directory, '**' crosses directories; a glob "
+    "without '/' matches the file name; a relative glob is relative to session.cwd; "
+    "inputs are normalized and also matched resolved against session.cwd "
+    "('../../etc/x' is /etc/x)",
+    width=80,
+    initial_indent="  ",
+    subsequent_indent=" " * 14,
+    break_on_hyphens=False,
+    break_long_words=False,
+)
+
+RULES_FORMAT: Final = """\
 rules file (TOML): one [[rules]] table per rule; the first rule that matches, in
 file order, denies with its reason and code. Keys:
   reason      (required) the deny reason, non-empty
@@ -142,13 +147,7 @@ file order, denies with its reason and code. Keys:
   tool        tool.name, exact (a string or a list)
   origin      tool.origin: "native" or "mcp"
   mcp_server  the MCP server's id or name (tool.mcp.server), a string or a list
-  paths       globs matched against path-like inputs (the input fields path,
-              paths, file, files, file_path, filePath, filename, notebook_path,
-              directory, dir, cwd, source, destination, target, old_path,
-              new_path): '*' and '?' stay within a directory, '**' crosses
-              directories; a glob without '/' matches the file name; a relative
-              glob is relative to session.cwd; inputs are normalized and also
-              matched resolved against session.cwd ('../../etc/x' is /etc/x)
+<paths>
   [rules.input] field = "regex"  searched in tool.input.<field> (Python re syntax)
   events      where the rule applies: tool.before, tool.permission.request (default both)
   message     optional text for a 'message' effect alongside the deny
@@ -164,145 +163,8 @@ example:
   kind = "shell"
   [rules.input]
   command = "rm\\\\s+-rf"
-""".replace("<kinds>", ", ".join(TOOL_KINDS))
-
-
-# --------------------------------------------------------------------------- TOML helpers
-
-
-class ConfigError(Exception):
-    """A configuration file that cannot be used: ``FILE:LINE: where: reason``."""
-
-    def __init__(self, path: str, reason: str, *, line: int | None = None, where: str = "") -> None:
-        super().__init__(reason)
-        self.path = path
-        self.line = line
-        self.where = where
-        self.reason = reason
-
-    def __str__(self) -> str:
-        location = self.path if self.line is None else f"{self.path}:{self.line}"
-        return (
-            f"{location}: {self.where}: {self.reason}"
-            if self.where
-            else f"{location}: {self.reason}"
-        )
-
-
-_TOML_POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
-
-
-def read_toml(path: str, data: bytes | None = None) -> tuple[str, dict[str, Any]]:
-    """The text and the parsed document of a TOML file; :class:`ConfigError` if unusable."""
-    import tomllib
-
-    if data is None:
-        try:
-            with open(path, "rb") as file:
-                data = file.read(MAX_FILE_BYTES + 1)
-        except OSError as exc:
-            raise ConfigError(
-                path, f"cannot read the file ({exc.strerror or 'I/O error'})"
-            ) from None
-    if len(data) > MAX_FILE_BYTES:
-        raise ConfigError(path, f"the file is larger than {MAX_FILE_BYTES} bytes")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ConfigError(path, "the file is not UTF-8 text") from None
-    try:
-        document = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        message = str(exc)
-        found = _TOML_POSITION.search(message)
-        if found is None:
-            raise ConfigError(path, f"invalid TOML: {message}") from None
-        reason = f"invalid TOML: {message[: found.start()]} (column {found.group(2)})"
-        raise ConfigError(path, reason, line=int(found.group(1))) from None
-    return text, document
-
-
-@dataclass
-class TableLines:
-    """Where one ``[[name]]`` table and its keys start in the file (1-based lines)."""
-
-    header: int
-    keys: dict[str, int] = field(default_factory=dict)
-    subtables: dict[str, TableLines] = field(default_factory=dict)
-
-    def line(self, key: str | None = None, subkey: str | None = None) -> int:
-        if key is None:
-            return self.header
-        sub = self.subtables.get(key)
-        if sub is not None:
-            return sub.keys.get(subkey, sub.header) if subkey is not None else sub.header
-        return self.keys.get(key, self.header)
-
-
-_HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(?:#.*)?$")
-_KEY = re.compile(r"""^\s*(?:"([^"]*)"|'([^']*)'|([A-Za-z0-9_-]+))\s*=""")
-
-
-def table_lines(text: str, name: str) -> tuple[list[TableLines], int | None]:
-    """Lines of each ``[[name]]`` table (with its ``[name.sub]`` tables), best effort.
-
-    Returns the tables in order and the line of an inline ``name = [...]`` array if
-    there is one. TOML gives no positions, so this scans the text: good enough to
-    point a reader at the right place, never used to decide anything.
-    """
-    tables: list[TableLines] = []
-    inline: int | None = None
-    current: TableLines | None = None
-    target: TableLines | None = None  # where bare keys go now
-    top = True
-    for number, raw in enumerate(text.splitlines(), start=1):
-        header = _HEADER.match(raw)
-        if header is not None:
-            top = False
-            brackets, table = header.group(1), re.sub(r"\s*\.\s*", ".", header.group(2))
-            if brackets == "[[" and table == name:
-                current = TableLines(number)
-                tables.append(current)
-                target = current
-            elif brackets == "[" and current is not None and table.startswith(name + "."):
-                sub = TableLines(number)
-                current.subtables[table[len(name) + 1 :]] = sub
-                target = sub
-            else:
-                current = target = None
-            continue
-        key = _KEY.match(raw)
-        if key is None:
-            continue
-        key_name = next(g for g in key.groups() if g is not None)
-        if target is not None:
-            target.keys.setdefault(key_name, number)
-        elif top and key_name == name and inline is None:
-            inline = number
-    return tables, inline
-
-
-class Locator:
-    """Builds :class:`ConfigError` for ``name[i].key`` with the best line known."""
-
-    def __init__(self, path: str, text: str, name: str) -> None:
-        self.path = path
-        self.name = name
-        self.tables, self.inline = table_lines(text, name)
-
-    def error(
-        self, index: int, reason: str, key: str | None = None, subkey: str | None = None
-    ) -> ConfigError:
-        where = f"{self.name}[{index}]"
-        if key is not None:
-            where += f".{key}"
-        if subkey is not None:
-            where += f".{subkey}"
-        if index < len(self.tables):
-            line: int | None = self.tables[index].line(key, subkey)
-        else:
-            line = self.inline
-        return ConfigError(self.path, reason, line=line, where=where)
+""".replace("<kinds>", ", ".join(TOOL_KINDS)).replace("<paths>", _PATHS_HELP)
+"""The rules format, the one place it is written down (``--help`` prints it)."""
 
 
 # --------------------------------------------------------------------------- rules
@@ -497,25 +359,15 @@ def _kinds(loc: Locator, i: int, value: Any) -> frozenset[str]:
     return kinds
 
 
-def _text(loc: Locator, i: int, key: str, value: Any) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise loc.error(i, "must be a non-empty string", key)
-    return value
-
-
 def _rule(loc: Locator, i: int, table: Any) -> Rule:
-    if not isinstance(table, dict):
-        raise loc.error(i, "must be a table ([[rules]])")
-    for key in table:
-        if key not in RULE_KEYS:
-            raise loc.error(i, f"unknown key {key!r} (known: {', '.join(RULE_KEYS)})", key)
+    table = loc.table(i, table, RULE_KEYS)
     if "reason" not in table:
         raise loc.error(i, "'reason' is required (the deny reason)")
     if "code" not in table:
         raise loc.error(i, "'code' is required (a reverse-DNS deny code)")
-    reason = _text(loc, i, "reason", table["reason"])
+    reason = loc.text(i, "reason", table["reason"])
     code = table["code"]
-    if not isinstance(code, str) or not REVERSE_DNS.match(code):
+    if not is_reverse_dns(code):
         raise loc.error(i, "must be a reverse-DNS id like com.example.policy.rm_rf", "code")
     if not any(key in table for key in CONDITIONS):
         raise loc.error(
@@ -546,17 +398,12 @@ def _rule(loc: Locator, i: int, table: Any) -> Rule:
                     "input",
                     name,
                 )
-            if not isinstance(regex, str) or not regex:
-                raise loc.error(i, "must be a non-empty regex string", "input", name)
-            try:
-                inputs.append((name, re.compile(regex)))
-            except re.error as exc:
-                raise loc.error(i, f"invalid regex: {exc.msg}", "input", name) from None
+            inputs.append((name, loc.regex(i, regex, "input", name)))
     return Rule(
         index=i,
         reason=reason,
         code=code,
-        message=_text(loc, i, "message", table["message"]) if "message" in table else None,
+        message=loc.text(i, "message", table["message"]) if "message" in table else None,
         kinds=_kinds(loc, i, table["kind"]) if "kind" in table else None,
         tools=_names(loc, i, "tool", table["tool"]) if "tool" in table else None,
         origin=origin,
@@ -576,9 +423,7 @@ def _rule(loc: Locator, i: int, table: Any) -> Rule:
 def parse_rules(path: str, data: bytes | None = None) -> RuleSet:
     """Read and validate a rules file (``data``: its bytes, if already read)."""
     text, document = read_toml(path, data)
-    for key in document:
-        if key != "rules":
-            raise ConfigError(path, f"unknown top-level key {key!r} (only [[rules]] tables)")
+    only_key(path, document, "rules")
     if "rules" not in document:
         raise ConfigError(path, "no [[rules]] tables (write 'rules = []' for an empty list)")
     rules = document["rules"]
@@ -714,7 +559,7 @@ def _parser() -> argparse.ArgumentParser:
             "tool.before, fail-closed, 2000 ms, content metadata), so a registration\n"
             "may omit subscriptions."
         ),
-        epilog=HELP_EPILOG,
+        epilog=RULES_FORMAT,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--rules", required=True, metavar="FILE", help="the rules file (TOML)")

@@ -31,12 +31,13 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Final
 
+from ahp_protocol.wire.names import is_reverse_dns
+
 from ahp_backends.serving import fail
 
 __all__ = ["Project", "find_protocol_source", "main", "plan", "render", "write_project"]
 
 _NAME: Final = re.compile(r"^[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*$")
-_REVERSE_DNS: Final = re.compile(r"^(?:[A-Za-z][A-Za-z0-9_-]*\.)+[A-Za-z][A-Za-z0-9_-]*$")
 _RESERVED: Final = frozenset({"ahp_protocol", "ahp_backends", "ahp_harness", "tests", "test"})
 _TEMPLATE_ROOT: Final = ("templates", "backend")
 
@@ -259,7 +260,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problem is not None:
         return fail(problem)
     backend_id: str = args.id or f"com.example.{name}"
-    if not _REVERSE_DNS.match(backend_id):
+    if not is_reverse_dns(backend_id):
         return fail(f"--id {backend_id!r}: use a reverse-DNS id such as com.example.{name}")
     protocol: Path | None
     if args.protocol:
