@@ -37,7 +37,7 @@ import pytest
 from ahp_harness.manifest import manifest
 from ahp_protocol.client import Hooks
 from ahp_protocol.client.chain import SYNTHETIC_DENIAL_REASON
-from ahp_protocol.client.failures import FailureClass
+from ahp_protocol.client import FailureClass
 
 if TYPE_CHECKING:  # the helpers live in this folder's conftest.py (fixtures ``kit``, ``kit_class``)
     from conftest import GateRun, HarnessKit

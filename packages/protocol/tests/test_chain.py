@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import pytest
+from ahp_protocol.client import FailureClass, OperationalFailure
 from ahp_protocol.client.chain import (
     SYNTHETIC_DENIAL_REASON,
     Candidate,
@@ -16,7 +17,6 @@ from ahp_protocol.client.chain import (
     fold_response,
     same_json,
 )
-from ahp_protocol.client.failures import FailureClass, OperationalFailure
 from ahp_protocol.wire.effects import (
     AllowEffect,
     AskEffect,

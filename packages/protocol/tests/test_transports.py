@@ -24,7 +24,7 @@ from typing import Any
 
 import anyio
 import pytest
-from ahp_protocol.client.failures import FailureClass, OperationalFailure
+from ahp_protocol.client import FailureClass, OperationalFailure
 from ahp_protocol.client.transports import (
     HeaderValue,
     HttpTransport,

@@ -35,7 +35,7 @@ from ahp_protocol.wire.errors import WireError, WireErrors
 from ahp_protocol.wire.kinds import TOOL_KINDS, is_known_kind
 
 if TYPE_CHECKING:
-    from ahp_protocol.client.result import HookResult
+    from ahp_protocol.client._result import HookResult
 
 Kind = Literal["auto", "registration", "message", "stdio"]
 
@@ -239,11 +239,11 @@ def _validate(args: argparse.Namespace) -> int:
 def complete_event(partial: Mapping[str, Any], *, source: str) -> dict[str, Any]:
     """Fill ``id``, ``time``, ``source`` and ``harness`` where a partial event lacks them."""
     from ahp_protocol import __version__
-    from ahp_protocol.client.dispatcher import now_rfc3339
+    from ahp_protocol.client._dispatcher import new_id, now
 
     event = dict(partial)
-    event.setdefault("id", f"evt_{uuid.uuid4().hex}")
-    event.setdefault("time", now_rfc3339())
+    event.setdefault("id", new_id("evt"))
+    event.setdefault("time", now())
     event.setdefault("source", source)
     event.setdefault("harness", {"name": "ahp-protocol-send", "version": __version__})
     return event

@@ -11,9 +11,12 @@ A result never grants anything by itself: ``none`` and ``allow`` still go
 through the host's own permissions, managed policy and sandbox.
 """
 
-from ahp_protocol.client.chain import Candidate, ChainState, Denial
-from ahp_protocol.client.dispatcher import DeclarationError, Dispatcher, RegistrationError
-from ahp_protocol.client.failures import FailureClass, OperationalFailure
+from ahp_protocol.client._checks import DeclarationError, RegistrationError
+from ahp_protocol.client._dispatcher import Dispatcher
+from ahp_protocol.client._failures import FailureClass, OperationalFailure
+from ahp_protocol.client._result import Diagnostic, HookResult
+from ahp_protocol.client._sync import SyncDispatcher
+from ahp_protocol.client.chain import ChainState, Denial
 from ahp_protocol.client.hooks import (
     FileChange,
     Hooks,
@@ -22,8 +25,7 @@ from ahp_protocol.client.hooks import (
     ToolCall,
     UnknownToolKind,
 )
-from ahp_protocol.client.result import Diagnostic, HookResult
-from ahp_protocol.client.sync import SyncDispatcher
+from ahp_protocol.wire.state import Candidate
 
 __all__ = [
     "Candidate",

@@ -12,7 +12,7 @@ modification that leaves the event as it was keeps them), then deny > ask > allo
 Never validates effects against capabilities (that is
 :func:`ahp_protocol.wire.effects.check_effects`, run first, atomically) and
 never talks to a backend. A modification that leaves an invalid event raises
-:class:`~ahp_protocol.client.failures.OperationalFailure`: the response is
+:class:`~ahp_protocol.client.OperationalFailure`: the response is
 then rejected as a whole, as the draft requires.
 """
 
@@ -24,9 +24,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ahp_protocol.client.failures import FailureClass, OperationalFailure
-from ahp_protocol.wire.state import Candidate, Permission
+from ahp_protocol.client._failures import FailureClass, OperationalFailure
+from ahp_protocol.wire.state import Candidate as Candidate  # re-exported: the wire's, one type
 from ahp_protocol.wire.state import FlowState as Flow
+from ahp_protocol.wire.state import Permission as Permission
 
 SYNTHETIC_DENIAL_REASON = "Required policy backend unavailable."
 """The generic reason of a fail-closed denial: no backend detail ever reaches the model."""

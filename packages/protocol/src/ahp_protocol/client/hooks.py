@@ -40,13 +40,14 @@ import uuid
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ahp_protocol.client.chain import Candidate, ChainState, Permission
-from ahp_protocol.client.dispatcher import Dispatcher, check_declaration
-from ahp_protocol.client.result import Diagnostic, HookResult
+from ahp_protocol.client._checks import check_declaration
+from ahp_protocol.client._dispatcher import Dispatcher, new_id, now
+from ahp_protocol.client._result import Diagnostic, HookResult
+from ahp_protocol.client.chain import ChainState
+from ahp_protocol.wire.state import Candidate, Permission
 
 if TYPE_CHECKING:
     from ahp_protocol.wire.registration import Registration
@@ -78,15 +79,6 @@ class InvalidEvent(ValueError):
 
 class UnknownToolKind(UserWarning):
     """A tool ``kind`` the draft does not define: accepted, but kind rules cannot match it."""
-
-
-def now() -> str:
-    """RFC 3339 UTC with milliseconds, as events carry ``time``."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def new_id(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex}"
 
 
 def text_part(text: str) -> dict[str, Any]:
@@ -145,13 +137,13 @@ class FileChange:
 def anchored(registration: Registration, folder: str | os.PathLike[str]) -> Registration:
     """``registration`` with its stdio backends placed in ``folder`` (module docstring rule)."""
     from ahp_protocol.client.transports.stdio import is_path_command
-    from ahp_protocol.wire.registration import StdioTransport
+    from ahp_protocol.wire.registration import StdioTransportConfig
 
     base = os.path.abspath(folder)
     hooks = []
     for hook in registration.hooks:
         spec = hook.transport
-        if isinstance(spec, StdioTransport):
+        if isinstance(spec, StdioTransportConfig):
             cwd = os.path.join(base, spec.cwd) if spec.cwd else base
             command = spec.command
             if is_path_command(command):

@@ -5,7 +5,7 @@ Owns the :class:`Transport` contract the dispatcher uses and
 (:class:`StdioTransport`, ``persistent`` or ``per_event``) or HTTP
 (:class:`HttpTransport`) transport. A transport moves bytes and checks framing,
 the JSON-RPC envelope and id correlation; every problem is an
-:class:`~ahp_protocol.client.failures.OperationalFailure` with a fixed detail.
+:class:`~ahp_protocol.client.OperationalFailure` with a fixed detail.
 
 Never: decides what a response means (JSON-RPC errors, versions and effects are
 the caller's), implements the deadline (the caller wraps each call in
@@ -89,7 +89,7 @@ def open_transport(
 
     spec = hook.transport
     auth = hook.authentication
-    if isinstance(spec, reg.StdioTransport):
+    if isinstance(spec, reg.StdioTransportConfig):
         if auth is not None:
             raise ValueError("authentication is not allowed on a stdio backend")
         return StdioTransport(

@@ -70,7 +70,7 @@ import anyio
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from ahp_protocol.client.failures import FailureClass, OperationalFailure
+from ahp_protocol.client._failures import FailureClass, OperationalFailure
 from ahp_protocol.wire import jsonrpc
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""A thin synchronous facade over :class:`~ahp_protocol.client.dispatcher.Dispatcher`.
+"""A thin synchronous facade over :class:`~ahp_protocol.client.Dispatcher`.
 
 For harnesses that are not async: the dispatcher runs on an event loop in one
 background thread (an anyio blocking portal) owned by this object; each call
@@ -15,9 +15,9 @@ from typing import Any
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
-from ahp_protocol.client.chain import Permission
-from ahp_protocol.client.dispatcher import Dispatcher
-from ahp_protocol.client.result import Diagnostic, HookResult
+from ahp_protocol.client._dispatcher import Dispatcher
+from ahp_protocol.client._result import Diagnostic, HookResult
+from ahp_protocol.wire.state import Permission
 
 
 class SyncDispatcher:

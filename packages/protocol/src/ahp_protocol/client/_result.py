@@ -12,8 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ahp_protocol.client.chain import Candidate, ChainState, Denial, Flow, Permission
-from ahp_protocol.client.failures import FailureClass
+from ahp_protocol.client._failures import FailureClass
+from ahp_protocol.client.chain import ChainState, Denial
+from ahp_protocol.wire.state import Candidate, FlowState, Permission
 
 Mode = Literal["intercept", "observe", "short-circuit"]
 Outcome = Literal["no_effect", "accepted", "denied", "failed", "delivered"]
@@ -72,7 +73,7 @@ class HookResult:
     candidate: Candidate | None
     messages: tuple[str, ...]
     injections: tuple[Mapping[str, Any], ...]
-    flow: Flow
+    flow: FlowState
     flow_reason: str | None
     instructions: tuple[str, ...]
     diagnostics: tuple[Diagnostic, ...]

@@ -27,12 +27,19 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ahp_protocol.client.chain import Candidate, ChainState, Permission, fold_response
-from ahp_protocol.client.failures import FailureClass, OperationalFailure
-from ahp_protocol.client.result import Diagnostic, HookResult, Outcome
+from ahp_protocol.client._checks import (
+    RegistrationError,
+    check_declaration,
+    check_registration,
+    check_subscription,
+)
+from ahp_protocol.client._failures import FailureClass, OperationalFailure
+from ahp_protocol.client._result import Diagnostic, HookResult, Outcome
+from ahp_protocol.client.chain import ChainState, fold_response
 from ahp_protocol.client.transports.stdio import DISCARDED
-from ahp_protocol.wire import catalogue, jsonrpc, routing
+from ahp_protocol.wire import jsonrpc, routing
 from ahp_protocol.wire.routing import Policy, failure_policy
+from ahp_protocol.wire.state import Candidate, Permission
 
 if TYPE_CHECKING:
     from ahp_protocol.client.transports import Transport
@@ -54,55 +61,6 @@ _EFFECT_FAILURES = {
 }
 
 
-class RegistrationError(ValueError):
-    """A registration this harness cannot run (the message names the JSON path and the rule)."""
-
-
-class DeclarationError(ValueError):
-    """The host's own declaration of what it enforces is wrong (a programming error)."""
-
-
-def check_declaration(capabilities: object) -> dict[str, dict[str, Any]]:
-    """The host's per-event capabilities, checked now rather than at the first event.
-
-    Each key must be an interceptable standard event, each value a well-formed wire
-    capabilities object (known effect names, each block its effect needs). What the
-    draft does not allow at an event is not an error: it is narrowed away per request
-    (:meth:`Dispatcher.grant`). Raises :class:`DeclarationError` naming the entry, what
-    is wrong and what is allowed there.
-    """
-    from ahp_protocol.wire.capabilities import parse_capabilities
-    from ahp_protocol.wire.effects import EVENT_EFFECTS
-    from ahp_protocol.wire.errors import WireErrors
-
-    if not isinstance(capabilities, Mapping):
-        raise DeclarationError("capabilities must map event types to capabilities objects")
-    declared: dict[str, dict[str, Any]] = {}
-    for event_type, caps in capabilities.items():
-        where = f"capabilities[{event_type!r}]"
-        if not isinstance(event_type, str) or not catalogue.is_interceptable(event_type):
-            raise DeclarationError(
-                f"{where}: not an interceptable event (interceptable: "
-                f"{', '.join(catalogue.INTERCEPTABLE)})"
-            )
-        allowed = ", ".join(sorted(EVENT_EFFECTS.get(event_type, ())))
-        if not isinstance(caps, Mapping):
-            raise DeclarationError(
-                f"{where}: must be a capabilities object such as "
-                f'{{"effects": ["deny"]}}, not {type(caps).__name__} '
-                f"(effects allowed at {event_type}: {allowed})"
-            )
-        try:
-            parse_capabilities(caps)
-        except WireErrors as exc:
-            problems = "; ".join(f"{where}.{e.path}: {e.reason}" for e in exc.errors)
-            raise DeclarationError(
-                f"{problems} (effects allowed at {event_type}: {allowed})"
-            ) from None
-        declared[event_type] = dict(caps)
-    return declared
-
-
 @dataclass(frozen=True, slots=True)
 class Route:
     """One subscription as the dispatcher uses it."""
@@ -114,7 +72,7 @@ class Route:
 
     @classmethod
     def of(cls, hook: Hook, index: int, subscription: Subscription) -> Route:
-        return cls(hook, index, subscription, _selection(subscription))
+        return cls(hook, index, subscription, subscription.content.to_wire())
 
     @property
     def sees_everything(self) -> bool:
@@ -173,16 +131,14 @@ def rpc_error_detail(error: object) -> str:
     return detail
 
 
-def now_rfc3339() -> str:
+def now() -> str:
+    """RFC 3339 UTC with milliseconds, as events carry ``time``."""
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _selection(sub: Subscription) -> dict[str, str]:
-    content = sub.content
-    if hasattr(content, "to_wire"):
-        selection: dict[str, str] = content.to_wire()
-        return selection
-    return dict(content)  # pragma: no cover - models always have to_wire
+def new_id(prefix: str) -> str:
+    """A fresh envelope id such as ``evt_<32 hex digits>``."""
+    return f"{prefix}_{uuid.uuid4().hex}"
 
 
 class Dispatcher:
@@ -218,55 +174,12 @@ class Dispatcher:
         self._stderr: dict[str, Callable[[], bytes]] = {}
         self._subscriptions: dict[str, Sequence[Subscription]] = {}
         self._routes: dict[tuple[str, str], list[Route]] = {}
-        self._grants: dict[tuple[str, str, int], dict[str, Any]] = {}
-        self._judges: dict[tuple[str, str, int], Grants] = {}
+        self._grants: dict[tuple[str, str, int], tuple[dict[str, Any], Grants]] = {}
         self._started = False
         self._closed = False
-        self._check_registration()
+        check_registration(registration, self.environ, self.capabilities)
 
     # -- lifecycle -----------------------------------------------------------------
-
-    def _check_registration(self) -> None:
-        """The harness-side registration rules (draft §9): credentials resolvable, events served."""
-        for i, hook in enumerate(self.registration.hooks):
-            auth = hook.authentication
-            token_env = getattr(auth, "token_env", None)
-            if token_env and not self.environ.get(token_env):
-                raise RegistrationError(
-                    f"hooks[{i}].authentication.tokenEnv: environment variable {token_env} "
-                    "is not set (or empty); set it or remove the binding"
-                )
-            if getattr(auth, "token_ref", None) or getattr(auth, "type", None) == "oauth":
-                raise RegistrationError(
-                    f"hooks[{i}].authentication: only bearer tokenEnv credentials are supported "
-                    "by this harness"
-                )
-            headers = getattr(hook.transport, "headers", None) or {}
-            for name, value in headers.items():
-                env = getattr(value, "value_env", None)
-                if env and not self.environ.get(env):
-                    raise RegistrationError(
-                        f"hooks[{i}].transport.headers.{name}.valueEnv: environment variable "
-                        f"{env} is not set (or empty)"
-                    )
-                if getattr(value, "value_ref", None):
-                    raise RegistrationError(
-                        f"hooks[{i}].transport.headers.{name}.valueRef: secret references are "
-                        "not supported by this harness; use valueEnv"
-                    )
-            for j, sub in enumerate(hook.subscriptions or ()):
-                self._check_subscription(sub, f"hooks[{i}].subscriptions[{j}]")
-
-    def _check_subscription(self, sub: Subscription, where: str) -> None:
-        if sub.mode != "intercept":
-            return
-        for k, selector in enumerate(sub.events):
-            covered = [e for e in catalogue.expand(selector, "intercept") if e in self.capabilities]
-            if not covered:
-                raise RegistrationError(
-                    f"{where}.events[{k}]: this harness does not intercept {selector!r} "
-                    f"(it intercepts: {', '.join(sorted(self.capabilities)) or 'nothing'})"
-                )
 
     async def __aenter__(self) -> Dispatcher:
         await self.start()
@@ -350,11 +263,11 @@ class Dispatcher:
         try:
             with anyio.fail_after(self.discovery_timeout):
                 response = await self._transport(hook).request(message)
-            result = self._result(response, message["id"])
+            result = self._result(response)
             configuration = parse_configuration(result.get("configuration"))
             for j, sub in enumerate(configuration.subscriptions):
                 try:
-                    self._check_subscription(sub, f"configuration.subscriptions[{j}]")
+                    check_subscription(sub, f"configuration.subscriptions[{j}]", self.capabilities)
                     subscriptions.append(sub)
                 except RegistrationError:
                     continue
@@ -415,22 +328,18 @@ class Dispatcher:
 
         A pure function of the declaration and the route: computed once per route.
         """
+        return self._granted(event_type, route)[0]
+
+    def _granted(self, event_type: str, route: Route) -> tuple[dict[str, Any], Grants]:
+        """:meth:`grant` and what ``check_effects`` reads of it, built together once."""
         key = (event_type, route.hook.id, route.index)
         cached = self._grants.get(key)
         if cached is None:
-            cached = self._grants[key] = self._narrow(event_type, route)
-        return cached
-
-    def _judge(self, event_type: str, route: Route) -> Grants:
-        """What ``check_effects`` reads of :meth:`grant`, built once per route like the
-        grant itself."""
-        key = (event_type, route.hook.id, route.index)
-        judge = self._judges.get(key)
-        if judge is None:
             from ahp_protocol.wire.effects import Grants
 
-            judge = self._judges[key] = Grants(self.grant(event_type, route))
-        return judge
+            granted = self._narrow(event_type, route)
+            cached = self._grants[key] = (granted, Grants(granted))
+        return cached
 
     def _narrow(self, event_type: str, route: Route) -> dict[str, Any]:
         from ahp_protocol.wire.capabilities import capabilities_for, parse_capabilities
@@ -454,9 +363,8 @@ class Dispatcher:
         return granted
 
     @staticmethod
-    def _result(response: Mapping[str, Any], request_id: object) -> dict[str, Any]:
-        if response.get("id") != request_id:
-            raise OperationalFailure(FailureClass.ID_MISMATCH, "response id is not the request id")
+    def _result(response: Mapping[str, Any]) -> dict[str, Any]:
+        """The ``result`` of a response whose envelope and id the transport checked."""
         if "error" in response:
             raise OperationalFailure(FailureClass.RPC_ERROR, rpc_error_detail(response["error"]))
         result = response.get("result")
@@ -468,13 +376,11 @@ class Dispatcher:
             )
         return result
 
-    def _accept(
-        self, event_type: str, judge: Grants, response: Mapping[str, Any], rid: object
-    ) -> list[Any]:
+    def _accept(self, event_type: str, judge: Grants, response: Mapping[str, Any]) -> list[Any]:
         from ahp_protocol.wire.effects import EffectError, check_effects
         from ahp_protocol.wire.errors import WireErrors
 
-        result = self._result(response, rid)
+        result = self._result(response)
         if "manifest" in result or "configuration" in result:
             raise OperationalFailure(FailureClass.INVALID_RESULT, "discovery payload in a decision")
         effects = result.get("effects")
@@ -490,9 +396,10 @@ class Dispatcher:
             raise OperationalFailure(FailureClass.MALFORMED_EFFECT, "effects rejected") from None
 
     async def _exchange(
-        self, route: Route, event_type: str, state: ChainState, grant: dict[str, Any]
+        self, route: Route, event_type: str, state: ChainState
     ) -> tuple[ChainState, int]:
         event = state.event
+        grant, judge = self._granted(event_type, route)
         params: dict[str, Any] = {
             "protocolVersion": jsonrpc.PROTOCOL_VERSION,
             "event": route.view(event),
@@ -507,7 +414,7 @@ class Dispatcher:
             if exc.failure not in RETRYABLE:
                 raise
             response = await transport.request(message)  # same ids, same content, same deadline
-        effects = self._accept(event_type, self._judge(event_type, route), response, message["id"])
+        effects = self._accept(event_type, judge, response)
         folded = fold_response(state, effects, backend=route.hook.id, subscription=route.index)
         return folded, len(effects)
 
@@ -545,19 +452,22 @@ class Dispatcher:
             if state.stopped:
                 uncalled.append(route)
                 continue
-            grant = self.grant(event_type, route)
             started = time.perf_counter()
             discarded: list[int] = []  # uncorrelated frames the transport dropped meanwhile
             token = DISCARDED.set(discarded)
+            failure: OperationalFailure | None = None
             try:
                 with anyio.fail_after(route.timeout_s):
-                    folded, count = await self._exchange(route, event_type, state, grant)
+                    folded, count = await self._exchange(route, event_type, state)
             except TimeoutError:
                 failure = OperationalFailure(FailureClass.DEADLINE_EXCEEDED, "no answer in time")
             except OperationalFailure as exc:
                 failure = exc
-            else:
-                outcome: Outcome = "no_effect" if count == 0 else "accepted"
+            finally:
+                DISCARDED.reset(token)
+            latency = (time.perf_counter() - started) * 1000
+            if failure is None:
+                outcome: Outcome = "accepted" if count else "no_effect"
                 if folded.denial is not None:
                     outcome = "denied"
                 diagnostics.append(
@@ -566,21 +476,19 @@ class Dispatcher:
                         route.index,
                         "intercept",
                         outcome,
-                        (time.perf_counter() - started) * 1000,
+                        latency,
                         discarded=len(discarded),
                     )
                 )
                 state = folded
                 continue
-            finally:
-                DISCARDED.reset(token)
             diagnostics.append(
                 Diagnostic(
                     route.hook.id,
                     route.index,
                     "intercept",
                     "failed",
-                    (time.perf_counter() - started) * 1000,
+                    latency,
                     failure.failure,
                     route.policy,
                     failure.detail,
@@ -591,8 +499,7 @@ class Dispatcher:
             log.info("backend %s failed: %s (%s)", route.hook.id, failure.failure, route.policy)
             if route.fail_closed:
                 state = state.deny_synthetic(route.hook.id, route.index)
-        result = HookResult.settle(event_type, state, diagnostics)
-        observed = await self._deliver(result.event, uncalled, failures)
+        observed = await self._deliver(state.event, uncalled, failures)
         return HookResult.settle(event_type, state, diagnostics + observed)
 
     async def observe(self, event: Mapping[str, Any]) -> list[Diagnostic]:
@@ -605,10 +512,10 @@ class Dispatcher:
     ) -> dict[str, Any]:
         """The ``hook.failure`` event about one failed backend (no backend detail in it)."""
         event: dict[str, Any] = {
-            "id": f"evt_{uuid.uuid4().hex}",
+            "id": new_id("evt"),
             "source": parent.get("source", self.source),
             "type": "hook.failure",
-            "time": now_rfc3339(),
+            "time": now(),
             "harness": parent.get("harness", self.harness),
             "parentEventId": parent["id"],
             "failure": {

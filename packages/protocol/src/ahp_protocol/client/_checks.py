@@ -1,0 +1,116 @@
+"""What a harness checks before its first event: its own declaration and the registration.
+
+Owns :func:`check_declaration` (the host's per-event capabilities, checked at
+construction rather than at the first event) and :func:`check_registration` (the
+harness-side registration rules of draft §9: every credential resolvable from the
+environment, every intercept selector served by the declaration). Each problem
+raises at once with the JSON path, the rule and what is allowed instead.
+
+Never: narrows capabilities (that is per request, :mod:`ahp_protocol.wire.capabilities`)
+or reads a credential's value beyond whether it is set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ahp_protocol.wire import catalogue
+
+if TYPE_CHECKING:
+    from ahp_protocol.wire.registration import Registration, Subscription
+
+
+class RegistrationError(ValueError):
+    """A registration this harness cannot run (the message names the JSON path and the rule)."""
+
+
+class DeclarationError(ValueError):
+    """The host's own declaration of what it enforces is wrong (a programming error)."""
+
+
+def check_declaration(capabilities: object) -> dict[str, dict[str, Any]]:
+    """The host's per-event capabilities, checked now rather than at the first event.
+
+    Each key must be an interceptable standard event, each value a well-formed wire
+    capabilities object (known effect names, each block its effect needs). What the
+    draft does not allow at an event is not an error: it is narrowed away per request
+    (:meth:`~ahp_protocol.client.Dispatcher.grant`). Raises :class:`DeclarationError`
+    naming the entry, what is wrong and what is allowed there.
+    """
+    from ahp_protocol.wire.capabilities import parse_capabilities
+    from ahp_protocol.wire.effects import EVENT_EFFECTS
+    from ahp_protocol.wire.errors import WireErrors
+
+    if not isinstance(capabilities, Mapping):
+        raise DeclarationError("capabilities must map event types to capabilities objects")
+    declared: dict[str, dict[str, Any]] = {}
+    for event_type, caps in capabilities.items():
+        where = f"capabilities[{event_type!r}]"
+        if not isinstance(event_type, str) or not catalogue.is_interceptable(event_type):
+            raise DeclarationError(
+                f"{where}: not an interceptable event (interceptable: "
+                f"{', '.join(catalogue.INTERCEPTABLE)})"
+            )
+        allowed = ", ".join(sorted(EVENT_EFFECTS.get(event_type, ())))
+        if not isinstance(caps, Mapping):
+            raise DeclarationError(
+                f"{where}: must be a capabilities object such as "
+                f'{{"effects": ["deny"]}}, not {type(caps).__name__} '
+                f"(effects allowed at {event_type}: {allowed})"
+            )
+        try:
+            parse_capabilities(caps)
+        except WireErrors as exc:
+            problems = "; ".join(f"{where}.{e.path}: {e.reason}" for e in exc.errors)
+            raise DeclarationError(
+                f"{problems} (effects allowed at {event_type}: {allowed})"
+            ) from None
+        declared[event_type] = dict(caps)
+    return declared
+
+
+def check_registration(
+    registration: Registration, environ: Mapping[str, str], declared: Mapping[str, object]
+) -> None:
+    """The harness-side registration rules (draft §9): credentials resolvable, events served."""
+    for i, hook in enumerate(registration.hooks):
+        auth = hook.authentication
+        token_env = getattr(auth, "token_env", None)
+        if token_env and not environ.get(token_env):
+            raise RegistrationError(
+                f"hooks[{i}].authentication.tokenEnv: environment variable {token_env} "
+                "is not set (or empty); set it or remove the binding"
+            )
+        if getattr(auth, "token_ref", None) or getattr(auth, "type", None) == "oauth":
+            raise RegistrationError(
+                f"hooks[{i}].authentication: only bearer tokenEnv credentials are supported "
+                "by this harness"
+            )
+        headers = getattr(hook.transport, "headers", None) or {}
+        for name, value in headers.items():
+            env = getattr(value, "value_env", None)
+            if env and not environ.get(env):
+                raise RegistrationError(
+                    f"hooks[{i}].transport.headers.{name}.valueEnv: environment variable "
+                    f"{env} is not set (or empty)"
+                )
+            if getattr(value, "value_ref", None):
+                raise RegistrationError(
+                    f"hooks[{i}].transport.headers.{name}.valueRef: secret references are "
+                    "not supported by this harness; use valueEnv"
+                )
+        for j, sub in enumerate(hook.subscriptions or ()):
+            check_subscription(sub, f"hooks[{i}].subscriptions[{j}]", declared)
+
+
+def check_subscription(sub: Subscription, where: str, declared: Mapping[str, object]) -> None:
+    """An intercept subscription must select at least one event the host declared."""
+    if sub.mode != "intercept":
+        return
+    for k, selector in enumerate(sub.events):
+        if not any(e in declared for e in catalogue.expand(selector, "intercept")):
+            raise RegistrationError(
+                f"{where}.events[{k}]: this harness does not intercept {selector!r} "
+                f"(it intercepts: {', '.join(sorted(declared)) or 'nothing'})"
+            )
