@@ -910,10 +910,10 @@ def test_mutated_messages_never_crash(
         assert SECRET not in json.dumps(response)
 
 
-# --------------------------------------------------------------------- the usual-request path
-# Once a backend has answered an event type under a grant, the next such requests take
-# a shorter path (``_usual_intercept``; a repeated accepted effect, ``_remembered_reply``).
-# Whatever arrives, a warm backend must answer exactly as one that never saw a request.
+# --------------------------------------------------------------------- the memo
+# Verdicts on a grant, a state and an event type are remembered, and so are accepted
+# effect models. Whatever arrives, a warm backend must answer exactly as one that never
+# saw a request.
 
 WARM_UP = [
     intercept(tool_before("warm1", "ls")),
@@ -938,36 +938,8 @@ def _warm() -> tuple[Backend, list[Any]]:
 def _answers_like_a_fresh_backend(raw: bytes) -> None:
     warm, warm_seen = _warm()
     fresh, fresh_seen = make_backend(CONFIGURATION)
-    decoded = warm._decode(raw, warm.max_frame_bytes)
-    if isinstance(decoded, dict):
-        usual = warm._usual_intercept(decoded, warm.max_frame_bytes)
-        if usual is not None:  # the short path decides only what the general one would
-            assert usual == warm._request(json.loads(raw), warm.max_frame_bytes)
-            warm_seen.clear()
     assert warm.handle_sync(raw) == fresh.handle_sync(raw)
     assert warm_seen == fresh_seen
-
-
-def test_a_warm_backend_takes_the_usual_path() -> None:
-    """The differential tests below are not vacuous: the short paths are taken."""
-    warm, seen = _warm()
-    limit = warm.max_frame_bytes
-    fresh, _ = make_backend(CONFIGURATION)
-    for message in WARM_UP:
-        assert fresh._usual_intercept(json.loads(line(message)), limit) is None
-    for n, message in enumerate(WARM_UP):
-        renamed = json.loads(json.dumps(message).replace("warm", "next"))
-        step = warm._usual_intercept(renamed, limit)
-        assert step is not None and step.request.id == f"next{n + 1}"
-        assert step == warm._request(renamed, limit)
-    step = warm._usual_intercept(intercept(tool_before("again", "rm -rf /")), limit)
-    assert step is not None
-    reply = warm._remembered_reply(step, step.handler(step.request))
-    assert reply is not None and reply.body == fresh.handle_sync(
-        line(intercept(tool_before("again", "rm -rf /")))
-    )
-    assert warm._remembered_reply(step, DenyEffect(reason="Another reason.")) is None
-    assert seen == [("intercept", "again")]  # judging a request never runs the handler
 
 
 @pytest.mark.parametrize(

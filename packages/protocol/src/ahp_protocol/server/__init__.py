@@ -17,7 +17,8 @@ if __name__ == "__main__":
 ```
 
 This package exports the authoring API only (:class:`Backend`,
-:class:`InterceptRequest`). Transports live in :mod:`ahp_protocol.server.stdio`
+:class:`InterceptRequest`, and :class:`Reply`, what a transport gets from
+:meth:`Backend.respond`). Transports live in :mod:`ahp_protocol.server.stdio`
 and :mod:`ahp_protocol.server.asgi` and are imported on demand: importing this
 package never imports uvicorn, httpx or anyio.
 """
@@ -28,6 +29,7 @@ from ahp_protocol.server.backend import (
     InterceptRequest,
     InterceptResult,
     ObserveHandler,
+    Reply,
 )
 
 __all__ = [
@@ -36,4 +38,5 @@ __all__ = [
     "InterceptRequest",
     "InterceptResult",
     "ObserveHandler",
+    "Reply",
 ]

@@ -275,7 +275,7 @@ class App:
                 import anyio
 
                 judge_in = self._judge_limiter = anyio.CapacityLimiter(1)
-        reply = await self.backend._respond(
+        reply = await self.backend.respond(
             body, self.max_frame_bytes, offload_sync=True, judge_in=judge_in
         )
         if reply.body is None:

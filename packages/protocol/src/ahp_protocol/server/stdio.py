@@ -35,8 +35,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from typing import IO, TYPE_CHECKING
 
-from ahp_protocol.server.backend import _error_reply, _log
-from ahp_protocol.wire.jsonrpc import ErrorCode
+from ahp_protocol.server._codec import parse_error_reply
+from ahp_protocol.server._core import log
 
 if TYPE_CHECKING:
     from ahp_protocol.server.backend import Backend
@@ -140,11 +140,11 @@ def _read(
         line = None
         if item is None or isinstance(item, bytes):
             return item
-        _log("%s: stdio framing error (%s record)", backend.name, item)
+        log("%s: stdio framing error (%s record)", backend.name, item)
         if item == "oversize" and not once:
             lines.discard_rest()
         reason = "frame too large" if item == "oversize" else "record cut off by end of input"
-        body = _error_reply(None, ErrorCode.PARSE_ERROR, reason, parse=True).body
+        body = parse_error_reply(reason).body
         assert body is not None
         if not _write(out, body) or once or item == "truncated":
             return None
@@ -168,7 +168,7 @@ def _serve(
 
         async def main() -> bool:
             while (message := _read(backend, lines, out, once)) is not None:
-                reply = await backend._respond(message, limit)
+                reply = await backend.respond(message, limit)
                 if reply.body is not None and not _write(out, reply.body):
                     return False
                 if once:
@@ -185,7 +185,7 @@ def _serve_sync(backend: Backend, lines: _Lines, out: IO[bytes], once: bool) -> 
     to the core (per-request cost is mostly Python calls); anything else (EOF, a
     blank, oversized or cut-off line) is judged by ``_read``."""
     readline, size, limit = lines.stdin.readline, lines.limit + 1, lines.limit
-    respond, write, flush = backend._respond_sync, out.write, out.flush
+    respond, write, flush = backend.respond_sync, out.write, out.flush
     while True:
         message = readline(size)
         if not message.endswith(b"\n") or message.isspace():

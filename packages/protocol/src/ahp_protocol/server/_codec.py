@@ -1,0 +1,164 @@
+"""The server kit's JSON codec: one frame in as a dict, one reply out as one line.
+
+Owns decoding one frame (bounded size and nesting; -32700 with a fixed reason for
+oversize, invalid UTF-8 or JSON, too deep; -32600 for a batch or a non-object), the
+exact key the memos are keyed by, and encoding a reply as one compact UTF-8 line
+(lone surrogates escaped rather than failing). The message shapes, codes and
+envelope rules are :mod:`ahp_protocol.wire.jsonrpc`'s; this module only adds what a
+server needs to be fast and total, which the wire codec does not promise: the
+pydantic-core decoder and key writer, and an encoder that never raises on a string.
+
+The codec is chosen once, on first use (:func:`codec`), so importing the kit
+imports no pydantic. No I/O.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable, Mapping
+from typing import Any, Final, NamedTuple
+
+from ahp_protocol.wire.jsonrpc import PROTOCOL_VERSION, ErrorCode, RequestId
+from ahp_protocol.wire.jsonrpc import error as rpc_error
+
+MAX_NESTING: Final = 200
+"""No value in a frame may sit inside more than this many arrays or objects; a deeper
+frame is -32700 (``"nested too deeply"``). It is the limit of the fast decoder
+(``pydantic_core.from_json``, a test checks), applied by :func:`too_deep` where the
+stdlib decodes instead, so the same frames are accepted on every path, and nothing
+after decoding (the wire models, copies of the grant, handlers) recurses deeper."""
+
+
+class Reply(NamedTuple):
+    """What the core decided: the encoded line (``None``: stay silent).
+
+    ``parse_error`` is true when the bytes were not one decodable JSON value
+    within the frame limit (-32700); HTTP maps that to status 400.
+    """
+
+    body: bytes | None
+    parse_error: bool = False
+
+
+SILENT: Final = Reply(None)
+
+
+class Codec(NamedTuple):
+    loads: Callable[[bytes], Any]
+    """Decodes a frame, or raises and the stdlib judges it (it refuses lone
+    surrogates, deep nesting and ``NaN``; where it accepts, it agrees with the stdlib)."""
+    exact_key: Callable[[Any], str | bytes]
+    """A text that differs whenever decoded JSON differs (``1``, ``1.0`` and ``True``
+    do); raises on what it cannot write (a lone surrogate)."""
+
+
+@functools.cache
+def codec() -> Codec:
+    """pydantic-core's decoder and writer, about twice as fast as the stdlib's."""
+    from pydantic_core import from_json, to_json
+
+    return Codec(functools.partial(from_json, allow_inf_nan=False), to_json)
+
+
+def too_deep(value: Any) -> bool:
+    """Whether some value in decoded JSON sits inside more than ``MAX_NESTING`` arrays
+    or objects. Iterative: linear in the size of ``value``, whatever its depth."""
+    if type(value) is not dict and type(value) is not list:
+        return False
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        node, depth = pop()  # a container inside ``depth`` others
+        children = node.values() if type(node) is dict else node
+        if depth >= MAX_NESTING and children:
+            return True
+        for child in children:
+            if type(child) is dict or type(child) is list:
+                push((child, depth + 1))
+    return False
+
+
+def json_copy(value: Any) -> Any:
+    """A deep copy of decoded JSON (dicts, lists and scalars), faster than deepcopy."""
+    if isinstance(value, dict):
+        return {k: json_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [json_copy(v) for v in value]
+    return value
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError("not JSON")
+
+
+# Built once: ``json.loads``/``json.dumps`` with options build a codec per call.
+_DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant)
+_ENCODER: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+_ASCII_ENCODER: Final = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+_encode_string: Final[Callable[[str], str]] = json.encoder.encode_basestring
+
+
+def json_bytes(value: Any) -> bytes:
+    """Compact JSON in UTF-8; lone surrogates are escaped instead of failing."""
+    try:
+        if type(value) is str:  # a request id: the C string encoder, as _ENCODER uses
+            return _encode_string(value).encode("utf-8")
+        return _ENCODER.encode(value).encode("utf-8")
+    except UnicodeEncodeError:
+        return _ASCII_ENCODER.encode(value).encode("ascii")
+
+
+def encode(message: Mapping[str, Any]) -> bytes:
+    """One compact JSON line."""
+    return json_bytes(message) + b"\n"
+
+
+_RESULT_HEAD: Final = b'{"jsonrpc":"2.0","id":'
+_RESULT_MIDDLE: Final = (
+    b',"result":{"protocolVersion":"' + PROTOCOL_VERSION.encode() + b'","effects":'
+)
+
+
+def encode_result(id: RequestId, effects: bytes) -> bytes:
+    """The intercept success line for ``id`` with the encoded ``effects`` array: the
+    bytes :func:`encode` would write, without encoding the constant frame each time."""
+    return b"".join((_RESULT_HEAD, json_bytes(id), _RESULT_MIDDLE, effects, b"}}\n"))
+
+
+def error_reply(
+    id: RequestId | None, code: ErrorCode, reason: str | None = None, *, parse: bool = False
+) -> Reply:
+    data = {"reason": reason} if reason is not None else None
+    return Reply(encode(rpc_error(id, code, data=data)), parse_error=parse)
+
+
+def parse_error_reply(reason: str) -> Reply:
+    """-32700 with ``id: null`` and a fixed ``reason`` (a transport's framing error)."""
+    return error_reply(None, ErrorCode.PARSE_ERROR, reason, parse=True)
+
+
+def decode(message: bytes, limit: int) -> Reply | dict[str, Any]:
+    """One frame (the message without one final newline, at most ``limit`` bytes) as
+    a dict, or the error reply."""
+    raw = message if type(message) is bytes else bytes(message)
+    if len(raw) - raw.endswith(b"\n") > limit:  # JSON ignores that newline: no slice
+        return parse_error_reply("frame too large")
+    try:
+        msg = codec().loads(raw)
+    except Exception:  # refused by the fast decoder: the stdlib judges it
+        try:
+            msg = _DECODER.decode(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            return parse_error_reply("not UTF-8")
+        except RecursionError:
+            return parse_error_reply("nested too deeply")
+        except ValueError:
+            return parse_error_reply("not JSON")
+        if too_deep(msg):  # the fast decoder refuses these itself
+            return parse_error_reply("nested too deeply")
+    if type(msg) is dict:
+        return msg
+    if isinstance(msg, list):
+        return error_reply(None, ErrorCode.INVALID_REQUEST, "batches are not allowed")
+    return error_reply(None, ErrorCode.INVALID_REQUEST, "a message must be an object")

@@ -1,0 +1,504 @@
+"""The server kit's sans-I/O core: which handler answers a message, and with what.
+
+:class:`Core` judges one framed message (:meth:`Core.prepare`) into a reply, or a
+call for the driver to make (:class:`InterceptCall`, :class:`ObserveCall`), and
+judges what an intercept handler returned (:meth:`Core.answer`). The rules, in the
+order they are applied, are listed in :mod:`ahp_protocol.server.backend`.
+
+One path: after the envelope checks, one memo lookup keyed by what the verdict
+depends on (event type, exact capabilities, state) returns the handler, the grant
+and the event validator; on a miss the same path judges them in full and stores
+them. The event itself is validated every time. Never does I/O besides stderr
+diagnostics; never echoes input in error ``data``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol, TypeAlias, TypeGuard
+
+from ahp_protocol.server._codec import (
+    SILENT,
+    Reply,
+    decode,
+    encode,
+    encode_result,
+    error_reply,
+    json_bytes,
+    json_copy,
+)
+from ahp_protocol.server._memo import EffectMemo, Memo
+from ahp_protocol.wire import catalogue
+from ahp_protocol.wire.jsonrpc import (
+    CONFIGURATION,
+    INTERCEPT,
+    OBSERVE,
+    PROTOCOL_VERSION,
+    DecodeError,
+    ErrorCode,
+    RequestId,
+    classify,
+    recoverable_id,
+    unsupported_version,
+)
+from ahp_protocol.wire.names import is_reverse_dns
+
+if TYPE_CHECKING:
+    from ahp_protocol.wire.effects import Grants
+
+
+class Effect(Protocol):
+    """An effect model (:class:`ahp_protocol.wire.effects.BaseEffect`)."""
+
+    def to_wire(self) -> dict[str, Any]: ...
+
+
+InterceptResult: TypeAlias = (
+    Effect | Mapping[str, Any] | Iterable[Effect | Mapping[str, Any]] | None
+)
+"""``None``, one effect (an effect model or a dict), or an iterable of effects."""
+InterceptHandler: TypeAlias = Callable[
+    ["InterceptRequest"], InterceptResult | Awaitable[InterceptResult]
+]
+"""``(request) -> InterceptResult`` or an ``async def`` returning one."""
+ObserveHandler: TypeAlias = Callable[[dict[str, Any]], Any]
+"""``(event) -> None`` or an ``async def``; its return value is ignored."""
+
+MAX_EFFECT_NAMES: Final = 64
+"""The most effect names a request's ``capabilities.effects`` may list (the draft has
+eight standard effects; the rest are extensions); more is -32602, judged before
+anything else about the grant, so no grant costs more than a bounded amount."""
+
+_NO_STATE: Final[Any] = object()
+"""``params.state`` absent (its key is then a two-item tuple: no state can collide)."""
+_INVALID_EVENT: Final = "params.event is not a valid event"
+
+
+def log(message: str, *args: object) -> None:
+    """One-line diagnostic to stderr (logging's last-resort handler when unconfigured)."""
+    import logging
+
+    logging.getLogger("ahp_protocol.server").warning(message, *args)
+
+
+@dataclass(frozen=True, slots=True)
+class InterceptRequest:
+    """One ``hooks/intercept`` request as a handler sees it.
+
+    ``event`` is the raw event dict (lossless, as received); ``capabilities`` and
+    ``state`` are the raw request objects; ``advertised`` is the set of effect types
+    the harness accepts for this interception (``capabilities.effects``).
+    """
+
+    id: str | int
+    event: dict[str, Any]
+    event_type: str
+    capabilities: dict[str, Any]
+    state: dict[str, Any] | None
+    advertised: frozenset[str]
+    params: dict[str, Any]
+
+    @property
+    def tool(self) -> dict[str, Any]:
+        """``event.tool`` or ``{}``."""
+        tool = self.event.get("tool")
+        return tool if isinstance(tool, dict) else {}
+
+    @property
+    def tool_name(self) -> str | None:
+        name = self.tool.get("name")
+        return name if isinstance(name, str) else None
+
+    @property
+    def tool_input(self) -> dict[str, Any]:
+        """``event.tool.input`` when it is an object, else ``{}``."""
+        tool = self.event.get("tool")  # not ``self.tool``: one call fewer on a hot path
+        value = tool.get("input") if isinstance(tool, dict) else None
+        return value if isinstance(value, dict) else {}
+
+    @property
+    def session_id(self) -> str | None:
+        session = self.event.get("session")
+        sid = session.get("id") if isinstance(session, dict) else None
+        return sid if isinstance(sid, str) else None
+
+
+def _valid_event(event: dict[str, Any]) -> object:
+    return None  # never called: a verdict with a refusal validates nothing
+
+
+class Verdict(NamedTuple):
+    """Everything about a request that is a pure function of ``(event type,
+    capabilities, state)`` and the registered handlers: remembered, so a repeat
+    costs one key.
+
+    ``refusal`` is the error judged before the event (capabilities' shape, state not
+    an object, no handler: in that order); ``invalid`` the reason the capabilities or
+    the state are invalid at the event (judged after it). When both are ``None``, the
+    rest is set; ``judge`` is what ``check_effects`` reads of the capabilities, built
+    from a private copy and never handed to a handler. ``key`` is the exact key it is
+    remembered by (``None``: not remembered, and neither are its effects).
+    """
+
+    refusal: tuple[ErrorCode, str] | None
+    invalid: str | None = None
+    handler: InterceptHandler | None = None
+    is_async: bool = False
+    validate: Callable[[dict[str, Any]], object] = _valid_event
+    advertised: frozenset[str] = frozenset()
+    judge: Grants | None = None
+    key: str | bytes | None = None
+
+
+class InterceptCall(NamedTuple):
+    handler: InterceptHandler
+    is_async: bool
+    request: InterceptRequest
+    verdict: Verdict  # judges the handler's effects; never handed to a handler
+    limit: int
+
+
+class ObserveCall(NamedTuple):
+    handlers: tuple[tuple[ObserveHandler, bool], ...]
+    event: dict[str, Any]
+
+
+class _MalformedResult(Exception):
+    """A handler returned something that is not None, an effect or effects."""
+
+
+def _capabilities_shape(capabilities: Any) -> str | None:
+    """A fixed reason when ``capabilities`` is unusable, else ``None``."""
+    if not isinstance(capabilities, dict):
+        return "params.capabilities must be an object"
+    effects = capabilities.get("effects")
+    if not isinstance(effects, list):
+        return "params.capabilities.effects must be an array of strings"
+    if len(effects) > MAX_EFFECT_NAMES:
+        return f"params.capabilities.effects names more than {MAX_EFFECT_NAMES} effects"
+    if not all(isinstance(e, str) for e in effects):
+        return "params.capabilities.effects must be an array of strings"
+    if len(set(effects)) != len(effects):
+        return "params.capabilities.effects must not repeat an effect"
+    from ahp_protocol.wire.effects import EFFECT_TYPES
+
+    if not all(name in EFFECT_TYPES or is_reverse_dns(name) for name in effects):
+        return "params.capabilities.effects holds an unknown effect type"
+    return None
+
+
+def _grant_problem(event_type: str, capabilities: dict[str, Any], state: Any) -> str | None:
+    """Why the grant or the state is invalid at the event, else ``None``. The usual
+    grant and state are judged without building their models."""
+    from ahp_protocol.wire.effects import is_plain_grant_at
+
+    if not is_plain_grant_at(event_type, capabilities):
+        from ahp_protocol.wire.capabilities import parse_capabilities
+
+        try:
+            parse_capabilities(capabilities, event_type=event_type)
+        except Exception:
+            return "params.capabilities is not a valid grant at this event"
+    if state is not _NO_STATE:
+        from ahp_protocol.wire.state import is_plain_state, parse_state
+
+        try:
+            if not is_plain_state(state):
+                parse_state(state, event_type=event_type)
+        except Exception:
+            return "params.state is not a valid chain state"
+    return None
+
+
+def _as_effect_list(result: Any) -> list[Any]:
+    """Normalize a handler's return value. Iterating a generator runs handler code."""
+    if result is None:
+        return []
+    if hasattr(type(result), "model_dump") or isinstance(result, (dict, Mapping)):
+        return [result]
+    if isinstance(result, str | bytes | bytearray | memoryview) or not isinstance(result, Iterable):
+        raise _MalformedResult
+    return list(result)
+
+
+def is_awaitable(result: Any) -> TypeGuard[Awaitable[Any]]:
+    """``inspect.isawaitable``, after the cheap tests that rule out what handlers
+    usually return (effect models, dicts, lists)."""
+    if hasattr(type(result), "model_dump") or isinstance(result, (dict, list, tuple)):
+        return False
+    return inspect.isawaitable(result)
+
+
+def _specificity(selector: str) -> int:
+    return 0 if selector == "*" else 1 if selector.endswith(".*") else 2
+
+
+class Core:
+    """The judging half of :class:`~ahp_protocol.server.Backend`: handler tables and
+    memos, no I/O. Registration clears what depends on the handlers."""
+
+    name: str
+    configuration: list[dict[str, Any]] | None
+
+    def __init__(self) -> None:
+        self._intercepts: list[tuple[str, InterceptHandler, bool]] = []
+        self._observers: list[tuple[str, ObserveHandler, bool]] = []
+        self._observe_cache: dict[str, tuple[tuple[ObserveHandler, bool], ...]] = {}
+        self._verdicts: Memo[Verdict] = Memo(512, 16 * 1024)
+        self._effects = EffectMemo()
+
+    def _registered(self) -> None:
+        self._verdicts.clear()
+        self._observe_cache.clear()
+
+    # -- one message in ----------------------------------------------------------------
+
+    def prepare(self, message: bytes, limit: int) -> Reply | InterceptCall | ObserveCall:
+        """The reply to ``message``, or the handler call that decides it."""
+        msg = decode(message, limit)
+        if isinstance(msg, Reply):
+            return msg
+        notification = "id" not in msg and isinstance(msg.get("method"), str)
+        try:
+            return self._notification(msg) if notification else self._request(msg, limit)
+        except Exception as exc:  # a bug of ours must not take the server down
+            log("%s: internal error (%s)", self.name, type(exc).__name__)
+            return (
+                SILENT
+                if notification
+                else error_reply(recoverable_id(msg), ErrorCode.INTERNAL_ERROR)
+            )
+
+    def _request(self, msg: dict[str, Any], limit: int) -> Reply | InterceptCall:
+        try:
+            kind = classify(msg)
+        except DecodeError as exc:
+            return error_reply(recoverable_id(msg), ErrorCode.INVALID_REQUEST, exc.reason)
+        if kind != "request":
+            return SILENT  # a response sent to a backend: nothing to answer
+        rid: RequestId = msg["id"]  # classify checked it
+        method, params = msg["method"], msg.get("params")
+        if method == INTERCEPT:
+            return self._intercept(rid, params, limit)
+        if method == CONFIGURATION and self.configuration is not None:
+            return self._configuration(rid, params)
+        if method == OBSERVE:
+            return error_reply(rid, ErrorCode.INVALID_REQUEST, "hooks/observe is a notification")
+        return error_reply(rid, ErrorCode.METHOD_NOT_FOUND)
+
+    def _version_problem(self, rid: RequestId, params: Any) -> Reply | None:
+        if not isinstance(params, dict):
+            return error_reply(rid, ErrorCode.INVALID_PARAMS, "params must be an object")
+        version = params.get("protocolVersion")
+        if not isinstance(version, str):
+            return error_reply(rid, ErrorCode.INVALID_PARAMS, "params.protocolVersion is required")
+        return None if version == PROTOCOL_VERSION else Reply(encode(unsupported_version(rid)))
+
+    def _intercept(self, rid: RequestId, params: Any, limit: int) -> Reply | InterceptCall:
+        bad = ErrorCode.INVALID_PARAMS
+        problem = self._version_problem(rid, params)
+        if problem is not None:
+            return problem
+        event = params.get("event")
+        if not isinstance(event, dict):
+            return error_reply(rid, bad, "params.event must be an object")
+        event_type = event.get("type")
+        if not isinstance(event_type, str):
+            return error_reply(rid, bad, "params.event.type must be a string")
+        if event_type not in catalogue.INTERCEPTABLE_SET:
+            return error_reply(rid, ErrorCode.UNSUPPORTED_EVENT, "event type not interceptable")
+        if event.get("id") != rid or type(rid) is not str:
+            return error_reply(rid, bad, "the request id must equal params.event.id")
+        capabilities = params.get("capabilities")
+        state = params.get("state", _NO_STATE)
+        verdict = self._verdict(event_type, capabilities, state)
+        if verdict.refusal is not None:
+            return error_reply(rid, *verdict.refusal)
+        try:
+            verdict.validate(event)
+        except Exception:
+            code, reason = self._event_problem(event) or (bad, _INVALID_EVENT)
+            return error_reply(rid, code, reason)
+        if verdict.invalid is not None:
+            return error_reply(rid, bad, verdict.invalid)
+        assert verdict.handler is not None
+        request = InterceptRequest(
+            rid, event, event_type, capabilities, None if state is _NO_STATE else state,
+            verdict.advertised, params,
+        )  # fmt: skip
+        return InterceptCall(verdict.handler, verdict.is_async, request, verdict, limit)
+
+    def _verdict(self, event_type: str, capabilities: Any, state: Any) -> Verdict:
+        memo = self._verdicts
+        key = memo.key(
+            (event_type, capabilities) if state is _NO_STATE else (event_type, capabilities, state)
+        )
+        verdict = None if key is None else memo.get(key)
+        if verdict is None:
+            verdict = self._judge(event_type, capabilities, state, key)
+            if key is not None:
+                memo.put(key, verdict)
+        return verdict
+
+    def _judge(self, event_type: str, capabilities: Any, state: Any, key: Any) -> Verdict:
+        """The verdict in full (a memo miss)."""
+        bad = ErrorCode.INVALID_PARAMS
+        shape = _capabilities_shape(capabilities)
+        if shape is not None:
+            return Verdict((bad, shape))
+        if state is not _NO_STATE and not isinstance(state, dict):
+            return Verdict((bad, "params.state must be an object"))
+        found: tuple[InterceptHandler, bool] | None = None
+        rank = -1
+        for selector, fn, is_async in self._intercepts:
+            if catalogue.selector_matches(selector, event_type) and _specificity(selector) > rank:
+                found, rank = (fn, is_async), _specificity(selector)
+        if found is None:
+            return Verdict((ErrorCode.UNSUPPORTED_EVENT, "no handler for this event"))
+        from ahp_protocol.wire.effects import Grants
+        from ahp_protocol.wire.events import event_validator
+
+        return Verdict(
+            None, _grant_problem(event_type, capabilities, state), found[0], found[1],
+            event_validator(event_type), frozenset(capabilities["effects"]),
+            Grants(json_copy(capabilities)), key,
+        )  # fmt: skip
+
+    def _event_problem(self, event: dict[str, Any]) -> tuple[ErrorCode, str] | None:
+        """Validate the event with the wire models; a code and fixed reason if invalid."""
+        from ahp_protocol.wire.errors import WireError, WireErrors
+        from ahp_protocol.wire.events import UnsupportedEvent, parse_event
+
+        try:
+            parse_event(event)
+        except UnsupportedEvent:
+            return ErrorCode.UNSUPPORTED_EVENT, "event type not supported"
+        except (WireError, WireErrors):
+            return ErrorCode.INVALID_PARAMS, _INVALID_EVENT
+        except Exception as exc:
+            log("%s: event validation failed (%s)", self.name, type(exc).__name__)
+            return ErrorCode.INVALID_PARAMS, _INVALID_EVENT
+        return None
+
+    def _notification(self, msg: dict[str, Any]) -> Reply | ObserveCall:
+        """Never answered. Only a valid current-version hooks/observe is processed."""
+        if msg.get("jsonrpc") != "2.0" or msg["method"] != OBSERVE:
+            return SILENT
+        params = msg.get("params")
+        if not isinstance(params, dict) or params.get("protocolVersion") != PROTOCOL_VERSION:
+            return SILENT
+        event = params.get("event")
+        if not isinstance(event, dict) or not catalogue.is_event_type(event.get("type")):
+            return SILENT
+        handlers = self._observe_handlers(event["type"])
+        if not handlers or self._event_problem(event) is not None:
+            return SILENT
+        return ObserveCall(handlers, event)
+
+    def _observe_handlers(self, event_type: str) -> tuple[tuple[ObserveHandler, bool], ...]:
+        found = self._observe_cache.get(event_type)
+        if found is None:
+            found = self._observe_cache[event_type] = tuple(
+                (fn, is_async)
+                for selector, fn, is_async in self._observers
+                if catalogue.selector_matches(selector, event_type)
+            )
+        return found
+
+    def _configuration(self, rid: RequestId, params: Any) -> Reply:
+        problem = self._version_problem(rid, params)
+        if problem is not None:
+            return problem
+        if len(params) != 1:
+            return error_reply(
+                rid, ErrorCode.INVALID_PARAMS, "params must hold protocolVersion only"
+            )
+        result = {
+            "protocolVersion": PROTOCOL_VERSION,
+            "configuration": {"subscriptions": self.configuration},
+        }
+        return Reply(encode({"jsonrpc": "2.0", "id": rid, "result": result}))
+
+    # -- what a handler returned -------------------------------------------------------
+
+    def handler_raised(self, kind: str, exc: BaseException, call: InterceptCall | None) -> Reply:
+        """Log the exception's type (never its text); -32004 for an intercept call."""
+        log("%s: %s handler raised %s", self.name, kind, type(exc).__name__)
+        if call is None:
+            return SILENT
+        return error_reply(call.request.id, ErrorCode.BACKEND_INTERNAL_ERROR)
+
+    def answer(self, call: InterceptCall, result: Any) -> Reply:
+        """The reply to an intercept handler's (awaited) result."""
+        key = call.verdict.key
+        if result is not None and key is not None:
+            remembered = self._effects.one(key, result)
+            if remembered is not None:
+                line = encode_result(call.request.id, remembered)
+                if len(line) - 1 <= call.limit:
+                    return Reply(line)
+        try:
+            effects = _as_effect_list(result)
+        except _MalformedResult:
+            return self._bad_effects(call, None)
+        except Exception as exc:
+            return self.handler_raised("intercept", exc, call)
+        encoded = b"[]"
+        if effects:
+            try:
+                accepted = self._accepted(call, effects)
+            except Exception as exc:
+                return self._bad_effects(call, exc)
+            if accepted is None:
+                return self._bad_effects(call, None)
+            encoded = accepted
+        try:
+            line = encode_result(call.request.id, encoded)
+        except (TypeError, ValueError) as exc:
+            return self._bad_effects(call, exc)
+        if len(line) - 1 > call.limit:
+            log("%s: response exceeds the frame size limit", self.name)
+            return error_reply(call.request.id, ErrorCode.INTERNAL_ERROR, "response too large")
+        return Reply(line)
+
+    def _accepted(self, call: InterceptCall, effects: list[Any]) -> bytes | None:
+        """The encoded wire form of a handler's effects once judged (``check_effects``),
+        or ``None`` when one has a type the request did not advertise; raises when the
+        effects are refused or cannot be encoded. Remembered for effect models."""
+        from ahp_protocol.wire.effects import BaseEffect, check_effects, effects_to_wire
+
+        verdict, memo = call.verdict, None
+        assert verdict.judge is not None
+        if verdict.key is not None and all(isinstance(e, BaseEffect) for e in effects):
+            memo, effects = self._effects.key(verdict.key, effects)
+            remembered = None if memo is None else self._effects.get(memo)
+            if remembered is not None:
+                return remembered
+        checked = check_effects(call.request.event_type, verdict.judge, effects)
+        wire = list(effects_to_wire(checked))
+        for effect in wire:
+            # Belt and braces: never send a type the request did not advertise.
+            if not isinstance(effect, dict) or effect.get("type") not in verdict.advertised:
+                return None
+        encoded = json_bytes(wire)
+        if memo is not None:
+            self._effects.put(memo, encoded)
+        return encoded
+
+    def _bad_effects(self, call: InterceptCall, exc: BaseException | None) -> Reply:
+        from ahp_protocol.wire.errors import WireError, WireErrors
+
+        if isinstance(exc, WireError | WireErrors):
+            # Wire errors carry a path and a fixed rule, never a value: safe for stderr.
+            log("%s: refused the handler's effects: %s", self.name, str(exc))
+        elif exc is not None:
+            log("%s: refused the handler's effects (%s)", self.name, type(exc).__name__)
+        else:
+            log("%s: intercept handler returned neither effects nor None", self.name)
+        return error_reply(
+            call.request.id,
+            ErrorCode.INTERNAL_ERROR,
+            "effects refused: malformed, illegal at this event or not advertised",
+        )
