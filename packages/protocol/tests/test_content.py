@@ -642,7 +642,7 @@ def test_rich_samples_cover_the_catalogue(official_schema: Schema) -> None:
 
 def test_slots_cover_every_official_content_slot() -> None:
     from agenthooksprotocol._content import normalized_content_slots  # test peer only
-    from ahp_protocol.wire.projection import _PART_SLOTS
+    from ahp_protocol.wire._projection import _PART_SLOTS
 
     ours = set(_PART_SLOTS)
     for event_type, (parts, _messages) in normalized_content_slots().items():

@@ -21,31 +21,28 @@ from typing import Annotated, Any, Final, Literal, Self, TypeVar
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
     ConfigDict,
     Field,
-    SerializerFunctionWrapHandler,
     ValidationError,
     ValidationInfo,
     field_validator,
-    model_serializer,
     model_validator,
 )
-from pydantic.alias_generators import to_camel
 
-from ahp_protocol.wire.catalogue import is_interceptable
-from ahp_protocol.wire.effects import (
+from ahp_protocol.wire._legality import (
     EFFECT_TYPES,
     EVENT_EFFECTS,
     FLOW_OPERATIONS,
     MODIFY_TARGET_NAMES,
     MODIFY_TARGETS,
-    REVERSE_DNS,
     DeliverAt,
     FlowOperation,
     ModifyTarget,
 )
-from ahp_protocol.wire.errors import WireError, WireErrors, from_validation_error
+from ahp_protocol.wire.catalogue import is_interceptable
+from ahp_protocol.wire.errors import WireError, WireErrors
+from ahp_protocol.wire.model import WireModel, to_wire_errors
+from ahp_protocol.wire.names import is_reverse_dns
 
 __all__ = [
     "Capabilities",
@@ -75,7 +72,7 @@ def _unique(values: list[H]) -> list[H]:
 
 
 def _effect_name(name: str) -> str:
-    if name in EFFECT_TYPES or REVERSE_DNS.match(name):
+    if name in EFFECT_TYPES or is_reverse_dns(name):
         return name
     raise ValueError("must be a standard effect or a reverse-DNS extension name")
 
@@ -83,30 +80,10 @@ def _effect_name(name: str) -> str:
 EffectName = Annotated[str, Field(strict=True), AfterValidator(_effect_name)]
 
 
-class _Open(BaseModel):
+class _Open(WireModel):
     """Open wire object: unknown fields kept (and ignored); ``None`` fields are absent."""
 
-    model_config = ConfigDict(
-        extra="allow",
-        frozen=True,
-        defer_build=True,
-        alias_generator=to_camel,
-        validate_by_name=True,
-        validate_by_alias=True,
-        serialize_by_alias=True,
-    )
-
-    @model_serializer(mode="wrap")
-    def _drop_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        out: dict[str, Any] = handler(self)
-        for name, field in type(self).model_fields.items():
-            if getattr(self, name) is None:
-                out.pop(field.alias or name, None)
-        return out
-
-    def to_wire(self) -> dict[str, Any]:
-        """The wire object (wire names; absent optional fields omitted; extras kept)."""
-        return self.model_dump(mode="json", by_alias=True)
+    model_config = ConfigDict(extra="allow", frozen=True, serialize_by_alias=True)
 
 
 # --------------------------------------------------------------------------- capabilities
@@ -132,6 +109,10 @@ class FlowGrant(_Open):
     remaining_continuations: NonNegativeInt | None = None
     continuation_count: NonNegativeInt | None = None
     max_continuations: NonNegativeInt | None = None
+
+    _absent_when_none = frozenset(
+        {"remaining_continuations", "continuation_count", "max_continuations"}
+    )
 
     @model_validator(mode="after")
     def _counters(self) -> Self:
@@ -161,6 +142,8 @@ class ElicitationGrant(_Open):
     form: dict[str, Any] | None = None
     url: dict[str, Any] | None = None
 
+    _absent_when_none = frozenset({"form", "url"})
+
 
 _BLOCKS: Final = ("modify", "flow", "inject")
 
@@ -186,6 +169,8 @@ class Capabilities(_Open):
     flow: FlowGrant | None = Field(default=None, validate_default=True)
     inject: InjectGrant | None = Field(default=None, validate_default=True)
     elicitation: ElicitationGrant | None = None
+
+    _absent_when_none = frozenset({"modify", "flow", "inject", "elicitation"})
 
     @field_validator("modify", mode="before")
     @classmethod
@@ -213,7 +198,7 @@ def _parse(model: type[_Open], obj: object, *, what: str) -> Any:
     try:
         return model.model_validate(obj, by_alias=True, by_name=False)
     except ValidationError as exc:
-        raise from_validation_error(exc) from None
+        raise to_wire_errors(exc) from None
 
 
 def _bounds_errors(event_type: str, caps: Capabilities) -> list[WireError]:

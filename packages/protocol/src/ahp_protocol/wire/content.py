@@ -7,7 +7,7 @@ metadata view or an omitted view); parsing them with JSON paths
 (:func:`parse_messages`, :func:`parse_parts`, :func:`parse_text_parts`); and
 the strict JSON scalar types the event models share (:data:`NonEmptyStr`, ...).
 :func:`project_event`, the view of an event a content selection allows
-(AHP-CONTENT-002), lives in :mod:`ahp_protocol.wire.projection` and is
+(AHP-CONTENT-002), lives in :mod:`ahp_protocol.wire._projection` and is
 re-exported here, as are the kernel's names (:mod:`ahp_protocol.wire.model`).
 
 Never does I/O, never uploads or dereferences a content ``ref``, never hashes
@@ -41,7 +41,7 @@ from ahp_protocol.wire.model import (
     unknown_stay_unknown,
     validate_wire,
 )
-from ahp_protocol.wire.projection import CATEGORIES, WITHHELD_REASON, part_category, project_event
+from ahp_protocol.wire._projection import CATEGORIES, WITHHELD_REASON, part_category, project_event
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter

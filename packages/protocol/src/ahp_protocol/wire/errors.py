@@ -1,32 +1,46 @@
 """Errors that name where a document is wrong: a JSON path and a fixed reason.
 
-Owns :class:`WireError` (one problem: ``path`` and ``reason``), the path
-notation (``hooks[1].subscriptions[0].failurePolicy``; the document itself is
-``$``), and turning a pydantic ``ValidationError`` into wire errors with paths
-in wire names. Reasons describe the rule that was broken; they never quote
-secret values.
+Owns :class:`WireError` (one problem: ``path`` and ``reason``), :class:`WireErrors`
+(several), :class:`EffectError` (one invalid effect, with its class of failure),
+and the path notation, in one helper: :func:`json_path`
+(``hooks[1].subscriptions[0].failurePolicy``; the document itself is ``$``) and
+:func:`rebase` (a nested document's path seen from its parent). Reasons describe
+the rule that was broken; they never quote secret values. Turning a pydantic
+``ValidationError`` into wire errors is :func:`ahp_protocol.wire.model.to_wire_errors`.
+Standard library only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
 
 PathPart = str | int
+ErrorKind = Literal["malformed", "unknown", "unadvertised", "illegal"]
 
 
-def json_path(parts: Iterable[PathPart]) -> str:
-    """``("hooks", 1, "id") -> "hooks[1].id"``; the empty path is ``$``."""
-    out = ""
+def json_path(parts: Iterable[PathPart], base: str = "$") -> str:
+    """``("hooks", 1, "id") -> "hooks[1].id"``, below ``base`` (a path already
+    written, ``$`` for the document itself); the empty path is ``$``."""
+    out = "" if base == "$" else base
     for part in parts:
         if isinstance(part, int):
             out += f"[{part}]"
         else:
             out += f".{part}" if out else str(part)
     return out or "$"
+
+
+def rebase(relative: str, base: str) -> str:
+    """The path ``relative``, written inside a nested document, seen from ``base``."""
+    if relative == "$":
+        return base
+    if base == "$":
+        return relative
+    return base + relative if relative.startswith("[") else f"{base}.{relative}"
 
 
 class WireError(ValueError):
@@ -40,12 +54,7 @@ class WireError(ValueError):
     def at(self, *prefix: PathPart) -> WireError:
         """The same error, seen from an enclosing document."""
         head = json_path(prefix)
-        if self.path == "$":
-            return WireError(head, self.reason)
-        if head == "$":
-            return self
-        sep = "" if self.path.startswith("[") else "."
-        return WireError(head + sep + self.path, self.reason)
+        return self if head == "$" else WireError(rebase(self.path, head), self.reason)
 
 
 class WireErrors(ValueError):
@@ -62,38 +71,29 @@ class WireErrors(ValueError):
         return self.errors[0]
 
 
-def _reason(error: dict[str, Any]) -> str:
-    kind = error.get("type", "")
-    if kind == "missing":
-        return "is required"
-    if kind == "extra_forbidden":
-        return "is not an allowed field"
-    message = str(error.get("msg", "is invalid"))
-    # pydantic prefixes custom errors with "Value error, "; the rule is what matters.
-    for prefix in ("Value error, ", "Assertion failed, "):
-        if message.startswith(prefix):
-            message = message[len(prefix) :]
-    return message
+class EffectError(WireError):
+    """One invalid effect: where, why, and which class of failure.
+
+    ``kind`` is ``"unknown"`` (unknown effect type, operation, target, field or enum
+    value), ``"malformed"`` (wrong shape or value type), ``"illegal"`` (not allowed at
+    this event by the draft, or not in this edit context) or ``"unadvertised"`` (legal,
+    but not granted by the request's capabilities, including an exhausted continuation
+    allowance). Every kind rejects the whole response.
+    """
+
+    def __init__(
+        self, path: str | Sequence[PathPart], reason: str, kind: ErrorKind = "malformed"
+    ) -> None:
+        super().__init__(path, reason)
+        self.kind: ErrorKind = kind
+
+    def at(self, *prefix: PathPart) -> EffectError:
+        moved = super().at(*prefix)
+        return EffectError(moved.path, moved.reason, self.kind)
 
 
 def from_validation_error(exc: ValidationError, *prefix: PathPart) -> WireErrors:
-    """Convert pydantic errors, keeping wire field names (models use aliases).
+    """:func:`ahp_protocol.wire.model.to_wire_errors` (this name is kept for callers)."""
+    from ahp_protocol.wire.model import to_wire_errors
 
-    Union/tag bookkeeping segments that pydantic inserts into ``loc`` (such as
-    the name of a tagged-union member) are dropped when they are not part of
-    the document. Input values are never copied into the reason.
-    """
-    out: list[WireError] = []
-    for err in exc.errors(include_url=False, include_input=False):
-        loc = [
-            p for p in err.get("loc", ()) if not (isinstance(p, str) and p.startswith("function-"))
-        ]
-        field = loc[-1] if loc and err.get("type") in ("missing", "extra_forbidden") else None
-        reason = _reason(dict(err))
-        if field is not None:
-            path = json_path([*prefix, *loc[:-1]])
-            reason = f"{field!s} {reason}" if isinstance(field, str) else reason
-            out.append(WireError(path, reason))
-        else:
-            out.append(WireError(json_path([*prefix, *loc]), reason))
-    return WireErrors(out)
+    return to_wire_errors(exc, *prefix)

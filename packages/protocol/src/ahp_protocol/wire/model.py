@@ -54,7 +54,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
-from ahp_protocol.wire.errors import PathPart, WireError, WireErrors, json_path
+from ahp_protocol.wire.errors import PathPart, WireError, WireErrors, json_path, rebase
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
@@ -231,13 +231,15 @@ _TAGS: set[str] = set()
 """Union tags pydantic puts into error locations; they are not part of the document."""
 
 
-def rule(reason: str, *at: PathPart) -> PydanticCustomError:
+def rule(reason: str, *at: PathPart, below: str = "$") -> PydanticCustomError:
     """An error for a broken conditional rule, at ``at`` inside the object being validated.
 
     Raise it from a validator. ``reason`` is a fixed text naming the rule; it
-    must never contain input values.
+    must never contain input values. ``below`` is a path already written inside
+    the value (the path of a :class:`WireError` found in a nested document).
     """
-    return PydanticCustomError(RULE_ERROR, "{reason}", {"reason": reason, "at": tuple(at)})
+    ctx = {"reason": reason, "at": tuple(at), "below": below}
+    return PydanticCustomError(RULE_ERROR, "{reason}", ctx)
 
 
 def union_tag(name: str) -> Tag:
@@ -325,8 +327,8 @@ def to_wire_errors(exc: ValidationError, *prefix: PathPart) -> WireErrors:
         elif value is None and loc and isinstance(loc[-1], str):
             out.append(WireError(json_path([*prefix, *loc]), "must not be null"))
         elif kind == RULE_ERROR:
-            loc.extend(ctx.get("at", ()))
-            out.append(WireError(json_path([*prefix, *loc]), str(ctx.get("reason", "is invalid"))))
+            where = rebase(ctx.get("below", "$"), json_path([*prefix, *loc, *ctx.get("at", ())]))
+            out.append(WireError(where, str(ctx.get("reason", "is invalid"))))
         elif kind == "string_pattern_mismatch" and ctx.get("pattern") in _PATTERN_REASONS:
             reason = _PATTERN_REASONS[ctx["pattern"]](value)
             out.append(WireError(json_path([*prefix, *loc]), reason))

@@ -10,10 +10,11 @@ state is. Unknown fields are kept and round-tripped. No I/O.
 from collections.abc import Mapping
 from typing import Annotated, Any, Final, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from ahp_protocol.wire import effects as fx
-from ahp_protocol.wire.errors import WireError, WireErrors, from_validation_error
+from ahp_protocol.wire.errors import WireError, WireErrors
+from ahp_protocol.wire.model import WireModel, to_wire_errors
 
 __all__ = ["Candidate", "FlowState", "Permission", "State", "is_plain_state", "parse_state"]
 
@@ -21,21 +22,20 @@ Permission = Literal["none", "allow", "ask", "deny"]
 _PERMISSIONS: Final = frozenset(get_args(Permission))
 FlowState = Literal["none", "stop", "continue"]
 
-_CONFIG = ConfigDict(extra="allow", frozen=True, defer_build=True)
+
+class _Open(WireModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
 
 
-def _extras(model: BaseModel) -> dict[str, Any]:
-    return fx.to_json_value(model.__pydantic_extra__ or {})  # type: ignore[no-any-return]
-
-
-class Candidate(BaseModel):
+class Candidate(_Open):
     """A supplied result that replaces original execution (never policy or approval).
 
     ``value`` is typed per event (see :data:`~ahp_protocol.wire.effects.RETURN_VALUE`);
     a ``None`` value is a JSON ``null`` result, not an absent candidate.
     """
 
-    model_config = _CONFIG
+    _always = frozenset({"value"})
+    _absent_when_none = frozenset({"provenance"})
 
     value: Any
     provenance: dict[str, Any] | None = None
@@ -45,39 +45,22 @@ class Candidate(BaseModel):
     def _json(cls, value: object) -> Any:
         return fx.to_json_value(value)
 
-    def to_wire(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"value": self.value}
-        if self.provenance is not None:
-            out["provenance"] = self.provenance
-        out.update(_extras(self))
-        return out
 
+class State(_Open):
+    """Chain state after the interceptors so far; ``State()`` is the neutral start.
 
-class State(BaseModel):
-    """Chain state after the interceptors so far; ``State()`` is the neutral start."""
+    On the wire: ``permission`` and ``candidate`` always (``null`` when none); the
+    rest only when set.
+    """
 
-    model_config = _CONFIG
+    _always = frozenset({"permission", "candidate"})
+    _absent_when_none = frozenset({"flow", "instructions", "injections"})
 
     permission: Permission = "none"
     candidate: Candidate | None = None
     flow: FlowState | None = None
     instructions: list[Annotated[str, Field(min_length=1, strict=True)]] | None = None
     injections: list[fx.InjectEffect] | None = None
-
-    def to_wire(self) -> dict[str, Any]:
-        """``permission`` and ``candidate`` always (``null`` when none); the rest if set."""
-        out: dict[str, Any] = {
-            "permission": self.permission,
-            "candidate": None if self.candidate is None else self.candidate.to_wire(),
-        }
-        if self.flow is not None:
-            out["flow"] = self.flow
-        if self.instructions is not None:
-            out["instructions"] = list(self.instructions)
-        if self.injections is not None:
-            out["injections"] = [effect.to_wire() for effect in self.injections]
-        out.update(_extras(self))
-        return out
 
 
 def parse_state(obj: object, *, event_type: str | None = None) -> State:
@@ -112,7 +95,7 @@ def parse_state(obj: object, *, event_type: str | None = None) -> State:
     try:
         return State.model_validate(data, by_alias=True, by_name=False)
     except ValidationError as exc:
-        raise from_validation_error(exc) from None
+        raise to_wire_errors(exc) from None
 
 
 def is_plain_state(obj: object) -> bool:
