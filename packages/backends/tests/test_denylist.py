@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -730,3 +732,35 @@ def test_help_names_every_path_field_and_key(
     text = " ".join(done.stdout.decode().split())
     for name in (*denylist.PATH_FIELDS, *denylist.RULE_KEYS):
         assert f" {name}" in text, name
+
+
+def _documented_rules() -> list[tuple[str, str]]:
+    """Every rules example the docs show: the README's TOML blocks with ``[[rules]]`` and
+    the example at the end of ``RULES_FORMAT`` (what ``--help`` prints)."""
+    found: list[tuple[str, str]] = []
+    for readme in (REPO / "packages" / "backends" / "README.md", REPO / "README.md"):
+        blocks = re.findall(r"```toml\n(.*?)```", readme.read_text("utf-8"), re.S)
+        found += [(readme.name, block) for block in blocks if "[[rules]]" in block]
+    example = denylist.RULES_FORMAT.split("\nexample:\n", 1)[1]
+    found.append(("RULES_FORMAT", textwrap.dedent(example)))
+    return found
+
+
+def test_the_documented_rule_examples_load_and_deny() -> None:
+    examples = _documented_rules()
+    assert [where for where, _ in examples].count("README.md") >= 1, examples
+    for where, text in examples:
+        rules = loaded(text)
+        shell = {"tool": {"name": "Bash", "kind": "shell", "input": {"command": "rm -rf /"}}}
+        found = rules.first_match("tool.before", shell)
+        assert found is not None and found.code == "com.example.policy.rm_rf", where
+
+
+def test_the_rules_format_is_written_once() -> None:
+    # the module docstring and the example file point to RULES_FORMAT, not restate it
+    assert "RULES_FORMAT" in (denylist.__doc__ or "")
+    assert "[rules.input]" not in (denylist.__doc__ or "")
+    header = EXAMPLE_RULES.read_text("utf-8").split("[[rules]]", 1)[0]
+    assert "denylist --help" in header and "mcp_server" not in header
+    # --help prints it, with the path fields taken from PATH_FIELDS
+    assert ", ".join(denylist.PATH_FIELDS) in " ".join(denylist.RULES_FORMAT.split())
