@@ -45,7 +45,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from ahp_protocol.client._failures import FailureClass, OperationalFailure
-from ahp_protocol.client.transports.stdio import decode_response, id_key, request_key
+from ahp_protocol.client.transports._framing import decode_response, id_key, request_key
 from ahp_protocol.wire import jsonrpc
 
 __all__ = ["AuthUnsupported", "HeaderSource", "HeaderValue", "HttpTransport", "is_loopback_host"]

@@ -62,37 +62,21 @@ import os
 import signal
 import subprocess
 import threading
-from collections import deque
 from collections.abc import Mapping, Sequence
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from ahp_protocol.client._failures import FailureClass, OperationalFailure
+from ahp_protocol.client.transports._framing import decode_response, id_key, request_key
 from ahp_protocol.wire import jsonrpc
 
-__all__ = [
-    "CLOSE_GRACE_S",
-    "DISCARDED",
-    "ENV_ALLOWLIST",
-    "EXIT_GRACE_S",
-    "MAX_ABANDONED",
-    "MAX_LINGERING",
-    "MAX_UNCORRELATED",
-    "NOTIFY_GRACE_S",
-    "STDERR_TAIL_BYTES",
-    "StdioTransport",
-    "child_environment",
-    "decode_response",
-    "id_key",
-    "request_key",
-]
+if TYPE_CHECKING:
+    from ahp_protocol.wire.registration import Lifecycle
 
 _log = logging.getLogger(__name__)
-
-Lifecycle = Literal["persistent", "per_event"]
 
 ENV_ALLOWLIST: Final = (
     "PATH",
@@ -150,37 +134,6 @@ around its requests; each discarded frame appends its size in bytes. Unset: noth
 recorded. A context variable, so concurrent callers in their own tasks never mix."""
 
 
-# -- helpers shared with the HTTP transport ------------------------------------------
-
-
-def id_key(value: object) -> tuple[str, object]:
-    """A correlation key that keeps ``1`` and ``"1"`` distinct (and never matches ``null``)."""
-    return (type(value).__name__, value)
-
-
-def request_key(message: Mapping[str, Any]) -> tuple[str, object]:
-    """The key of a request's id; ``ValueError`` if the message is not a request."""
-    rid = jsonrpc.recoverable_id(message)
-    if rid is None or "method" not in message:
-        raise ValueError("request() needs a JSON-RPC request with a string or integer id")
-    return id_key(rid)
-
-
-def decode_response(data: bytes, max_bytes: int) -> dict[str, Any]:
-    """Decode one frame that must be a JSON-RPC response, or raise ``MALFORMED_OUTPUT``."""
-    try:
-        message = jsonrpc.decode(data, max_bytes=max_bytes)
-    except jsonrpc.DecodeError:
-        raise OperationalFailure(
-            FailureClass.MALFORMED_OUTPUT, "backend output is not a JSON-RPC message"
-        ) from None
-    if jsonrpc.classify(message) not in ("success", "error"):
-        raise OperationalFailure(
-            FailureClass.MALFORMED_OUTPUT, "backend sent a request where a response was due"
-        )
-    return message
-
-
 def is_path_command(command: str) -> bool:
     """Whether ``command`` names a file (it holds a path separator) rather than a program
     to look up on ``PATH``: the one test, for the spawn and for placing a registration's
@@ -224,27 +177,17 @@ class _StderrTail:
 
     def __init__(self, limit: int = STDERR_TAIL_BYTES) -> None:
         self._limit = limit
-        self._chunks: deque[bytes] = deque()
-        self._size = 0
-        self._lock = threading.Lock()
+        self._tail = bytearray()
+        self._lock = threading.Lock()  # the drain threads add, the event loop reads
 
     def add(self, chunk: bytes) -> None:
         with self._lock:
-            chunk = chunk[-self._limit :]
-            self._chunks.append(chunk)
-            self._size += len(chunk)
-            while self._size > self._limit:
-                first = self._chunks.popleft()
-                excess = self._size - self._limit
-                if len(first) > excess:
-                    self._chunks.appendleft(first[excess:])
-                    self._size -= excess
-                else:
-                    self._size -= len(first)
+            self._tail += chunk[-self._limit :]
+            del self._tail[: -self._limit]
 
     def value(self) -> bytes:
         with self._lock:
-            return b"".join(self._chunks)
+            return bytes(self._tail)
 
 
 def _drain(fd: int, tail: _StderrTail) -> None:

@@ -1,0 +1,43 @@
+"""What both transports check of a response: its id and its envelope (no I/O).
+
+Owns the correlation key of a JSON-RPC id (``1`` and ``"1"`` stay distinct,
+``null`` never matches) and the decoding of one frame that must be a JSON-RPC
+response; every problem is an :class:`~ahp_protocol.client.OperationalFailure`
+with a fixed detail, never the frame's content.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ahp_protocol.client._failures import FailureClass, OperationalFailure
+from ahp_protocol.wire import jsonrpc
+
+
+def id_key(value: object) -> tuple[str, object]:
+    """A correlation key that keeps ``1`` and ``"1"`` distinct (and never matches ``null``)."""
+    return (type(value).__name__, value)
+
+
+def request_key(message: Mapping[str, Any]) -> tuple[str, object]:
+    """The key of a request's id; ``ValueError`` if the message is not a request."""
+    rid = jsonrpc.recoverable_id(message)
+    if rid is None or "method" not in message:
+        raise ValueError("request() needs a JSON-RPC request with a string or integer id")
+    return id_key(rid)
+
+
+def decode_response(data: bytes, max_bytes: int) -> dict[str, Any]:
+    """Decode one frame that must be a JSON-RPC response, or raise ``MALFORMED_OUTPUT``."""
+    try:
+        message = jsonrpc.decode(data, max_bytes=max_bytes)
+    except jsonrpc.DecodeError:
+        raise OperationalFailure(
+            FailureClass.MALFORMED_OUTPUT, "backend output is not a JSON-RPC message"
+        ) from None
+    if jsonrpc.classify(message) not in ("success", "error"):
+        raise OperationalFailure(
+            FailureClass.MALFORMED_OUTPUT, "backend sent a request where a response was due"
+        )
+    return message
