@@ -26,6 +26,7 @@ from .jsonrpc import PROTOCOL_VERSION
 from .names import is_reverse_dns
 
 Path = tuple[PathPart, ...]
+_Obj = dict[str, Any]
 
 SELECTIONS: Final = ("body", "metadata", "omit")
 CONTENT_CATEGORIES: Final = ("text", "reasoning", "images", "audio", "video", "files")
@@ -154,7 +155,10 @@ _REQUIRED: Final = {
 class Checks:
     """One walk over a document; ``errors`` holds every violation found, in walk order.
 
-    Each part method takes the plain JSON value of that part and its wire path.
+    A part method (``registration``, ``backend``, ``transport``, ...) takes the plain
+    JSON value of that part and its wire path. A member check takes the object, the
+    member's key and the object's path; it returns the member's value when present and
+    valid, and reports a missing member only when ``need`` names the object's kind.
     """
 
     def __init__(self) -> None:
@@ -163,81 +167,106 @@ class Checks:
     def add(self, path: Path, reason: str) -> None:
         self.errors.append((path, reason))
 
-    # -- small shape helpers -----------------------------------------------------------
+    # -- shapes --------------------------------------------------------------------------
 
-    def has(self, obj: dict[str, Any], kind: str, key: str, path: Path) -> bool:
-        """Whether ``obj`` has the required ``key``; if not, that is reported at ``path``."""
-        if key not in obj:
-            self.add(path, _REQUIRED[kind, key])
-        return key in obj
-
-    def obj(self, value: object, path: Path, what: str) -> dict[str, Any] | None:
+    def obj(self, value: object, path: Path, what: str) -> _Obj | None:
         if isinstance(value, dict):
             return value
         self.add(path, f"{what} must be a JSON object")
         return None
 
-    def string(self, value: object, path: Path, field: str, *, non_empty: bool = False) -> bool:
+    def array(self, value: object, path: Path, not_array: str, empty: str = "") -> list[Any]:
+        """``value`` if it is an array (reporting ``empty`` if it is empty), else ``[]``."""
+        if not isinstance(value, list):
+            self.add(path, not_array)
+            return []
+        if not value and empty:
+            self.add(path, empty)
+        return value
+
+    def has(self, obj: _Obj, key: str, path: Path, need: str) -> bool:
+        if key not in obj and need:
+            self.add(path, _REQUIRED[need, key])
+        return key in obj
+
+    def string(
+        self, obj: _Obj, key: str, path: Path, *, need: str = "", non_empty: bool = False
+    ) -> str | None:
+        if not self.has(obj, key, path, need):
+            return None
+        value = obj[key]
         if not isinstance(value, str):
-            self.add(path, f"{field} must be a string")
-            return False
-        if non_empty and not value:
-            self.add(path, f"{field} must not be empty")
-            return False
-        return True
+            self.add((*path, key), f"{key} must be a string")
+        elif non_empty and not value:
+            self.add((*path, key), f"{key} must not be empty")
+        else:
+            return value
+        return None
 
-    def enum(self, value: object, path: Path, field: str, allowed: Sequence[str]) -> bool:
-        if isinstance(value, str) and value in allowed:
-            return True
-        self.add(path, f"{field} must be {_choices(allowed)}")
-        return False
+    def enum(
+        self, obj: _Obj, key: str, path: Path, allowed: Sequence[str], need: str = ""
+    ) -> str | None:
+        if not self.has(obj, key, path, need):
+            return None
+        if isinstance(obj[key], str) and obj[key] in allowed:
+            return str(obj[key])
+        self.add((*path, key), f"{key} must be {_choices(allowed)}")
+        return None
 
-    def integer(self, value: object, path: Path, field: str, minimum: int) -> None:
+    def integer(self, obj: _Obj, key: str, path: Path, minimum: int, need: str = "") -> None:
+        if not self.has(obj, key, path, need):
+            return
+        value, label = obj[key], "timeoutMs (milliseconds)" if key == "timeoutMs" else key
         if not (_is_int(value) and isinstance(value, int | float) and value >= minimum):
-            self.add(path, f"{field} must be an integer of at least {minimum}")
+            self.add((*path, key), f"{label} must be an integer of at least {minimum}")
         elif isinstance(value, float) and value >= 2**63:  # no integer field holds it
             self.add(
-                path, f"{field} is too large (a number written with an exponent must be below 2^63)"
+                (*path, key),
+                f"{label} is too large (a number written with an exponent must be below 2^63)",
             )
 
-    def boolean(self, value: object, path: Path, field: str) -> None:
-        if not isinstance(value, bool):
-            self.add(path, f"{field} must be true or false")
+    def boolean(self, obj: _Obj, key: str, path: Path) -> None:
+        if key in obj and not isinstance(obj[key], bool):
+            self.add((*path, key), f"{key} must be true or false")
 
-    def env_name(self, value: object, path: Path, field: str) -> None:
-        if not isinstance(value, str) or not _ENV_NAME.match(value):
-            self.add(path, f"{field} {_ENV_RULE}")
+    def env_name(self, obj: _Obj, key: str, path: Path) -> None:
+        if key in obj and not (isinstance(obj[key], str) and _ENV_NAME.match(obj[key])):
+            self.add((*path, key), f"{key} {_ENV_RULE}")
 
-    def url(self, url: str, path: Path, scheme: re.Pattern[str], wrong_scheme: str) -> None:
+    def url(self, url: str | None, path: Path, scheme: re.Pattern[str], wrong_scheme: str) -> None:
         """An absolute URI with a host (RFC 3986 characters only) that ``scheme`` accepts."""
+        if url is None:
+            return
         label = str(path[-1])
         if not scheme.match(url):
             self.add(path, wrong_scheme)
-        elif any(ch not in _URI_CHARS for ch in url) or _PERCENT.search(url):
+            return
+        if any(ch not in _URI_CHARS for ch in url) or _PERCENT.search(url):
             self.add(
                 path,
                 f"{label} contains characters that are not allowed in a URI (percent-encode them)",
             )
-        else:
-            try:
-                parts = urlsplit(url)
-                _ = parts.port
-            except ValueError:
-                self.add(path, f"{label} is not a well-formed URI (check the host and port)")
-                return
-            if not parts.hostname:
-                self.add(path, f"{label} must name a host")
-
-    def string_set(self, value: object, path: Path, field: str) -> None:
-        if not isinstance(value, list):
-            self.add(path, f"{field} must be an array of non-empty strings")
             return
-        first: dict[str, int] = {}
-        for index, item in enumerate(value):
+        try:
+            parts = urlsplit(url)
+            _ = parts.port
+        except ValueError:
+            self.add(path, f"{label} is not a well-formed URI (check the host and port)")
+            return
+        if not parts.hostname:
+            self.add(path, f"{label} must name a host")
+
+    def string_set(self, obj: _Obj, key: str, path: Path) -> None:
+        if key not in obj:
+            return
+        where, first = (*path, key), dict[str, int]()
+        for index, item in enumerate(
+            self.array(obj[key], where, f"{key} must be an array of non-empty strings")
+        ):
             if not isinstance(item, str) or not item:
-                self.add((*path, index), f"{field} entries must be non-empty strings")
+                self.add((*where, index), f"{key} entries must be non-empty strings")
             elif item in first:
-                self.add((*path, index), f"duplicate entry (first at {field}[{first[item]}])")
+                self.add((*where, index), f"duplicate entry (first at {key}[{first[item]}])")
             else:
                 first[item] = index
 
@@ -247,22 +276,24 @@ class Checks:
         root = self.obj(doc, path, "a registration document")
         if root is None:
             return
-        version = root.get("protocolVersion")
-        if self.has(root, "registration", "protocolVersion", path) and version != PROTOCOL_VERSION:
+        if (
+            self.has(root, "protocolVersion", path, "registration")
+            and root["protocolVersion"] != PROTOCOL_VERSION
+        ):
             self.add(
                 (*path, "protocolVersion"),
-                f"unsupported protocolVersion {show(version)}; "
+                f"unsupported protocolVersion {show(root['protocolVersion'])}; "
                 f'this document format is "{PROTOCOL_VERSION}"',
             )
-        if not self.has(root, "registration", "hooks", path):
+        if not self.has(root, "hooks", path, "registration"):
             return
-        hooks, where = root["hooks"], (*path, "hooks")
-        if not isinstance(hooks, list):
-            self.add(where, "hooks must be an array of backends")
-            return
-        if not hooks:
-            self.add(where, "hooks must list at least one backend")
-        first: dict[str, int] = {}
+        where, first = (*path, "hooks"), dict[str, int]()
+        hooks = self.array(
+            root["hooks"],
+            where,
+            "hooks must be an array of backends",
+            "hooks must list at least one backend",
+        )
         for index, backend in enumerate(hooks):
             backend_id = self.backend(backend, (*where, index))
             if backend_id is not None and backend_id in first:
@@ -280,7 +311,7 @@ class Checks:
         if backend is None:
             return None
         backend_id: str | None = None
-        if self.has(backend, "backend", "id", path) and is_reverse_dns(backend["id"]):
+        if self.has(backend, "id", path, "backend") and is_reverse_dns(backend["id"]):
             backend_id = backend["id"]
         elif "id" in backend:
             self.add(
@@ -295,7 +326,7 @@ class Checks:
                 "subscription instead",
             )
         transport_type: str | None = None
-        if self.has(backend, "backend", "transport", path):
+        if self.has(backend, "transport", path, "backend"):
             transport_type = self.transport(backend["transport"], (*path, "transport"))
         if "authentication" in backend:
             if transport_type == "stdio":
@@ -306,16 +337,15 @@ class Checks:
                 )
             self.authentication(backend["authentication"], (*path, "authentication"))
         if "subscriptions" in backend:
-            subs, where = backend["subscriptions"], (*path, "subscriptions")
-            if not isinstance(subs, list):
-                self.add(where, "subscriptions must be an array")
-            elif not subs:
-                self.add(
-                    where,
-                    "subscriptions must list at least one subscription; omit the field to "
-                    "have the harness ask the backend with hooks/configuration",
-                )
-            for index, sub in enumerate(subs if isinstance(subs, list) else ()):
+            where = (*path, "subscriptions")
+            subs = self.array(
+                backend["subscriptions"],
+                where,
+                "subscriptions must be an array",
+                "subscriptions must list at least one subscription; omit the field to "
+                "have the harness ask the backend with hooks/configuration",
+            )
+            for index, sub in enumerate(subs):
                 self.subscription(sub, (*where, index))
         return backend_id
 
@@ -324,33 +354,36 @@ class Checks:
     def transport(self, value: object, path: Path) -> str | None:
         """Check a transport; its type when that type is known."""
         transport = self.obj(value, path, "transport")
-        if transport is None or not self.has(transport, "transport", "type", path):
+        if transport is None or not self.has(transport, "type", path, "transport"):
             return None
         kind = transport["type"]
         if kind == "stdio":
             self.stdio(transport, path)
             return "stdio"
         if kind == "http":
-            self.http(transport, path)
+            self.url(
+                self.string(transport, "url", path, need="http"),
+                (*path, "url"),
+                _HTTP_URL,
+                _HTTP_URL_RULE,
+            )
+            if "headers" in transport:
+                self.headers(transport["headers"], (*path, "headers"))
             return "http"
         self.add((*path, "type"), f'unknown transport type {show(kind)}; use "stdio" or "http"')
         return None
 
-    def stdio(self, transport: dict[str, Any], path: Path) -> None:
-        if self.has(transport, "stdio", "command", path):
-            self.string(transport["command"], (*path, "command"), "command", non_empty=True)
+    def stdio(self, transport: _Obj, path: Path) -> None:
+        self.string(transport, "command", path, need="stdio", non_empty=True)
         if "args" in transport:
-            args = transport["args"]
-            if not isinstance(args, list):
-                self.add((*path, "args"), "args must be an array of strings")
-            for index, arg in enumerate(args if isinstance(args, list) else ()):
+            args = self.array(
+                transport["args"], (*path, "args"), "args must be an array of strings"
+            )
+            for index, arg in enumerate(args):
                 if not isinstance(arg, str):
                     self.add((*path, "args", index), "each argument must be a string")
-        if self.has(transport, "stdio", "lifecycle", path):
-            lifecycles = ("persistent", "per_event")
-            self.enum(transport["lifecycle"], (*path, "lifecycle"), "lifecycle", lifecycles)
-        if "cwd" in transport:
-            self.string(transport["cwd"], (*path, "cwd"), "cwd")
+        self.enum(transport, "lifecycle", path, ("persistent", "per_event"), need="stdio")
+        self.string(transport, "cwd", path)
         if "env" in transport:
             env = self.obj(transport["env"], (*path, "env"), "env (literal name-to-value strings)")
             for name, item in (env or {}).items():
@@ -369,14 +402,6 @@ class Checks:
                     self.add(where, "env values must not contain NUL")
         if "headers" in transport:
             self.add((*path, "headers"), "headers are only allowed with an http transport")
-
-    def http(self, transport: dict[str, Any], path: Path) -> None:
-        url = transport.get("url")
-        if self.has(transport, "http", "url", path) and self.string(url, (*path, "url"), "url"):
-            assert isinstance(url, str)
-            self.url(url, (*path, "url"), _HTTP_URL, _HTTP_URL_RULE)
-        if "headers" in transport:
-            self.headers(transport["headers"], (*path, "headers"))
 
     def headers(self, value: object, path: Path) -> None:
         headers = self.obj(value, path, "headers (header name to value)")
@@ -405,65 +430,49 @@ class Checks:
 
     def header_source(self, value: object, path: Path) -> None:
         """A header value taken from ``valueEnv`` or ``valueRef`` (exactly one)."""
-        sources = (
-            [k for k in ("valueEnv", "valueRef") if k in value] if isinstance(value, dict) else []
-        )
-        if not isinstance(value, dict) or len(sources) != 1:
+        if not isinstance(value, dict) or ("valueEnv" in value) == ("valueRef" in value):
             self.add(path, _HEADER_ONE_SOURCE)
-        elif sources == ["valueEnv"]:
-            self.env_name(value["valueEnv"], (*path, "valueEnv"), "valueEnv")
-        else:
-            self.string(value["valueRef"], (*path, "valueRef"), "valueRef", non_empty=True)
+            return
+        self.env_name(value, "valueEnv", path)
+        self.string(value, "valueRef", path, non_empty=True)
 
     # -- authentication ------------------------------------------------------------------
 
     def authentication(self, value: object, path: Path) -> None:
         auth = self.obj(value, path, "authentication")
-        if auth is None or not self.has(auth, "authentication", "type", path):
+        if auth is None or not self.has(auth, "type", path, "authentication"):
             return
-        kind = auth["type"]
-        if kind == "bearer":
-            self.bearer(auth, path)
-        elif kind == "oauth":
+        if auth["type"] == "bearer":
+            if "token" in auth:
+                self.add(
+                    (*path, "token"),
+                    "a literal token is never allowed in a registration; name an environment "
+                    "variable with tokenEnv or a secret reference with tokenRef",
+                )
+            if ("tokenEnv" in auth) == ("tokenRef" in auth):
+                self.add(path, "bearer authentication needs exactly one of tokenEnv or tokenRef")
+            self.env_name(auth, "tokenEnv", path)
+            self.string(auth, "tokenRef", path, non_empty=True)
+        elif auth["type"] == "oauth":
             self.oauth(auth, path)
         else:
             self.add(
                 (*path, "type"),
-                f"unknown authentication type {show(kind)}; the portable types are "
+                f"unknown authentication type {show(auth['type'])}; the portable types are "
                 '"bearer" and "oauth" (mTLS and workload identity are deployment-specific '
                 "and configured outside the registration)",
             )
 
-    def bearer(self, auth: dict[str, Any], path: Path) -> None:
-        if "token" in auth:
-            self.add(
-                (*path, "token"),
-                "a literal token is never allowed in a registration; name an environment "
-                "variable with tokenEnv or a secret reference with tokenRef",
-            )
-        if len([k for k in ("tokenEnv", "tokenRef") if k in auth]) != 1:
-            self.add(path, "bearer authentication needs exactly one of tokenEnv or tokenRef")
-        if "tokenEnv" in auth:
-            self.env_name(auth["tokenEnv"], (*path, "tokenEnv"), "tokenEnv")
-        if "tokenRef" in auth:
-            self.string(auth["tokenRef"], (*path, "tokenRef"), "tokenRef", non_empty=True)
-
-    def oauth(self, auth: dict[str, Any], path: Path) -> None:
+    def oauth(self, auth: _Obj, path: Path) -> None:
         for field in ("resource", "issuer", "clientId", "flow"):
             if field not in auth:
                 self.add(path, f"{field} is required for oauth authentication")
         for field in ("resource", "clientId", "clientSecretRef"):
-            if field in auth:
-                self.string(auth[field], (*path, field), field, non_empty=True)
-        issuer = auth.get("issuer")
-        if "issuer" in auth and self.string(issuer, (*path, "issuer"), "issuer"):
-            assert isinstance(issuer, str)
-            self.url(issuer, (*path, "issuer"), _HTTPS_URL, "issuer must be an https:// URL")
-        if "flow" in auth:
-            flows = ("authorization_code_pkce", "client_credentials")
-            self.enum(auth["flow"], (*path, "flow"), "flow", flows)
-        if "scopes" in auth:
-            self.string_set(auth["scopes"], (*path, "scopes"), "scopes")
+            self.string(auth, field, path, non_empty=True)
+        issuer = self.string(auth, "issuer", path)
+        self.url(issuer, (*path, "issuer"), _HTTPS_URL, "issuer must be an https:// URL")
+        self.enum(auth, "flow", path, ("authorization_code_pkce", "client_credentials"))
+        self.string_set(auth, "scopes", path)
         if "clientSecret" in auth:
             self.add(
                 (*path, "clientSecret"),
@@ -476,55 +485,45 @@ class Checks:
         sub = self.obj(value, path, "each subscription")
         if sub is None:
             return
-        mode: str | None = None
-        modes = ("intercept", "observe")
-        if self.has(sub, "subscription", "mode", path) and self.enum(
-            sub["mode"], (*path, "mode"), "mode", modes
-        ):
-            mode = sub["mode"]
+        mode = self.enum(sub, "mode", path, ("intercept", "observe"), need="subscription")
         self.events(sub, path, mode)
         if mode == "intercept":
-            if self.has(sub, "intercept", "timeoutMs", path):
-                self.integer(sub["timeoutMs"], (*path, "timeoutMs"), "timeoutMs (milliseconds)", 1)
-            if self.has(sub, "intercept", "failurePolicy", path):
-                policies = ("fail-open", "fail-closed")
-                self.enum(sub["failurePolicy"], (*path, "failurePolicy"), "failurePolicy", policies)
+            self.integer(sub, "timeoutMs", path, 1, need="intercept")
+            self.enum(sub, "failurePolicy", path, ("fail-open", "fail-closed"), need="intercept")
         elif mode == "observe":
             for field in ("timeoutMs", "failurePolicy"):
                 if field in sub:
                     self.add(path, _OBSERVE_NO.format(field=field))
-        if self.has(sub, "subscription", "content", path):
+        if self.has(sub, "content", path, "subscription"):
             self.content(sub["content"], (*path, "content"))
-        if "includeNative" in sub:
-            self.boolean(sub["includeNative"], (*path, "includeNative"), "includeNative")
+        self.boolean(sub, "includeNative", path)
         if "upload" in sub:
             self.upload(sub["upload"], (*path, "upload"))
         if "filters" in sub:
             self.filters(sub["filters"], (*path, "filters"))
-        if "scope" in sub:
-            self.enum(sub["scope"], (*path, "scope"), "scope", ("managed", "project", "user"))
-        if "disableable" in sub:
-            self.boolean(sub["disableable"], (*path, "disableable"), "disableable")
+        self.enum(sub, "scope", path, ("managed", "project", "user"))
+        self.boolean(sub, "disableable", path)
         if sub.get("scope") == "managed" and "disableable" not in sub:
             self.add(path, f"{_MANAGED} (add it)")
         elif sub.get("scope") == "managed" and sub["disableable"] is not False:
             self.add((*path, "disableable"), _MANAGED)
 
-    def events(self, sub: dict[str, Any], path: Path, mode: str | None) -> None:
-        if not self.has(sub, "subscription", "events", path):
+    def events(self, sub: _Obj, path: Path, mode: str | None) -> None:
+        if not self.has(sub, "events", path, "subscription"):
             return
-        events, where = sub["events"], (*path, "events")
-        if not isinstance(events, list):
-            self.add(where, f"events must be an array of selectors; {_SELECTOR_FORMS}")
-            return
-        if not events:
-            self.add(where, f"events must list at least one selector; {_SELECTOR_FORMS}")
-        first: dict[str, int] = {}
+        where, first = (*path, "events"), dict[str, int]()
+        events = self.array(
+            sub["events"],
+            where,
+            f"events must be an array of selectors; {_SELECTOR_FORMS}",
+            f"events must list at least one selector; {_SELECTOR_FORMS}",
+        )
         for index, selector in enumerate(events):
-            if not isinstance(selector, str):
-                self.add((*where, index), f"each selector must be a string; {_SELECTOR_FORMS}")
-                continue
-            problem = _selector_problem(selector, mode)
+            problem = (
+                _selector_problem(selector, mode)
+                if isinstance(selector, str)
+                else f"each selector must be a string; {_SELECTOR_FORMS}"
+            )
             if problem:
                 self.add((*where, index), problem)
             elif selector in first:
@@ -539,7 +538,7 @@ class Checks:
         content = self.obj(value, path, 'content (for example {"default": "metadata"})')
         if content is None:
             return
-        self.has(content, "content", "default", path)
+        self.has(content, "default", path, "content")
         for key, item in content.items():
             if item not in SELECTIONS:
                 self.add((*path, key), f"content selection must be {_choices(SELECTIONS)}")
@@ -547,23 +546,17 @@ class Checks:
     def filters(self, value: object, path: Path) -> None:
         filters = self.obj(value, path, "filters")
         for field in ("toolKinds", "paths"):
-            if filters is not None and field in filters:
-                self.string_set(filters[field], (*path, field), field)
+            if filters is not None:
+                self.string_set(filters, field, path)
 
     def upload(self, value: object, path: Path) -> None:
         upload = self.obj(value, path, "upload")
         if upload is None:
             return
-        endpoint = upload.get("endpoint")
-        if self.has(upload, "upload", "endpoint", path) and self.string(
-            endpoint, (*path, "endpoint"), "endpoint"
-        ):
-            assert isinstance(endpoint, str)
-            self.url(endpoint, (*path, "endpoint"), _UPLOAD_ENDPOINT, _UPLOAD_ENDPOINT_RULE)
-        if self.has(upload, "upload", "timeoutMs", path):
-            self.integer(upload["timeoutMs"], (*path, "timeoutMs"), "timeoutMs (milliseconds)", 1)
-        if self.has(upload, "upload", "maxBytes", path):
-            self.integer(upload["maxBytes"], (*path, "maxBytes"), "maxBytes", 0)
+        endpoint = self.string(upload, "endpoint", path, need="upload")
+        self.url(endpoint, (*path, "endpoint"), _UPLOAD_ENDPOINT, _UPLOAD_ENDPOINT_RULE)
+        self.integer(upload, "timeoutMs", path, 1, need="upload")
+        self.integer(upload, "maxBytes", path, 0, need="upload")
         if "auth" in upload:
             self.authentication(upload["auth"], (*path, "auth"))
 
@@ -571,13 +564,14 @@ class Checks:
 
     def configuration(self, doc: object, path: Path = ()) -> None:
         root = self.obj(doc, path, "a configuration")
-        if root is None or not self.has(root, "configuration", "subscriptions", path):
+        if root is None or not self.has(root, "subscriptions", path, "configuration"):
             return
-        subs, where = root["subscriptions"], (*path, "subscriptions")
-        if not isinstance(subs, list):
-            self.add(where, "subscriptions must be an array")
-            return
-        if not subs:
-            self.add(where, "subscriptions must list at least one subscription")
+        where = (*path, "subscriptions")
+        subs = self.array(
+            root["subscriptions"],
+            where,
+            "subscriptions must be an array",
+            "subscriptions must list at least one subscription",
+        )
         for index, sub in enumerate(subs):
             self.subscription(sub, (*where, index))
