@@ -1362,3 +1362,52 @@ def test_first_event_in_a_fresh_harness_is_not_charged_for_its_imports(tmp_path:
         if m.split(".")[0] in ("ahp_protocol", "httpx", "httpcore", "pydantic", "pydantic_core")
     ]
     assert heavy == [], f"imported inside the first deadline: {heavy}"
+
+
+# ======================================================================================
+# A stdio-only install: ahp-protocol without its http extra (no httpx).
+
+NO_HTTPX = textwrap.dedent(
+    """
+    import json, sys
+    sys.modules["httpx"] = None  # what an install without the http extra looks like
+    import anyio
+    from ahp_protocol.client import Dispatcher
+    from ahp_protocol.wire.registration import parse_registration
+
+    stdio_doc, http_doc, event = (json.loads(arg) for arg in sys.argv[1:4])
+    caps = {"tool.before": {"effects": ["deny"]}}
+
+    async def main():
+        async with Dispatcher(parse_registration(stdio_doc), capabilities=caps) as hooks:
+            outcome = (await hooks.intercept(event)).diagnostics[0].outcome
+        try:
+            async with Dispatcher(parse_registration(http_doc), capabilities=caps) as hooks:
+                await hooks.intercept(event)
+            error = None
+        except ImportError as exc:
+            error = str(exc)
+        print(json.dumps({"stdio": outcome, "http": error}))
+
+    anyio.run(main)
+    """
+)
+
+
+def test_without_the_http_extra_stdio_works_and_http_names_the_extra(tmp_path: Path) -> None:
+    """httpx comes with ``ahp-protocol[http]``: a stdio-only harness imports the client and
+    runs its stdio backends without it, and an HTTP backend fails with an ImportError that
+    says which extra to install (not a bare "No module named 'httpx'")."""
+    stdio_doc = {
+        "protocolVersion": "draft",
+        "hooks": [recorder("com.example.local", tmp_path / "r.jsonl", subs=[intercept(5000)])],
+    }
+    http_doc = {
+        "protocolVersion": "draft",
+        "hooks": [http_hook("com.example.web", "http://127.0.0.1:9/ahp", subs=[intercept()])],
+    }
+    args = [json.dumps(stdio_doc), json.dumps(http_doc), json.dumps(tool_event())]
+    done = subprocess.run([PY, "-c", NO_HTTPX, *args], capture_output=True, timeout=30, check=True)
+    report = json.loads(done.stdout)
+    assert report["stdio"] == "no_effect"
+    assert report["http"] is not None and "pip install 'ahp-protocol[http]'" in report["http"]

@@ -28,6 +28,9 @@ Plain ``http`` is accepted only for loopback hosts (``localhost``,
 ``127.0.0.0/8``, ``::1``); any other ``http`` URL is refused at construction
 (``ValueError``): remote endpoints need TLS. Never implements a deadline (the
 caller wraps calls in ``anyio.fail_after``); never retries; no OAuth.
+
+httpx comes with the ``http`` extra (``pip install 'ahp-protocol[http]'``); without it
+this module raises an ``ImportError`` that says so, and stdio backends still work.
 """
 
 from __future__ import annotations
@@ -42,7 +45,12 @@ from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any, Final, Literal, Protocol
 from urllib.parse import urlsplit
 
-import httpx
+try:
+    import httpx
+except ImportError as exc:  # a stdio-only install: say what to add, not just "no httpx"
+    raise ImportError(
+        "an HTTP backend needs httpx: install the http extra, pip install 'ahp-protocol[http]'"
+    ) from exc
 
 from ahp_protocol.client._failures import FailureClass, OperationalFailure
 from ahp_protocol.client.transports._framing import decode_response, id_key, request_key
