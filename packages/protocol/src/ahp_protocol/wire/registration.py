@@ -27,7 +27,7 @@ import json
 import os
 import re
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final, Literal, Self, TypeAlias
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final, Literal, Self, TypeAlias, TypeVar
 
 from pydantic import (
     ConfigDict,
@@ -87,22 +87,20 @@ class _ConfigModel(WireModel):
 
     @model_validator(mode="wrap")
     @classmethod
-    def _unknown_stay_unknown(cls, data: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
+    def _built(
+        cls, data: Any, handler: ModelWrapValidatorHandler[Self], info: ValidationInfo
+    ) -> Self:
         model = handler(data)
         if isinstance(data, Mapping):
             unknown_stay_unknown(model, data)
-        return model
-
-    @model_validator(mode="after")
-    def _judged(self, info: ValidationInfo) -> Self:
         # The loaders judged the whole document before building; a model built any
         # other way is judged here, by the same rules, on its wire form.
         if info.context is not _JUDGED:
             checks = Checks()
-            getattr(checks, self._rule)(self.to_wire(), ())
+            getattr(checks, cls._rule)(model.to_wire(), ())
             if checks.errors:
                 raise ValueError("; ".join(f"{json_path(p)}: {r}" for p, r in checks.errors))
-        return self
+        return model
 
 
 class ContentSelection(_ConfigModel):
@@ -342,7 +340,10 @@ def _depth(path: str) -> int:
     return 0 if path == "$" else len(re.findall(r"\[\d+\]|[^.\[\]]+", path))
 
 
-def _parse(model: type[Registration] | type[Configuration], obj: object) -> Any:
+_Document = TypeVar("_Document", "Registration", "Configuration")
+
+
+def _parse(model: type[_Document], obj: object) -> _Document:
     checks = Checks()
     getattr(checks, model._rule)(obj, ())
     if checks.errors:
@@ -351,7 +352,7 @@ def _parse(model: type[Registration] | type[Configuration], obj: object) -> Any:
     try:
         # Wire names only: a snake_case key in a document is an unknown field, kept as is.
         return model.model_validate(obj, by_alias=True, by_name=False, context=_JUDGED)
-    except ValidationError as exc:  # a value the rules accept but a field type cannot hold
+    except ValidationError as exc:  # unreachable while the rules cover every field type
         raise to_wire_errors(exc) from None
 
 
@@ -360,37 +361,29 @@ def parse_registration(obj: object) -> Registration:
 
     Raises :class:`WireErrors` listing every problem, most specific path first.
     """
-    result: Registration = _parse(Registration, obj)
-    return result
+    return _parse(Registration, obj)
 
 
 def parse_configuration(obj: object) -> Configuration:
     """Validate the ``configuration`` object of a ``hooks/configuration`` result."""
-    result: Configuration = _parse(Configuration, obj)
-    return result
+    return _parse(Configuration, obj)
 
 
-class _DuplicateKeyError(ValueError):
-    def __init__(self, key: str) -> None:
-        super().__init__(key)
-        self.key = key
+class _Refused(ValueError):
+    """JSON text that :func:`json.loads` accepts and a registration file must not hold."""
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in pairs:
         if key in out:
-            raise _DuplicateKeyError(key)
+            raise _Refused(f"duplicate key {show(key)} in one JSON object (ambiguous; keep one)")
         out[key] = value
     return out
 
 
-class _ConstantError(ValueError):
-    pass
-
-
 def _no_constant(name: str) -> Any:
-    raise _ConstantError(name)
+    raise _Refused(f"{name} is not valid JSON (not a number)")
 
 
 def load_registration(path: str | os.PathLike[str]) -> Registration:
@@ -419,12 +412,8 @@ def load_registration(path: str | os.PathLike[str]) -> Registration:
         doc = json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         raise fail(f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
-    except _DuplicateKeyError as exc:
-        raise fail(
-            f"duplicate key {show(exc.key)} in one JSON object (ambiguous; keep one)"
-        ) from None
-    except _ConstantError as exc:
-        raise fail(f"{exc.args[0]} is not valid JSON (not a number)") from None
+    except _Refused as exc:
+        raise fail(str(exc)) from None
     except ValueError:
         raise fail("cannot be decoded as JSON") from None
     return parse_registration(doc)
