@@ -54,28 +54,62 @@ from typing import TYPE_CHECKING, Any, Final
 from pydantic import ValidationError
 
 from ahp_protocol.wire.catalogue import REMOVED
-from ahp_protocol.wire.model import WIRE_CONTEXT, to_wire_errors, unknown_stay_unknown
 from ahp_protocol.wire.errors import WireError, WireErrors
 from ahp_protocol.wire.events.envelope import (
-    TIME_PATTERN,
-    URI_PATTERN,
-    Agent,
-    ClosedTurn,
-    Currency,
-    Event,
-    Extensions,
-    Gap,
-    Harness,
-    HttpUrl,
-    IdOnly,
-    JsonObject,
-    Ref,
-    Session,
-    Source,
-    Time,
-    Turn,
-    is_uri,
+    TIME_PATTERN as TIME_PATTERN,
 )
+from ahp_protocol.wire.events.envelope import (
+    URI_PATTERN as URI_PATTERN,
+)
+from ahp_protocol.wire.events.envelope import (
+    Agent as Agent,
+)
+from ahp_protocol.wire.events.envelope import (
+    ClosedTurn as ClosedTurn,
+)
+from ahp_protocol.wire.events.envelope import (
+    Currency as Currency,
+)
+from ahp_protocol.wire.events.envelope import (
+    Event as Event,
+)
+from ahp_protocol.wire.events.envelope import (
+    Extensions as Extensions,
+)
+from ahp_protocol.wire.events.envelope import (
+    Gap as Gap,
+)
+from ahp_protocol.wire.events.envelope import (
+    Harness as Harness,
+)
+from ahp_protocol.wire.events.envelope import (
+    HttpUrl as HttpUrl,
+)
+from ahp_protocol.wire.events.envelope import (
+    IdOnly as IdOnly,
+)
+from ahp_protocol.wire.events.envelope import (
+    JsonObject as JsonObject,
+)
+from ahp_protocol.wire.events.envelope import (
+    Ref as Ref,
+)
+from ahp_protocol.wire.events.envelope import (
+    Session as Session,
+)
+from ahp_protocol.wire.events.envelope import (
+    Source as Source,
+)
+from ahp_protocol.wire.events.envelope import (
+    Time as Time,
+)
+from ahp_protocol.wire.events.envelope import (
+    Turn as Turn,
+)
+from ahp_protocol.wire.events.envelope import (
+    is_uri as is_uri,
+)
+from ahp_protocol.wire.model import WIRE_CONTEXT, to_wire_errors, unknown_stay_unknown
 
 if TYPE_CHECKING:
     from ahp_protocol.wire.events.config import AppliedConfigChange as AppliedConfigChange
@@ -153,100 +187,6 @@ if TYPE_CHECKING:
     from ahp_protocol.wire.events.workspace import WorkspaceChangeAfter as WorkspaceChangeAfter
     from ahp_protocol.wire.events.workspace import WorkspaceChangeBefore as WorkspaceChangeBefore
 
-__all__ = [
-    "EVENT_MODELS",
-    "TIME_PATTERN",
-    "URI_PATTERN",
-    "Agent",
-    "AppliedConfigChange",
-    "Attempt",
-    "AttemptUsage",
-    "Attention",
-    "Batch",
-    "BatchCall",
-    "ChangedFile",
-    "ClosedTurn",
-    "ConfigChange",
-    "ConfigChangeAfter",
-    "ConfigChangeBefore",
-    "Connection",
-    "ConnectionGap",
-    "ContextCompactAfter",
-    "ContextCompactBefore",
-    "Cost",
-    "Currency",
-    "ElicitationRequest",
-    "ElicitationResult",
-    "ErrorInfo",
-    "Event",
-    "Executed",
-    "Execution",
-    "ExtensionConnection",
-    "Extensions",
-    "Failure",
-    "FileChange",
-    "FileChanged",
-    "Gap",
-    "Harness",
-    "HookFailure",
-    "HttpConnection",
-    "HttpUrl",
-    "IdOnly",
-    "InboundMessage",
-    "JsonObject",
-    "Mcp",
-    "McpServer",
-    "ModelError",
-    "ModelRef",
-    "ModelRequestBefore",
-    "ModelResponseAfter",
-    "ModelSwitchAfter",
-    "ModelSwitchBefore",
-    "OutboundMessage",
-    "Pricing",
-    "Ref",
-    "Session",
-    "SessionEnd",
-    "SessionStart",
-    "Skipped",
-    "Source",
-    "SseConnection",
-    "StdioConnection",
-    "SuppliedResult",
-    "Task",
-    "TaskChangeAfter",
-    "TaskChangeBefore",
-    "Time",
-    "TokenCounts",
-    "Tool",
-    "ToolAfter",
-    "ToolBatchAfter",
-    "ToolBefore",
-    "ToolPermissionRequest",
-    "ToolPermissionResolved",
-    "ToolProgress",
-    "Turn",
-    "TurnEnd",
-    "TurnFinishBefore",
-    "TurnOutcome",
-    "TurnProgress",
-    "TurnStart",
-    "TurnUsage",
-    "UnsupportedEvent",
-    "Usage",
-    "UserAttention",
-    "UserElicitationRequest",
-    "UserElicitationResult",
-    "UserMessageInbound",
-    "UserMessageOutbound",
-    "Workspace",
-    "WorkspaceChange",
-    "WorkspaceChangeAfter",
-    "WorkspaceChangeBefore",
-    "event_validator",
-    "is_uri",
-    "parse_event",
-]
 
 # --------------------------------------------------------------------------- lazy names
 
@@ -323,6 +263,14 @@ _FAMILY_NAMES: Final[Mapping[str, tuple[str, ...]]] = {
 _HOME: Final[Mapping[str, str]] = {
     name: module for module, names in _FAMILY_NAMES.items() for name in names
 }
+
+_ENVELOPE: Final = (  # noqa: SIM905 (the names imported from envelope.py above)
+    "TIME_PATTERN URI_PATTERN Agent ClosedTurn Currency Event Extensions Gap Harness HttpUrl"
+    " IdOnly JsonObject Ref Session Source Time Turn is_uri"
+).split()
+__all__ = sorted(  # every name below, the families' (lazy) and the envelope's
+    [*_HOME, *_ENVELOPE, "EVENT_MODELS", "UnsupportedEvent", "event_validator", "parse_event"]
+)
 
 
 def _submodule(module: str) -> ModuleType:
