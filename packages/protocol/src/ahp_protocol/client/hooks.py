@@ -22,15 +22,8 @@ A result never grants anything: ``none`` and ``allow`` still go through the host
 own permissions and sandbox. That precedence is the host's; this module knows no
 tool, rule or prompt.
 
-**A registration file's folder is its backends' home.** When the registration is
-given as a file, each stdio backend runs in that file's folder unless it names a
-``cwd`` (a relative ``cwd`` is taken from that folder too), and a ``command``
-written as a relative path (``./bin/policy``) is resolved there. A bare command
-name (``ahp-backend``) is looked up on the backend's ``PATH``: the harness's
-``PATH``, or the registration's ``env.PATH``. The environment is the draft's
-allowlist plus the registration's ``env`` (see :mod:`ahp_protocol.client.transports`).
-A document or a model has no folder: its backends run in the harness's working
-folder, unless ``base_dir`` says otherwise.
+A registration file's folder is its backends' home: its stdio backends run there and
+a relative ``command`` is resolved there (:func:`load_anchored`).
 """
 
 from __future__ import annotations
@@ -40,11 +33,11 @@ import uuid
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ahp_protocol.client._checks import check_declaration
 from ahp_protocol.client._dispatcher import Dispatcher, new_id, now
+from ahp_protocol.client._placement import anchored, load_anchored, registration_of
 from ahp_protocol.client._result import Diagnostic, HookResult
 from ahp_protocol.client.chain import ChainState
 from ahp_protocol.wire.state import Candidate, Permission
@@ -63,6 +56,8 @@ __all__ = [
     "load_anchored",
     "message",
     "message_text",
+    "new_id",
+    "now",
     "text_part",
 ]
 
@@ -117,67 +112,19 @@ class FileChange:
     after: str | None = None
 
     def in_tool_after(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"path": self.path, "change": self.change}
+        return self._texts({"path": self.path, "change": self.change})
+
+    def in_file_changed(self) -> dict[str, Any]:
+        operation = _OPERATIONS[self.change]
+        return self._texts({"path": self.path, "operation": operation, "agentCaused": True})
+
+    def _texts(self, out: dict[str, Any]) -> dict[str, Any]:
+        """``out`` with the text before (unless created) and after (unless deleted), if known."""
         if self.change != "created" and self.before is not None:
             out["before"] = text_part(self.before)
         if self.change != "deleted" and self.after is not None:
             out["after"] = text_part(self.after)
         return out
-
-    def in_file_changed(self) -> dict[str, Any]:
-        operation = _OPERATIONS[self.change]
-        out: dict[str, Any] = {"path": self.path, "operation": operation, "agentCaused": True}
-        if self.before is not None and operation != "create":
-            out["before"] = text_part(self.before)
-        if self.after is not None and operation != "remove":
-            out["after"] = text_part(self.after)
-        return out
-
-
-def anchored(registration: Registration, folder: str | os.PathLike[str]) -> Registration:
-    """``registration`` with its stdio backends placed in ``folder`` (module docstring rule)."""
-    from ahp_protocol.client.transports.stdio import is_path_command
-    from ahp_protocol.wire.registration import StdioTransportConfig
-
-    base = os.path.abspath(folder)
-    hooks = []
-    for hook in registration.hooks:
-        spec = hook.transport
-        if isinstance(spec, StdioTransportConfig):
-            cwd = os.path.join(base, spec.cwd) if spec.cwd else base
-            command = spec.command
-            if is_path_command(command):
-                command = os.path.join(base, command)
-            spec = spec.model_copy(update={"cwd": os.path.normpath(cwd), "command": command})
-            hook = hook.model_copy(update={"transport": spec})
-        hooks.append(hook)
-    return registration.model_copy(update={"hooks": hooks})
-
-
-def load_anchored(
-    path: str | os.PathLike[str], base_dir: str | os.PathLike[str] | None = None
-) -> Registration:
-    """Read and validate a registration file, its stdio backends placed in its folder
-    (or ``base_dir``). Every harness-side reader of a registration file in the kit uses
-    this (``Hooks``, ``ahp-protocol send``, the adapters), so a file means the same
-    thing to all of them. Raises ``WireErrors`` as ``load_registration`` does."""
-    from ahp_protocol.wire.registration import load_registration
-
-    return anchored(load_registration(path), base_dir or Path(path).resolve().parent)
-
-
-def _registration(
-    registration: Registration | Mapping[str, Any] | str | os.PathLike[str],
-    base_dir: str | os.PathLike[str] | None,
-) -> Registration:
-    from ahp_protocol.wire.registration import Registration, parse_registration
-
-    if isinstance(registration, str | os.PathLike):
-        return load_anchored(registration, base_dir)
-    model = registration if isinstance(registration, Registration) else None
-    if model is None:
-        model = parse_registration(registration)
-    return anchored(model, base_dir) if base_dir is not None else model
 
 
 def _identity(harness: Mapping[str, str]) -> dict[str, str]:
@@ -229,7 +176,7 @@ class Hooks:
             self._declared = check_declaration(capabilities)
         else:  # the dispatcher checks the declaration (once)
             self.dispatcher = Dispatcher(
-                _registration(registration, base_dir),
+                registration_of(registration, base_dir),
                 capabilities=capabilities,
                 environ=environ,
                 source=self.source,
@@ -353,13 +300,12 @@ class Hooks:
         diagnostics: list[Diagnostic] = []
         if dispatcher is not None:
             await dispatcher.start()
-            if dispatcher.intercepts(event_type):
+            intercepted = dispatcher.intercepts(event_type)
+            if intercepted or dispatcher.observes(event_type):
                 if self.validate:
                     self.check(event)
-                return await dispatcher.intercept(event, initial_permission=initial_permission)
-            if dispatcher.observes(event_type):
-                if self.validate:
-                    self.check(event)
+                if intercepted:
+                    return await dispatcher.intercept(event, initial_permission=initial_permission)
                 diagnostics = await dispatcher.observe(event)
         state = ChainState(event=dict(event), permission=initial_permission)
         return HookResult.settle(event_type, state, diagnostics)
