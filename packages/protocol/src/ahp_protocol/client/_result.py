@@ -14,11 +14,11 @@ from typing import Any, Literal
 
 from ahp_protocol.client._failures import FailureClass
 from ahp_protocol.client.chain import ChainState, Denial
+from ahp_protocol.wire.routing import Policy
 from ahp_protocol.wire.state import Candidate, FlowState, Permission
 
 Mode = Literal["intercept", "observe", "short-circuit"]
 Outcome = Literal["no_effect", "accepted", "denied", "failed", "delivered"]
-Policy = Literal["fail-open", "fail-closed"]
 
 
 @dataclass(frozen=True, slots=True)
