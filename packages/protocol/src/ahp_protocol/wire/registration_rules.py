@@ -34,37 +34,29 @@ CONTENT_CATEGORIES: Final = ("text", "reasoning", "images", "audio", "video", "f
 # Patterns of the official registration / content-upload schemas.
 _ENV_NAME: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _HEADER_NAME: Final = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
-_HTTP_URL: Final = re.compile(r"^https?://")
-_HTTPS_URL: Final = re.compile(r"^https://")
-_UPLOAD_ENDPOINT: Final = re.compile(
-    r"^(?:https://|http://(?:localhost|127\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}|\[::1\])"
-    r"(?::[0-9]+)?(?:[/?#]|$))"
-)
+# What each URL member accepts (official schemas), and what to say when it does not.
+_URL_SCHEMES: Final = {
+    "url": (
+        re.compile(r"^https?://"),
+        "url must be an absolute URL starting with https:// (or http:// for loopback)",
+    ),
+    "issuer": (re.compile(r"^https://"), "issuer must be an https:// URL"),
+    "endpoint": (
+        re.compile(
+            r"^(?:https://|http://(?:localhost|127\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}|\[::1\])"
+            r"(?::[0-9]+)?(?:[/?#]|$))"
+        ),
+        "upload endpoint must use https://; plain http:// is only allowed on "
+        "localhost, 127.x.x.x or [::1]",
+    ),
+}
 _URI_CHARS: Final = frozenset(string.ascii_letters + string.digits + "-._~:/?#[]@!$&'()*+,;=%")
 _PERCENT: Final = re.compile(r"%(?![0-9A-Fa-f]{2})")
 
 _SELECTOR_FORMS: Final = (
     'use an exact event name such as "tool.before", a family wildcard such as "tool.*", or "*"'
 )
-_ENV_RULE: Final = (
-    "must be an environment variable name (letters, digits and underscores, "
-    "not starting with a digit)"
-)
-_HEADER_ONE_SOURCE: Final = (
-    "a header value is a literal string or an object with exactly one of valueEnv or valueRef"
-)
-_HTTP_URL_RULE: Final = (
-    "url must be an absolute URL starting with https:// (or http:// for loopback)"
-)
-_UPLOAD_ENDPOINT_RULE: Final = (
-    "upload endpoint must use https://; plain http:// is only allowed on "
-    "localhost, 127.x.x.x or [::1]"
-)
 _MANAGED: Final = 'scope "managed" requires disableable: false'
-_OBSERVE_NO: Final = (
-    "observe subscriptions must not have {field} (only intercept subscriptions wait for "
-    'an answer); remove it or use mode "intercept"'
-)
 
 
 def show(value: object, limit: int = 64) -> str:
@@ -113,6 +105,8 @@ def _is_int(value: object) -> bool:
     return isinstance(value, float) and math.isfinite(value) and value.is_integer()
 
 
+_SETS: Final = ("scopes", "toolKinds", "paths")  # arrays of unique non-empty strings
+
 # What to say when a required member is missing: (kind of object, member) -> reason.
 _REQUIRED: Final = {
     ("registration", "protocolVersion"): f'protocolVersion is required (use "{PROTOCOL_VERSION}")',
@@ -152,6 +146,30 @@ _REQUIRED: Final = {
 }
 
 
+# What to say when an array member is not an array, or is empty: (kind, member) -> reasons.
+_ARRAYS: Final = {
+    ("registration", "hooks"): (
+        "hooks must be an array of backends",
+        "hooks must list at least one backend",
+    ),
+    ("backend", "subscriptions"): (
+        "subscriptions must be an array",
+        "subscriptions must list at least one subscription; omit the field to "
+        "have the harness ask the backend with hooks/configuration",
+    ),
+    ("configuration", "subscriptions"): (
+        "subscriptions must be an array",
+        "subscriptions must list at least one subscription",
+    ),
+    ("subscription", "events"): (
+        f"events must be an array of selectors; {_SELECTOR_FORMS}",
+        f"events must list at least one selector; {_SELECTOR_FORMS}",
+    ),
+    ("stdio", "args"): ("args must be an array of strings", ""),
+    **{("set", k): (f"{k} must be an array of non-empty strings", "") for k in _SETS},
+}
+
+
 class Checks:
     """One walk over a document; ``errors`` holds every violation found, in walk order.
 
@@ -175,13 +193,16 @@ class Checks:
         self.add(path, f"{what} must be a JSON object")
         return None
 
-    def array(self, value: object, path: Path, not_array: str, empty: str = "") -> list[Any]:
-        """``value`` if it is an array (reporting ``empty`` if it is empty), else ``[]``."""
+    def array(self, obj: _Obj, key: str, path: Path, kind: str, need: bool = False) -> list[Any]:
+        """The member as a list; ``[]`` when it is absent or not an array (reported)."""
+        if not self.has(obj, key, path, kind if need else ""):
+            return []
+        value, (not_array, empty) = obj[key], _ARRAYS[kind, key]
         if not isinstance(value, list):
-            self.add(path, not_array)
+            self.add((*path, key), not_array)
             return []
         if not value and empty:
-            self.add(path, empty)
+            self.add((*path, key), empty)
         return value
 
     def has(self, obj: _Obj, key: str, path: Path, need: str) -> bool:
@@ -231,38 +252,41 @@ class Checks:
 
     def env_name(self, obj: _Obj, key: str, path: Path) -> None:
         if key in obj and not (isinstance(obj[key], str) and _ENV_NAME.match(obj[key])):
-            self.add((*path, key), f"{key} {_ENV_RULE}")
+            self.add(
+                (*path, key),
+                f"{key} must be an environment variable name (letters, digits and underscores, "
+                "not starting with a digit)",
+            )
 
-    def url(self, url: str | None, path: Path, scheme: re.Pattern[str], wrong_scheme: str) -> None:
-        """An absolute URI with a host (RFC 3986 characters only) that ``scheme`` accepts."""
+    def url(self, obj: _Obj, key: str, path: Path, need: str = "") -> None:
+        """An absolute URI with a host (RFC 3986 characters only) in the member's scheme."""
+        url, where = self.string(obj, key, path, need=need), (*path, key)
+        scheme, wrong_scheme = _URL_SCHEMES[key]
         if url is None:
             return
-        label = str(path[-1])
         if not scheme.match(url):
-            self.add(path, wrong_scheme)
+            self.add(where, wrong_scheme)
             return
         if any(ch not in _URI_CHARS for ch in url) or _PERCENT.search(url):
             self.add(
-                path,
-                f"{label} contains characters that are not allowed in a URI (percent-encode them)",
+                where,
+                f"{key} contains characters that are not allowed in a URI (percent-encode them)",
             )
             return
         try:
             parts = urlsplit(url)
             _ = parts.port
         except ValueError:
-            self.add(path, f"{label} is not a well-formed URI (check the host and port)")
+            self.add(where, f"{key} is not a well-formed URI (check the host and port)")
             return
         if not parts.hostname:
-            self.add(path, f"{label} must name a host")
+            self.add(where, f"{key} must name a host")
 
     def string_set(self, obj: _Obj, key: str, path: Path) -> None:
         if key not in obj:
             return
         where, first = (*path, key), dict[str, int]()
-        for index, item in enumerate(
-            self.array(obj[key], where, f"{key} must be an array of non-empty strings")
-        ):
+        for index, item in enumerate(self.array(obj, key, path, "set")):
             if not isinstance(item, str) or not item:
                 self.add((*where, index), f"{key} entries must be non-empty strings")
             elif item in first:
@@ -285,16 +309,8 @@ class Checks:
                 f"unsupported protocolVersion {show(root['protocolVersion'])}; "
                 f'this document format is "{PROTOCOL_VERSION}"',
             )
-        if not self.has(root, "hooks", path, "registration"):
-            return
         where, first = (*path, "hooks"), dict[str, int]()
-        hooks = self.array(
-            root["hooks"],
-            where,
-            "hooks must be an array of backends",
-            "hooks must list at least one backend",
-        )
-        for index, backend in enumerate(hooks):
+        for index, backend in enumerate(self.array(root, "hooks", path, "registration", True)):
             backend_id = self.backend(backend, (*where, index))
             if backend_id is not None and backend_id in first:
                 self.add(
@@ -336,17 +352,8 @@ class Checks:
                     "is trusted as a local process)",
                 )
             self.authentication(backend["authentication"], (*path, "authentication"))
-        if "subscriptions" in backend:
-            where = (*path, "subscriptions")
-            subs = self.array(
-                backend["subscriptions"],
-                where,
-                "subscriptions must be an array",
-                "subscriptions must list at least one subscription; omit the field to "
-                "have the harness ask the backend with hooks/configuration",
-            )
-            for index, sub in enumerate(subs):
-                self.subscription(sub, (*where, index))
+        for index, sub in enumerate(self.array(backend, "subscriptions", path, "backend")):
+            self.subscription(sub, (*path, "subscriptions", index))
         return backend_id
 
     # -- transport -----------------------------------------------------------------------
@@ -361,12 +368,7 @@ class Checks:
             self.stdio(transport, path)
             return "stdio"
         if kind == "http":
-            self.url(
-                self.string(transport, "url", path, need="http"),
-                (*path, "url"),
-                _HTTP_URL,
-                _HTTP_URL_RULE,
-            )
+            self.url(transport, "url", path, need="http")
             if "headers" in transport:
                 self.headers(transport["headers"], (*path, "headers"))
             return "http"
@@ -375,13 +377,9 @@ class Checks:
 
     def stdio(self, transport: _Obj, path: Path) -> None:
         self.string(transport, "command", path, need="stdio", non_empty=True)
-        if "args" in transport:
-            args = self.array(
-                transport["args"], (*path, "args"), "args must be an array of strings"
-            )
-            for index, arg in enumerate(args):
-                if not isinstance(arg, str):
-                    self.add((*path, "args", index), "each argument must be a string")
+        for index, arg in enumerate(self.array(transport, "args", path, "stdio")):
+            if not isinstance(arg, str):
+                self.add((*path, "args", index), "each argument must be a string")
         self.enum(transport, "lifecycle", path, ("persistent", "per_event"), need="stdio")
         self.string(transport, "cwd", path)
         if "env" in transport:
@@ -431,7 +429,11 @@ class Checks:
     def header_source(self, value: object, path: Path) -> None:
         """A header value taken from ``valueEnv`` or ``valueRef`` (exactly one)."""
         if not isinstance(value, dict) or ("valueEnv" in value) == ("valueRef" in value):
-            self.add(path, _HEADER_ONE_SOURCE)
+            self.add(
+                path,
+                "a header value is a literal string or an object with exactly one of valueEnv "
+                "or valueRef",
+            )
             return
         self.env_name(value, "valueEnv", path)
         self.string(value, "valueRef", path, non_empty=True)
@@ -469,8 +471,7 @@ class Checks:
                 self.add(path, f"{field} is required for oauth authentication")
         for field in ("resource", "clientId", "clientSecretRef"):
             self.string(auth, field, path, non_empty=True)
-        issuer = self.string(auth, "issuer", path)
-        self.url(issuer, (*path, "issuer"), _HTTPS_URL, "issuer must be an https:// URL")
+        self.url(auth, "issuer", path)
         self.enum(auth, "flow", path, ("authorization_code_pkce", "client_credentials"))
         self.string_set(auth, "scopes", path)
         if "clientSecret" in auth:
@@ -493,7 +494,11 @@ class Checks:
         elif mode == "observe":
             for field in ("timeoutMs", "failurePolicy"):
                 if field in sub:
-                    self.add(path, _OBSERVE_NO.format(field=field))
+                    self.add(
+                        path,
+                        f"observe subscriptions must not have {field} (only intercept "
+                        'subscriptions wait for an answer); remove it or use mode "intercept"',
+                    )
         if self.has(sub, "content", path, "subscription"):
             self.content(sub["content"], (*path, "content"))
         self.boolean(sub, "includeNative", path)
@@ -509,16 +514,8 @@ class Checks:
             self.add((*path, "disableable"), _MANAGED)
 
     def events(self, sub: _Obj, path: Path, mode: str | None) -> None:
-        if not self.has(sub, "events", path, "subscription"):
-            return
         where, first = (*path, "events"), dict[str, int]()
-        events = self.array(
-            sub["events"],
-            where,
-            f"events must be an array of selectors; {_SELECTOR_FORMS}",
-            f"events must list at least one selector; {_SELECTOR_FORMS}",
-        )
-        for index, selector in enumerate(events):
+        for index, selector in enumerate(self.array(sub, "events", path, "subscription", True)):
             problem = (
                 _selector_problem(selector, mode)
                 if isinstance(selector, str)
@@ -553,8 +550,7 @@ class Checks:
         upload = self.obj(value, path, "upload")
         if upload is None:
             return
-        endpoint = self.string(upload, "endpoint", path, need="upload")
-        self.url(endpoint, (*path, "endpoint"), _UPLOAD_ENDPOINT, _UPLOAD_ENDPOINT_RULE)
+        self.url(upload, "endpoint", path, need="upload")
         self.integer(upload, "timeoutMs", path, 1, need="upload")
         self.integer(upload, "maxBytes", path, 0, need="upload")
         if "auth" in upload:
@@ -564,14 +560,7 @@ class Checks:
 
     def configuration(self, doc: object, path: Path = ()) -> None:
         root = self.obj(doc, path, "a configuration")
-        if root is None or not self.has(root, "subscriptions", path, "configuration"):
+        if root is None:
             return
-        where = (*path, "subscriptions")
-        subs = self.array(
-            root["subscriptions"],
-            where,
-            "subscriptions must be an array",
-            "subscriptions must list at least one subscription",
-        )
-        for index, sub in enumerate(subs):
-            self.subscription(sub, (*where, index))
+        for index, sub in enumerate(self.array(root, "subscriptions", path, "configuration", True)):
+            self.subscription(sub, (*path, "subscriptions", index))
