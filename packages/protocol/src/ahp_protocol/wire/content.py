@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, TypeAlias
 
 from pydantic import AfterValidator, Discriminator, Field, PlainValidator
 
+from ahp_protocol.wire._projection import CATEGORIES, WITHHELD_REASON, part_category, project_event
 from ahp_protocol.wire.model import (
     RULE_ERROR,
     WIRE_CONTEXT,
@@ -41,7 +42,6 @@ from ahp_protocol.wire.model import (
     unknown_stay_unknown,
     validate_wire,
 )
-from ahp_protocol.wire._projection import CATEGORIES, WITHHELD_REASON, part_category, project_event
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter

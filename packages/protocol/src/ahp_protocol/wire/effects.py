@@ -31,17 +31,12 @@ from ahp_protocol.wire._legality import (
     MODIFY_TARGETS,
     DeliverAt,
     EditOperation,
-    EffectType,
-    FlowOperation,
     Grants,
     ModifyTarget,
     is_plain_grant_at,
 )
 from ahp_protocol.wire._values import (
-    ELICIT_ACTIONS,
     RETURN_VALUE,
-    ModifyValueKind,
-    ReturnKind,
     check_modify_value,
     check_return_value,
     check_standalone_modify_value,
@@ -51,7 +46,7 @@ from ahp_protocol.wire._values import (
     to_json_value,
 )
 from ahp_protocol.wire.catalogue import is_interceptable
-from ahp_protocol.wire.errors import EffectError, ErrorKind, json_path, rebase
+from ahp_protocol.wire.errors import EffectError, json_path, rebase
 from ahp_protocol.wire.model import WireModel, rule, to_wire_errors
 from ahp_protocol.wire.names import REVERSE_DNS, is_reverse_dns
 
@@ -60,10 +55,8 @@ __all__ = [  # with the names of _legality and _values, re-exported (import path
     "EDIT_OPERATIONS",
     "EFFECT_TYPES",
     "EFFECT_TYPE_ORDER",
-    "ELICIT_ACTIONS",
     "EVENT_EFFECTS",
     "FLOW_OPERATIONS",
-    "FLOW_OPERATION_NAMES",
     "MODIFY_TARGETS",
     "MODIFY_TARGET_NAMES",
     "RETURN_VALUE",
@@ -71,24 +64,16 @@ __all__ = [  # with the names of _legality and _values, re-exported (import path
     "AllowEffect",
     "AskEffect",
     "BaseEffect",
-    "DeliverAt",
     "DenyEffect",
-    "EditOperation",
     "Effect",
     "EffectError",
-    "EffectType",
-    "ErrorKind",
     "FlowContinueEffect",
-    "FlowOperation",
     "FlowStopEffect",
     "Grants",
     "InjectEffect",
     "MessageEffect",
     "ModifyEffect",
-    "ModifyTarget",
-    "ModifyValueKind",
     "ReturnEffect",
-    "ReturnKind",
     "check_effects",
     "check_return_value",
     "effects_to_wire",

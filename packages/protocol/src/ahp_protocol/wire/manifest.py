@@ -54,6 +54,8 @@ class ManifestEvent(_Open):
     modes: Annotated[list[Mode], Field(min_length=1), AfterValidator(_unique)]
     capabilities: Capabilities | None = None
 
+    _absent_when_none = frozenset({"capabilities"})
+
     @model_validator(mode="after")
     def _rules(self) -> Self:
         intercept = "intercept" in self.modes

@@ -14,12 +14,15 @@ this module only composes them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from functools import partial
+from typing import Any, Literal, TypeVar
 
 from ahp_protocol.wire import catalogue, jsonrpc
 from ahp_protocol.wire.errors import WireError, WireErrors
+
+_T = TypeVar("_T")
 
 MessageKind = Literal[
     "intercept-request",
@@ -57,12 +60,12 @@ class EditContext:
         )
 
 
-def _first(exc: WireError | WireErrors) -> WireError:
-    return exc.first if isinstance(exc, WireErrors) else exc
-
-
-def _prefixed(exc: WireError | WireErrors, *prefix: str | int) -> WireError:
-    return _first(exc).at(*prefix)
+def _within(check: Callable[[], _T], *prefix: str | int) -> _T:
+    """Run ``check`` on a part of the message; its first error, seen from the root."""
+    try:
+        return check()
+    except (WireError, WireErrors) as exc:
+        raise (exc.first if isinstance(exc, WireErrors) else exc).at(*prefix) from None
 
 
 def _version(container: Mapping[str, Any], where: str) -> None:
@@ -97,25 +100,22 @@ def _intercept_request(message: Mapping[str, Any]) -> None:
     params = _params(message)
     if "event" not in params:
         raise WireError("params", "event is required")
-    try:
-        event = events.parse_event(params["event"])
-    except (WireError, WireErrors) as exc:
-        raise _prefixed(exc, "params", "event") from None
+    event = _within(lambda: events.parse_event(params["event"]), "params", "event")
     if not catalogue.is_interceptable(event.type):
         raise WireError("params.event.type", f'"{event.type}" cannot be intercepted')
     if message.get("id") != event.id:
         raise WireError("id", "the request id must equal params.event.id")
     if "capabilities" not in params:
         raise WireError("params", "capabilities is required")
-    try:
-        capabilities.parse_capabilities(params["capabilities"], event_type=event.type)
-    except (WireError, WireErrors) as exc:
-        raise _prefixed(exc, "params", "capabilities") from None
+    _within(
+        lambda: capabilities.parse_capabilities(params["capabilities"], event_type=event.type),
+        "params",
+        "capabilities",
+    )
     if "state" in params:
-        try:
-            state.parse_state(params["state"], event_type=event.type)
-        except (WireError, WireErrors) as exc:
-            raise _prefixed(exc, "params", "state") from None
+        _within(
+            lambda: state.parse_state(params["state"], event_type=event.type), "params", "state"
+        )
 
 
 def _observe_notification(message: Mapping[str, Any]) -> None:
@@ -124,10 +124,7 @@ def _observe_notification(message: Mapping[str, Any]) -> None:
     params = _params(message)
     if "event" not in params:
         raise WireError("params", "event is required")
-    try:
-        events.parse_event(params["event"])
-    except (WireError, WireErrors) as exc:
-        raise _prefixed(exc, "params", "event") from None
+    _within(lambda: events.parse_event(params["event"]), "params", "event")
 
 
 def _discovery_request(message: Mapping[str, Any]) -> None:
@@ -151,19 +148,15 @@ def _intercept_response(result: Mapping[str, Any], context: EditContext | None) 
     raw = result["effects"]
     if not isinstance(raw, list):
         raise WireError("result.effects", "effects must be an array")
-    try:
-        if context is None:
-            for i, item in enumerate(raw):
-                effects.parse_effect(item, path=f"effects[{i}]")
-        else:
-            edit = {
-                "current": dict(context.current),
-                "mode": context.mode,
-                "action": context.action,
-            }
-            effects.check_effects(context.event, full_grant(context.event), raw, edit_context=edit)
-    except (WireError, WireErrors) as exc:
-        raise _prefixed(exc, "result") from None
+    if context is None:
+        for i, item in enumerate(raw):
+            _within(partial(effects.parse_effect, item, path=f"effects[{i}]"), "result")
+    else:
+        edit = {"current": dict(context.current), "mode": context.mode, "action": context.action}
+        grant = full_grant(context.event)
+        _within(
+            lambda: effects.check_effects(context.event, grant, raw, edit_context=edit), "result"
+        )
 
 
 def full_grant(event_type: str) -> dict[str, Any]:
@@ -190,20 +183,16 @@ def _capabilities_response(result: Mapping[str, Any]) -> None:
     from ahp_protocol.wire.manifest import parse_manifest
 
     _only(result, {"protocolVersion", "manifest"}, "result")
-    try:
-        parse_manifest(result["manifest"])
-    except (WireError, WireErrors) as exc:
-        raise _prefixed(exc, "result", "manifest") from None
+    _within(lambda: parse_manifest(result["manifest"]), "result", "manifest")
 
 
 def _configuration_response(result: Mapping[str, Any]) -> None:
     from ahp_protocol.wire import registration
 
     _only(result, {"protocolVersion", "configuration"}, "result")
-    try:
-        registration.parse_configuration(result["configuration"])
-    except (WireError, WireErrors) as exc:
-        raise _prefixed(exc, "result", "configuration") from None
+    _within(
+        lambda: registration.parse_configuration(result["configuration"]), "result", "configuration"
+    )
 
 
 def validate_message(message: object, *, context: EditContext | None = None) -> MessageKind:

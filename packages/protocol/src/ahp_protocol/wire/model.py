@@ -324,7 +324,8 @@ def to_wire_errors(exc: ValidationError, *prefix: PathPart) -> WireErrors:
         if kind in ("missing", "extra_forbidden") and loc and isinstance(loc[-1], str):
             what = "is required" if kind == "missing" else "is not an allowed field"
             out.append(WireError(json_path([*prefix, *loc[:-1]]), f"{loc[-1]} {what}"))
-        elif value is None and loc and isinstance(loc[-1], str):
+        elif value is None and loc and isinstance(loc[-1], str) and kind != "value_error":
+            # (a validator's own reason for a null, if it gives one, is kept)
             out.append(WireError(json_path([*prefix, *loc]), "must not be null"))
         elif kind == RULE_ERROR:
             where = rebase(ctx.get("below", "$"), json_path([*prefix, *loc, *ctx.get("at", ())]))

@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from pydantic import ValidationError
 
-from ahp_protocol.wire.catalogue import REMOVED
+from ahp_protocol.wire.catalogue import EVENT_TYPES, REMOVED
 from ahp_protocol.wire.errors import WireError, WireErrors
 from ahp_protocol.wire.events.envelope import (
     TIME_PATTERN as TIME_PATTERN,
@@ -335,39 +335,10 @@ class _EventModels(Mapping[str, type[Event]]):
 
 
 EVENT_MODELS: Final[Mapping[str, type[Event]]] = _EventModels(
-    {
-        "tool.before": ("tool", "ToolBefore"),
-        "tool.after": ("tool_lifecycle", "ToolAfter"),
-        "session.start": ("session", "SessionStart"),
-        "session.end": ("session", "SessionEnd"),
-        "config.change.before": ("config", "ConfigChangeBefore"),
-        "config.change.after": ("config", "ConfigChangeAfter"),
-        "turn.start": ("turn", "TurnStart"),
-        "turn.finish.before": ("turn", "TurnFinishBefore"),
-        "turn.end": ("turn", "TurnEnd"),
-        "turn.progress": ("turn", "TurnProgress"),
-        "model.request.before": ("model", "ModelRequestBefore"),
-        "model.response.after": ("model", "ModelResponseAfter"),
-        "model.error": ("model", "ModelError"),
-        "model.switch.before": ("model", "ModelSwitchBefore"),
-        "model.switch.after": ("model", "ModelSwitchAfter"),
-        "tool.permission.request": ("tool_lifecycle", "ToolPermissionRequest"),
-        "tool.permission.resolved": ("tool_lifecycle", "ToolPermissionResolved"),
-        "tool.progress": ("tool_lifecycle", "ToolProgress"),
-        "tool.batch.after": ("tool_lifecycle", "ToolBatchAfter"),
-        "context.compact.before": ("context", "ContextCompactBefore"),
-        "context.compact.after": ("context", "ContextCompactAfter"),
-        "task.change.before": ("task", "TaskChangeBefore"),
-        "task.change.after": ("task", "TaskChangeAfter"),
-        "user.attention": ("user", "UserAttention"),
-        "user.elicitation.request": ("user", "UserElicitationRequest"),
-        "user.elicitation.result": ("user", "UserElicitationResult"),
-        "user.message.inbound": ("user", "UserMessageInbound"),
-        "user.message.outbound": ("user", "UserMessageOutbound"),
-        "workspace.change.before": ("workspace", "WorkspaceChangeBefore"),
-        "workspace.change.after": ("workspace", "WorkspaceChangeAfter"),
-        "file.changed": ("file", "FileChanged"),
-        "hook.failure": ("hook", "HookFailure"),
+    {  # each event's model is its name in CamelCase: tool.before -> ToolBefore
+        name: (_HOME[cls], cls)
+        for name in EVENT_TYPES
+        for cls in ["".join(word.capitalize() for word in name.split("."))]
     }
 )
 """One model per standard event, by wire name (all 32 of the catalogue).
