@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeGuard, get_args
 
-from ahp_protocol.wire.catalogue import INTERCEPTABLE
+from ahp_protocol.wire.catalogue import INTERCEPTABLE, is_interceptable
 
 if TYPE_CHECKING:
     from ahp_protocol.wire.model import WireModel
@@ -169,3 +169,8 @@ class Grants:
 
 def _is_mapping(value: object) -> TypeGuard[Mapping[str, Any]]:
     return isinstance(value, (dict, Mapping))  # dict first: a cheap exact test
+
+
+def at_event(event_type: str) -> str:
+    """How a reason names the event (``at tool.before``; ``at this event`` for others)."""
+    return f"at {event_type}" if is_interceptable(event_type) else "at this event"

@@ -38,8 +38,8 @@ from ahp_protocol.wire._legality import (
     DeliverAt,
     FlowOperation,
     ModifyTarget,
+    at_event,
 )
-from ahp_protocol.wire.catalogue import is_interceptable
 from ahp_protocol.wire.errors import WireError, WireErrors
 from ahp_protocol.wire.model import WireModel, to_wire_errors
 from ahp_protocol.wire.names import is_reverse_dns
@@ -202,7 +202,7 @@ def _parse(model: type[_Open], obj: object, *, what: str) -> Any:
 
 
 def _bounds_errors(event_type: str, caps: Capabilities) -> list[WireError]:
-    at = f"at {event_type}" if is_interceptable(event_type) else "at this event"
+    at = at_event(event_type)
     errors: list[WireError] = []
     allowed = EVENT_EFFECTS.get(event_type, frozenset())
     for i, name in enumerate(caps.effects):

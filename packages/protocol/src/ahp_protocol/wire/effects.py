@@ -33,6 +33,7 @@ from ahp_protocol.wire._legality import (
     EditOperation,
     Grants,
     ModifyTarget,
+    at_event,
     is_plain_grant_at,
 )
 from ahp_protocol.wire._values import (
@@ -45,7 +46,6 @@ from ahp_protocol.wire._values import (
     modify_value_kind,
     to_json_value,
 )
-from ahp_protocol.wire.catalogue import is_interceptable
 from ahp_protocol.wire.errors import EffectError, json_path, rebase
 from ahp_protocol.wire.model import WireModel, rule, to_wire_errors
 from ahp_protocol.wire.names import REVERSE_DNS, is_reverse_dns
@@ -369,10 +369,6 @@ def _known(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _at_event(event_type: str) -> str:
-    return f"at {event_type}" if is_interceptable(event_type) else "at this event"
-
-
 def _check_modify(
     event_type: str,
     grants: Grants,
@@ -384,7 +380,7 @@ def _check_modify(
     if target not in MODIFY_TARGETS.get(event_type, frozenset()):
         raise EffectError(
             json_path(("target",), path),
-            f"is not a modify target {_at_event(event_type)}",
+            f"is not a modify target {at_event(event_type)}",
             "illegal",
         )
     grant = grants.modify.get(target)
@@ -451,7 +447,7 @@ def _check_one(
     kind = effect.type
     if kind not in EVENT_EFFECTS.get(event_type, frozenset()):
         raise EffectError(
-            json_path(("type",), path), f"is not allowed {_at_event(event_type)}", "illegal"
+            json_path(("type",), path), f"is not allowed {at_event(event_type)}", "illegal"
         )
     if kind not in grants.effects:
         raise EffectError(
@@ -464,7 +460,7 @@ def _check_one(
         if operation not in FLOW_OPERATIONS.get(event_type, frozenset()):
             raise EffectError(
                 json_path(("operation",), path),
-                f"is not a flow operation {_at_event(event_type)}",
+                f"is not a flow operation {at_event(event_type)}",
                 "illegal",
             )
         if operation not in grants.flow_operations():

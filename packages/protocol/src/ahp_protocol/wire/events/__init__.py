@@ -42,6 +42,10 @@ module is imported on first use of one of its names (PEP 562
 ``__getattr__``), of its entry in :data:`EVENT_MODELS`, or when
 :func:`parse_event` meets one of its events, so a per-event backend pays only
 for the family it receives. Models build on first use (``defer_build``).
+:data:`_FAMILY_NAMES` is the one hand-kept list of the families' names (a test
+checks it against what each family module defines); ``__all__`` and the type
+checkers' view (star imports under ``TYPE_CHECKING``) follow from it and the
+modules, and an event's model is its name in CamelCase (``ToolBefore``).
 Content shapes live in :mod:`ahp_protocol.wire.content`; which events exist
 and which can be intercepted, in :mod:`ahp_protocol.wire.catalogue`.
 """
@@ -111,81 +115,20 @@ from ahp_protocol.wire.events.envelope import (
 )
 from ahp_protocol.wire.model import WIRE_CONTEXT, to_wire_errors, unknown_stay_unknown
 
-if TYPE_CHECKING:
-    from ahp_protocol.wire.events.config import AppliedConfigChange as AppliedConfigChange
-    from ahp_protocol.wire.events.config import ConfigChange as ConfigChange
-    from ahp_protocol.wire.events.config import ConfigChangeAfter as ConfigChangeAfter
-    from ahp_protocol.wire.events.config import ConfigChangeBefore as ConfigChangeBefore
-    from ahp_protocol.wire.events.context import ContextCompactAfter as ContextCompactAfter
-    from ahp_protocol.wire.events.context import ContextCompactBefore as ContextCompactBefore
-    from ahp_protocol.wire.events.context import TokenCounts as TokenCounts
-    from ahp_protocol.wire.events.file import ChangedFile as ChangedFile
-    from ahp_protocol.wire.events.file import FileChanged as FileChanged
-    from ahp_protocol.wire.events.hook import Failure as Failure
-    from ahp_protocol.wire.events.hook import HookFailure as HookFailure
-    from ahp_protocol.wire.events.model import Attempt as Attempt
-    from ahp_protocol.wire.events.model import AttemptUsage as AttemptUsage
-    from ahp_protocol.wire.events.model import ModelError as ModelError
-    from ahp_protocol.wire.events.model import ModelRef as ModelRef
-    from ahp_protocol.wire.events.model import ModelRequestBefore as ModelRequestBefore
-    from ahp_protocol.wire.events.model import ModelResponseAfter as ModelResponseAfter
-    from ahp_protocol.wire.events.model import ModelSwitchAfter as ModelSwitchAfter
-    from ahp_protocol.wire.events.model import ModelSwitchBefore as ModelSwitchBefore
-    from ahp_protocol.wire.events.model import Pricing as Pricing
-    from ahp_protocol.wire.events.results import Cost as Cost
-    from ahp_protocol.wire.events.results import ErrorInfo as ErrorInfo
-    from ahp_protocol.wire.events.results import Executed as Executed
-    from ahp_protocol.wire.events.results import Execution as Execution
-    from ahp_protocol.wire.events.results import Skipped as Skipped
-    from ahp_protocol.wire.events.results import SuppliedResult as SuppliedResult
-    from ahp_protocol.wire.events.results import Usage as Usage
-    from ahp_protocol.wire.events.session import SessionEnd as SessionEnd
-    from ahp_protocol.wire.events.session import SessionStart as SessionStart
-    from ahp_protocol.wire.events.task import Task as Task
-    from ahp_protocol.wire.events.task import TaskChangeAfter as TaskChangeAfter
-    from ahp_protocol.wire.events.task import TaskChangeBefore as TaskChangeBefore
-    from ahp_protocol.wire.events.tool import Batch as Batch
-    from ahp_protocol.wire.events.tool import Connection as Connection
-    from ahp_protocol.wire.events.tool import ConnectionGap as ConnectionGap
-    from ahp_protocol.wire.events.tool import ExtensionConnection as ExtensionConnection
-    from ahp_protocol.wire.events.tool import HttpConnection as HttpConnection
-    from ahp_protocol.wire.events.tool import Mcp as Mcp
-    from ahp_protocol.wire.events.tool import McpServer as McpServer
-    from ahp_protocol.wire.events.tool import SseConnection as SseConnection
-    from ahp_protocol.wire.events.tool import StdioConnection as StdioConnection
-    from ahp_protocol.wire.events.tool import Tool as Tool
-    from ahp_protocol.wire.events.tool import ToolBefore as ToolBefore
-    from ahp_protocol.wire.events.tool_lifecycle import BatchCall as BatchCall
-    from ahp_protocol.wire.events.tool_lifecycle import FileChange as FileChange
-    from ahp_protocol.wire.events.tool_lifecycle import ToolAfter as ToolAfter
-    from ahp_protocol.wire.events.tool_lifecycle import ToolBatchAfter as ToolBatchAfter
-    from ahp_protocol.wire.events.tool_lifecycle import (
-        ToolPermissionRequest as ToolPermissionRequest,
-    )
-    from ahp_protocol.wire.events.tool_lifecycle import (
-        ToolPermissionResolved as ToolPermissionResolved,
-    )
-    from ahp_protocol.wire.events.tool_lifecycle import ToolProgress as ToolProgress
-    from ahp_protocol.wire.events.turn import TurnEnd as TurnEnd
-    from ahp_protocol.wire.events.turn import TurnFinishBefore as TurnFinishBefore
-    from ahp_protocol.wire.events.turn import TurnOutcome as TurnOutcome
-    from ahp_protocol.wire.events.turn import TurnProgress as TurnProgress
-    from ahp_protocol.wire.events.turn import TurnStart as TurnStart
-    from ahp_protocol.wire.events.turn import TurnUsage as TurnUsage
-    from ahp_protocol.wire.events.user import Attention as Attention
-    from ahp_protocol.wire.events.user import ElicitationRequest as ElicitationRequest
-    from ahp_protocol.wire.events.user import ElicitationResult as ElicitationResult
-    from ahp_protocol.wire.events.user import InboundMessage as InboundMessage
-    from ahp_protocol.wire.events.user import OutboundMessage as OutboundMessage
-    from ahp_protocol.wire.events.user import UserAttention as UserAttention
-    from ahp_protocol.wire.events.user import UserElicitationRequest as UserElicitationRequest
-    from ahp_protocol.wire.events.user import UserElicitationResult as UserElicitationResult
-    from ahp_protocol.wire.events.user import UserMessageInbound as UserMessageInbound
-    from ahp_protocol.wire.events.user import UserMessageOutbound as UserMessageOutbound
-    from ahp_protocol.wire.events.workspace import Workspace as Workspace
-    from ahp_protocol.wire.events.workspace import WorkspaceChange as WorkspaceChange
-    from ahp_protocol.wire.events.workspace import WorkspaceChangeAfter as WorkspaceChangeAfter
-    from ahp_protocol.wire.events.workspace import WorkspaceChangeBefore as WorkspaceChangeBefore
+if TYPE_CHECKING:  # type checkers read the families here; run time imports them lazily
+    from ahp_protocol.wire.events.config import *  # noqa: F403
+    from ahp_protocol.wire.events.context import *  # noqa: F403
+    from ahp_protocol.wire.events.file import *  # noqa: F403
+    from ahp_protocol.wire.events.hook import *  # noqa: F403
+    from ahp_protocol.wire.events.model import *  # noqa: F403
+    from ahp_protocol.wire.events.results import *  # noqa: F403
+    from ahp_protocol.wire.events.session import *  # noqa: F403
+    from ahp_protocol.wire.events.task import *  # noqa: F403
+    from ahp_protocol.wire.events.tool import *  # noqa: F403
+    from ahp_protocol.wire.events.tool_lifecycle import *  # noqa: F403
+    from ahp_protocol.wire.events.turn import *  # noqa: F403
+    from ahp_protocol.wire.events.user import *  # noqa: F403
+    from ahp_protocol.wire.events.workspace import *  # noqa: F403
 
 
 # --------------------------------------------------------------------------- lazy names
