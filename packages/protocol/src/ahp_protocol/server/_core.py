@@ -1,15 +1,13 @@
 """The server kit's sans-I/O core: which handler answers a message, and with what.
 
-:class:`Core` judges one framed message (:meth:`Core.prepare`) into a reply, or a
-call for the driver to make (:class:`InterceptCall`, :class:`ObserveCall`), and
-judges what an intercept handler returned (:meth:`Core.answer`). The rules, in the
-order they are applied, are listed in :mod:`ahp_protocol.server.backend`.
-
-One path: after the envelope checks, one memo lookup keyed by what the verdict
-depends on (event type, exact capabilities, state) returns the handler, the grant
-and the event validator; on a miss the same path judges them in full and stores
-them. The event itself is validated every time. Never does I/O besides stderr
-diagnostics; never echoes input in error ``data``.
+:meth:`Core.prepare` judges one framed message into a :class:`Reply`, or a call for
+a driver to make (:class:`InterceptCall`, :class:`ObserveCall`); :meth:`Core.answer`
+judges what an intercept handler returned. The rules, in the order they apply, are
+listed in :mod:`ahp_protocol.server.backend`. One path: after the envelope checks,
+one memo lookup keyed by what the verdict depends on (event type, exact capabilities,
+state) returns the handler, the grant and the event validator; on a miss the same
+path judges them in full and stores them. The event is validated every time.
+No I/O besides stderr diagnostics; never echoes input in error ``data``.
 """
 
 from __future__ import annotations
@@ -19,29 +17,19 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol, TypeAlias, TypeGuard
 
-from ahp_protocol.server._codec import (
-    SILENT,
-    Reply,
-    decode,
-    encode,
-    encode_result,
-    error_reply,
-    json_bytes,
-    json_copy,
-)
+from ahp_protocol.server import _codec
+from ahp_protocol.server._codec import SILENT, Reply, codec, error_reply
 from ahp_protocol.server._memo import EffectMemo, Memo
 from ahp_protocol.wire import catalogue
+from ahp_protocol.wire import jsonrpc as rpc
+from ahp_protocol.wire.catalogue import INTERCEPTABLE_SET
 from ahp_protocol.wire.jsonrpc import (
     CONFIGURATION,
     INTERCEPT,
     OBSERVE,
     PROTOCOL_VERSION,
-    DecodeError,
     ErrorCode,
     RequestId,
-    classify,
-    recoverable_id,
-    unsupported_version,
 )
 from ahp_protocol.wire.names import is_reverse_dns
 
@@ -70,9 +58,8 @@ MAX_EFFECT_NAMES: Final = 64
 """The most effect names a request's ``capabilities.effects`` may list (the draft has
 eight standard effects; the rest are extensions); more is -32602, judged before
 anything else about the grant, so no grant costs more than a bounded amount."""
-
-_NO_STATE: Final[Any] = object()
-"""``params.state`` absent (its key is then a two-item tuple: no state can collide)."""
+_NO_STATE: Final[Any] = object()  # ``params.state`` absent: its key is a shorter tuple
+_BAD: Final = ErrorCode.INVALID_PARAMS
 _INVALID_EVENT: Final = "params.event is not a valid event"
 
 
@@ -125,31 +112,24 @@ class InterceptRequest:
         return sid if isinstance(sid, str) else None
 
 
-def _valid_event(event: dict[str, Any]) -> object:
-    return None  # never called: a verdict with a refusal validates nothing
-
-
 class Verdict(NamedTuple):
-    """Everything about a request that is a pure function of ``(event type,
-    capabilities, state)`` and the registered handlers: remembered, so a repeat
-    costs one key.
+    """What a request's answer depends on besides its event: a pure function of
+    ``(event type, capabilities, state)`` and the handlers, remembered by ``key``.
 
-    ``refusal`` is the error judged before the event (capabilities' shape, state not
-    an object, no handler: in that order); ``invalid`` the reason the capabilities or
-    the state are invalid at the event (judged after it). When both are ``None``, the
-    rest is set; ``judge`` is what ``check_effects`` reads of the capabilities, built
-    from a private copy and never handed to a handler. ``key`` is the exact key it is
-    remembered by (``None``: not remembered, and neither are its effects).
+    ``refusal`` is the error judged before the event (capabilities' shape, a state
+    that is not an object, no handler: in that order); ``invalid`` why the grant or
+    the state is invalid at the event (judged after it). ``judge`` is what
+    ``check_effects`` reads, built from a private copy of the capabilities.
     """
 
     refusal: tuple[ErrorCode, str] | None
     invalid: str | None = None
     handler: InterceptHandler | None = None
     is_async: bool = False
-    validate: Callable[[dict[str, Any]], object] = _valid_event
+    validate: Callable[[dict[str, Any]], object] = id  # set whenever refusal is None
     advertised: frozenset[str] = frozenset()
     judge: Grants | None = None
-    key: str | bytes | None = None
+    key: str | bytes | None = None  # ``None``: not remembered, nor are its effects
 
 
 class InterceptCall(NamedTuple):
@@ -190,9 +170,10 @@ def _capabilities_shape(capabilities: Any) -> str | None:
 
 
 def _grant_problem(event_type: str, capabilities: dict[str, Any], state: Any) -> str | None:
-    """Why the grant or the state is invalid at the event, else ``None``. The usual
-    grant and state are judged without building their models."""
+    """Why the grant or the state is invalid at the event, else ``None``; the usual
+    ones are judged without building their models."""
     from ahp_protocol.wire.effects import is_plain_grant_at
+    from ahp_protocol.wire.state import is_plain_state
 
     if not is_plain_grant_at(event_type, capabilities):
         from ahp_protocol.wire.capabilities import parse_capabilities
@@ -201,12 +182,11 @@ def _grant_problem(event_type: str, capabilities: dict[str, Any], state: Any) ->
             parse_capabilities(capabilities, event_type=event_type)
         except Exception:
             return "params.capabilities is not a valid grant at this event"
-    if state is not _NO_STATE:
-        from ahp_protocol.wire.state import is_plain_state, parse_state
+    if state is not _NO_STATE and not is_plain_state(state):
+        from ahp_protocol.wire.state import parse_state
 
         try:
-            if not is_plain_state(state):
-                parse_state(state, event_type=event_type)
+            parse_state(state, event_type=event_type)
         except Exception:
             return "params.state is not a valid chain state"
     return None
@@ -225,10 +205,10 @@ def _as_effect_list(result: Any) -> list[Any]:
 
 def is_awaitable(result: Any) -> TypeGuard[Awaitable[Any]]:
     """``inspect.isawaitable``, after the cheap tests that rule out what handlers
-    usually return (effect models, dicts, lists)."""
-    if hasattr(type(result), "model_dump") or isinstance(result, (dict, list, tuple)):
+    usually return (nothing, effect models, dicts, lists)."""
+    if result is None or hasattr(type(result), "model_dump"):
         return False
-    return inspect.isawaitable(result)
+    return not isinstance(result, (dict, list, tuple)) and inspect.isawaitable(result)
 
 
 def _specificity(selector: str) -> int:
@@ -237,7 +217,7 @@ def _specificity(selector: str) -> int:
 
 class Core:
     """The judging half of :class:`~ahp_protocol.server.Backend`: handler tables and
-    memos, no I/O. Registration clears what depends on the handlers."""
+    memos, no I/O. Registering a handler clears what depends on the handlers."""
 
     name: str
     configuration: list[dict[str, Any]] | None
@@ -246,6 +226,7 @@ class Core:
         self._intercepts: list[tuple[str, InterceptHandler, bool]] = []
         self._observers: list[tuple[str, ObserveHandler, bool]] = []
         self._observe_cache: dict[str, tuple[tuple[ObserveHandler, bool], ...]] = {}
+        self._codec = codec()
         self._verdicts: Memo[Verdict] = Memo(512, 16 * 1024)
         self._effects = EffectMemo()
 
@@ -257,7 +238,7 @@ class Core:
 
     def prepare(self, message: bytes, limit: int) -> Reply | InterceptCall | ObserveCall:
         """The reply to ``message``, or the handler call that decides it."""
-        msg = decode(message, limit)
+        msg = self._codec.decode(message, limit)
         if isinstance(msg, Reply):
             return msg
         notification = "id" not in msg and isinstance(msg.get("method"), str)
@@ -265,64 +246,71 @@ class Core:
             return self._notification(msg) if notification else self._request(msg, limit)
         except Exception as exc:  # a bug of ours must not take the server down
             log("%s: internal error (%s)", self.name, type(exc).__name__)
-            return (
-                SILENT
-                if notification
-                else error_reply(recoverable_id(msg), ErrorCode.INTERNAL_ERROR)
-            )
+            rid = None if notification else rpc.recoverable_id(msg)
+            return SILENT if notification else error_reply(rid, ErrorCode.INTERNAL_ERROR)
 
     def _request(self, msg: dict[str, Any], limit: int) -> Reply | InterceptCall:
         try:
-            kind = classify(msg)
-        except DecodeError as exc:
-            return error_reply(recoverable_id(msg), ErrorCode.INVALID_REQUEST, exc.reason)
+            kind = rpc.classify(msg)
+        except rpc.DecodeError as exc:
+            return error_reply(rpc.recoverable_id(msg), ErrorCode.INVALID_REQUEST, exc.reason)
         if kind != "request":
             return SILENT  # a response sent to a backend: nothing to answer
         rid: RequestId = msg["id"]  # classify checked it
         method, params = msg["method"], msg.get("params")
-        if method == INTERCEPT:
-            return self._intercept(rid, params, limit)
-        if method == CONFIGURATION and self.configuration is not None:
-            return self._configuration(rid, params)
         if method == OBSERVE:
             return error_reply(rid, ErrorCode.INVALID_REQUEST, "hooks/observe is a notification")
-        return error_reply(rid, ErrorCode.METHOD_NOT_FOUND)
-
-    def _version_problem(self, rid: RequestId, params: Any) -> Reply | None:
-        if not isinstance(params, dict):
-            return error_reply(rid, ErrorCode.INVALID_PARAMS, "params must be an object")
+        if method != INTERCEPT and (method != CONFIGURATION or self.configuration is None):
+            return error_reply(rid, ErrorCode.METHOD_NOT_FOUND)
+        if type(params) is not dict:
+            return error_reply(rid, _BAD, "params must be an object")
         version = params.get("protocolVersion")
-        if not isinstance(version, str):
-            return error_reply(rid, ErrorCode.INVALID_PARAMS, "params.protocolVersion is required")
-        return None if version == PROTOCOL_VERSION else Reply(encode(unsupported_version(rid)))
+        if type(version) is not str:
+            return error_reply(rid, _BAD, "params.protocolVersion is required")
+        if version != PROTOCOL_VERSION:
+            return Reply(_codec.encode(rpc.unsupported_version(rid)))
+        if method == INTERCEPT:
+            return self._intercept(rid, params, limit)
+        if len(params) != 1:
+            return error_reply(rid, _BAD, "params must hold protocolVersion only")
+        result = {
+            "protocolVersion": PROTOCOL_VERSION,
+            "configuration": {"subscriptions": self.configuration},
+        }
+        return Reply(_codec.encode({"jsonrpc": "2.0", "id": rid, "result": result}))
 
-    def _intercept(self, rid: RequestId, params: Any, limit: int) -> Reply | InterceptCall:
-        bad = ErrorCode.INVALID_PARAMS
-        problem = self._version_problem(rid, params)
-        if problem is not None:
-            return problem
+    def _intercept(
+        self, rid: RequestId, params: dict[str, Any], limit: int
+    ) -> Reply | InterceptCall:
         event = params.get("event")
-        if not isinstance(event, dict):
-            return error_reply(rid, bad, "params.event must be an object")
+        if type(event) is not dict:
+            return error_reply(rid, _BAD, "params.event must be an object")
         event_type = event.get("type")
-        if not isinstance(event_type, str):
-            return error_reply(rid, bad, "params.event.type must be a string")
-        if event_type not in catalogue.INTERCEPTABLE_SET:
+        if type(event_type) is not str:
+            return error_reply(rid, _BAD, "params.event.type must be a string")
+        if event_type not in INTERCEPTABLE_SET:
             return error_reply(rid, ErrorCode.UNSUPPORTED_EVENT, "event type not interceptable")
         if event.get("id") != rid or type(rid) is not str:
-            return error_reply(rid, bad, "the request id must equal params.event.id")
-        capabilities = params.get("capabilities")
+            return error_reply(rid, _BAD, "the request id must equal params.event.id")
+        capabilities: Any = params.get("capabilities")
         state = params.get("state", _NO_STATE)
-        verdict = self._verdict(event_type, capabilities, state)
+        memo = self._verdicts
+        key = memo.key(
+            (event_type, capabilities) if state is _NO_STATE else (event_type, capabilities, state)
+        )
+        verdict = memo.get(key)  # a key of None is never stored
+        if verdict is None:
+            verdict = self._judge(event_type, capabilities, state, key)
+            if key is not None:
+                memo.put(key, verdict)
         if verdict.refusal is not None:
             return error_reply(rid, *verdict.refusal)
         try:
             verdict.validate(event)
         except Exception:
-            code, reason = self._event_problem(event) or (bad, _INVALID_EVENT)
-            return error_reply(rid, code, reason)
+            return error_reply(rid, *(self._event_problem(event) or (_BAD, _INVALID_EVENT)))
         if verdict.invalid is not None:
-            return error_reply(rid, bad, verdict.invalid)
+            return error_reply(rid, _BAD, verdict.invalid)
         assert verdict.handler is not None
         request = InterceptRequest(
             rid, event, event_type, capabilities, None if state is _NO_STATE else state,
@@ -330,28 +318,14 @@ class Core:
         )  # fmt: skip
         return InterceptCall(verdict.handler, verdict.is_async, request, verdict, limit)
 
-    def _verdict(self, event_type: str, capabilities: Any, state: Any) -> Verdict:
-        memo = self._verdicts
-        key = memo.key(
-            (event_type, capabilities) if state is _NO_STATE else (event_type, capabilities, state)
-        )
-        verdict = None if key is None else memo.get(key)
-        if verdict is None:
-            verdict = self._judge(event_type, capabilities, state, key)
-            if key is not None:
-                memo.put(key, verdict)
-        return verdict
-
     def _judge(self, event_type: str, capabilities: Any, state: Any, key: Any) -> Verdict:
         """The verdict in full (a memo miss)."""
-        bad = ErrorCode.INVALID_PARAMS
         shape = _capabilities_shape(capabilities)
         if shape is not None:
-            return Verdict((bad, shape))
+            return Verdict((_BAD, shape))
         if state is not _NO_STATE and not isinstance(state, dict):
-            return Verdict((bad, "params.state must be an object"))
-        found: tuple[InterceptHandler, bool] | None = None
-        rank = -1
+            return Verdict((_BAD, "params.state must be an object"))
+        found, rank = None, -1
         for selector, fn, is_async in self._intercepts:
             if catalogue.selector_matches(selector, event_type) and _specificity(selector) > rank:
                 found, rank = (fn, is_async), _specificity(selector)
@@ -361,9 +335,9 @@ class Core:
         from ahp_protocol.wire.events import event_validator
 
         return Verdict(
-            None, _grant_problem(event_type, capabilities, state), found[0], found[1],
+            None, _grant_problem(event_type, capabilities, state), *found,
             event_validator(event_type), frozenset(capabilities["effects"]),
-            Grants(json_copy(capabilities)), key,
+            Grants(_codec.json_copy(capabilities)), key,
         )  # fmt: skip
 
     def _event_problem(self, event: dict[str, Any]) -> tuple[ErrorCode, str] | None:
@@ -376,10 +350,10 @@ class Core:
         except UnsupportedEvent:
             return ErrorCode.UNSUPPORTED_EVENT, "event type not supported"
         except (WireError, WireErrors):
-            return ErrorCode.INVALID_PARAMS, _INVALID_EVENT
+            return _BAD, _INVALID_EVENT
         except Exception as exc:
             log("%s: event validation failed (%s)", self.name, type(exc).__name__)
-            return ErrorCode.INVALID_PARAMS, _INVALID_EVENT
+            return _BAD, _INVALID_EVENT
         return None
 
     def _notification(self, msg: dict[str, Any]) -> Reply | ObserveCall:
@@ -392,75 +366,55 @@ class Core:
         event = params.get("event")
         if not isinstance(event, dict) or not catalogue.is_event_type(event.get("type")):
             return SILENT
-        handlers = self._observe_handlers(event["type"])
+        handlers = self._observe_cache.get(event["type"])
+        if handlers is None:
+            handlers = self._observe_cache[event["type"]] = tuple(
+                (fn, is_async)
+                for selector, fn, is_async in self._observers
+                if catalogue.selector_matches(selector, event["type"])
+            )
         if not handlers or self._event_problem(event) is not None:
             return SILENT
         return ObserveCall(handlers, event)
-
-    def _observe_handlers(self, event_type: str) -> tuple[tuple[ObserveHandler, bool], ...]:
-        found = self._observe_cache.get(event_type)
-        if found is None:
-            found = self._observe_cache[event_type] = tuple(
-                (fn, is_async)
-                for selector, fn, is_async in self._observers
-                if catalogue.selector_matches(selector, event_type)
-            )
-        return found
-
-    def _configuration(self, rid: RequestId, params: Any) -> Reply:
-        problem = self._version_problem(rid, params)
-        if problem is not None:
-            return problem
-        if len(params) != 1:
-            return error_reply(
-                rid, ErrorCode.INVALID_PARAMS, "params must hold protocolVersion only"
-            )
-        result = {
-            "protocolVersion": PROTOCOL_VERSION,
-            "configuration": {"subscriptions": self.configuration},
-        }
-        return Reply(encode({"jsonrpc": "2.0", "id": rid, "result": result}))
 
     # -- what a handler returned -------------------------------------------------------
 
     def handler_raised(self, kind: str, exc: BaseException, call: InterceptCall | None) -> Reply:
         """Log the exception's type (never its text); -32004 for an intercept call."""
         log("%s: %s handler raised %s", self.name, kind, type(exc).__name__)
-        if call is None:
-            return SILENT
-        return error_reply(call.request.id, ErrorCode.BACKEND_INTERNAL_ERROR)
+        return (
+            SILENT
+            if call is None
+            else error_reply(call.request.id, ErrorCode.BACKEND_INTERNAL_ERROR)
+        )
 
     def answer(self, call: InterceptCall, result: Any) -> Reply:
         """The reply to an intercept handler's (awaited) result."""
-        key = call.verdict.key
-        if result is not None and key is not None:
-            remembered = self._effects.one(key, result)
-            if remembered is not None:
-                line = encode_result(call.request.id, remembered)
-                if len(line) - 1 <= call.limit:
-                    return Reply(line)
-        try:
-            effects = _as_effect_list(result)
-        except _MalformedResult:
-            return self._bad_effects(call, None)
-        except Exception as exc:
-            return self.handler_raised("intercept", exc, call)
-        encoded = b"[]"
-        if effects:
+        rid, key = call.request.id, call.verdict.key
+        if result is None:
+            encoded: bytes | None = b"[]"
+        else:  # the usual repeated effect model is found by its fields
+            encoded = None if key is None else self._effects.one(key, result)
+        if encoded is None:
             try:
-                accepted = self._accepted(call, effects)
+                effects = _as_effect_list(result)
+            except _MalformedResult:
+                return self._bad_effects(call, None)
+            except Exception as exc:
+                return self.handler_raised("intercept", exc, call)
+            try:
+                encoded = self._accepted(call, effects) if effects else b"[]"
             except Exception as exc:
                 return self._bad_effects(call, exc)
-            if accepted is None:
+            if encoded is None:
                 return self._bad_effects(call, None)
-            encoded = accepted
         try:
-            line = encode_result(call.request.id, encoded)
+            line = _codec.encode_result(rid, encoded)
         except (TypeError, ValueError) as exc:
             return self._bad_effects(call, exc)
         if len(line) - 1 > call.limit:
             log("%s: response exceeds the frame size limit", self.name)
-            return error_reply(call.request.id, ErrorCode.INTERNAL_ERROR, "response too large")
+            return error_reply(rid, ErrorCode.INTERNAL_ERROR, "response too large")
         return Reply(line)
 
     def _accepted(self, call: InterceptCall, effects: list[Any]) -> bytes | None:
@@ -476,13 +430,11 @@ class Core:
             remembered = None if memo is None else self._effects.get(memo)
             if remembered is not None:
                 return remembered
-        checked = check_effects(call.request.event_type, verdict.judge, effects)
-        wire = list(effects_to_wire(checked))
-        for effect in wire:
-            # Belt and braces: never send a type the request did not advertise.
-            if not isinstance(effect, dict) or effect.get("type") not in verdict.advertised:
-                return None
-        encoded = json_bytes(wire)
+        wire = effects_to_wire(check_effects(call.request.event_type, verdict.judge, effects))
+        # Belt and braces: never send a type the request did not advertise.
+        if not all(isinstance(e, dict) and e.get("type") in verdict.advertised for e in wire):
+            return None
+        encoded = _codec.json_bytes(wire)
         if memo is not None:
             self._effects.put(memo, encoded)
         return encoded
@@ -497,8 +449,5 @@ class Core:
             log("%s: refused the handler's effects (%s)", self.name, type(exc).__name__)
         else:
             log("%s: intercept handler returned neither effects nor None", self.name)
-        return error_reply(
-            call.request.id,
-            ErrorCode.INTERNAL_ERROR,
-            "effects refused: malformed, illegal at this event or not advertised",
-        )
+        reason = "effects refused: malformed, illegal at this event or not advertised"
+        return error_reply(call.request.id, ErrorCode.INTERNAL_ERROR, reason)

@@ -16,7 +16,7 @@ where the kit's speed comes from, never from a second copy of a rule.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, Final, TypeVar
 
 from ahp_protocol.server._codec import codec
 
@@ -24,33 +24,26 @@ _V = TypeVar("_V")
 _UNSET: Final[Any] = object()
 
 
-class Memo(Generic[_V]):
+class Memo(dict[Any, _V]):
     """At most ``size`` verdicts, each under a key of at most ``max_key`` characters."""
 
-    __slots__ = ("_max_key", "_size", "_verdicts")
-
     def __init__(self, size: int, max_key: int) -> None:
+        super().__init__()
         self._size, self._max_key = size, max_key
-        self._verdicts: dict[Any, _V] = {}
+        self._exact_key = codec().exact_key
 
     def key(self, value: Any) -> str | bytes | None:
         """The exact key of decoded JSON ``value``, or ``None`` (not remembered)."""
         try:
-            text = codec().exact_key(value)
+            text = self._exact_key(value)
         except Exception:  # a lone surrogate: judged every time
             return None
         return text if len(text) <= self._max_key else None
 
-    def get(self, key: Any) -> _V | None:
-        return self._verdicts.get(key)
-
     def put(self, key: Any, verdict: _V) -> None:
-        if len(self._verdicts) >= self._size:
-            self._verdicts.clear()
-        self._verdicts[key] = verdict
-
-    def clear(self) -> None:
-        self._verdicts.clear()
+        if len(self) >= self._size:
+            self.clear()
+        self[key] = verdict
 
 
 def _flat_key(effect: Any) -> tuple[Any, ...] | None:

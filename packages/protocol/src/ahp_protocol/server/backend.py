@@ -53,6 +53,7 @@ from ahp_protocol.server._codec import MAX_NESTING, SILENT, Reply, parse_error_r
 from ahp_protocol.server._core import (
     MAX_EFFECT_NAMES,
     Core,
+    InterceptCall,
     InterceptHandler,
     InterceptRequest,
     InterceptResult,
@@ -219,24 +220,24 @@ class Backend(Core):
         backend's), without an event loop unless an ``async def`` handler runs."""
         limit = self.max_frame_bytes if max_frame_bytes is None else max_frame_bytes
         step = self.prepare(message, limit)
+        if isinstance(step, InterceptCall):
+            try:
+                result: Any = step.handler(step.request)
+                if is_awaitable(result):
+                    result = _run_awaitable(result)
+            except Exception as exc:
+                return self.handler_raised("intercept", exc, step)
+            return self.answer(step, result)
         if isinstance(step, Reply):
             return step
-        if isinstance(step, ObserveCall):
-            for fn, _ in step.handlers:
-                try:
-                    done = fn(step.event)
-                    if inspect.isawaitable(done):
-                        _run_awaitable(done)
-                except Exception as exc:
-                    self.handler_raised("observe", exc, None)
-            return SILENT
-        try:
-            result: Any = step.handler(step.request)
-            if is_awaitable(result):
-                result = _run_awaitable(result)
-        except Exception as exc:
-            return self.handler_raised("intercept", exc, step)
-        return self.answer(step, result)
+        for fn, _ in step.handlers:
+            try:
+                done = fn(step.event)
+                if inspect.isawaitable(done):
+                    _run_awaitable(done)
+            except Exception as exc:
+                self.handler_raised("observe", exc, None)
+        return SILENT
 
     async def respond(
         self,
