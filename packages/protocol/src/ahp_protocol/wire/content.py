@@ -29,17 +29,13 @@ from pydantic import AfterValidator, Discriminator, Field, PlainValidator
 
 from ahp_protocol.wire._projection import CATEGORIES, WITHHELD_REASON, part_category, project_event
 from ahp_protocol.wire.model import (
-    RULE_ERROR,
-    WIRE_CONTEXT,
     ClosedModel,
     Omittable,
     OpenModel,
     WireConstants,
     native_pattern,
     rule,
-    to_wire_errors,
     union_tag,
-    unknown_stay_unknown,
     validate_wire,
 )
 
@@ -48,8 +44,6 @@ if TYPE_CHECKING:
 
 __all__ = [  # the kernel's and the projection's names are re-exported (import paths kept)
     "CATEGORIES",
-    "RULE_ERROR",
-    "WIRE_CONTEXT",
     "WITHHELD_REASON",
     "AssistantMessage",
     "AttachmentBodyPart",
@@ -85,9 +79,7 @@ __all__ = [  # the kernel's and the projection's names are re-exported (import p
     "part_category",
     "project_event",
     "rule",
-    "to_wire_errors",
     "union_tag",
-    "unknown_stay_unknown",
     "validate_wire",
 ]
 

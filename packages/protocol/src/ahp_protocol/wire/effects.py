@@ -15,7 +15,7 @@ Values are plain JSON. Error reasons are fixed texts that never quote effect val
 from collections.abc import Iterable, Mapping
 from functools import cache
 from types import MappingProxyType
-from typing import Annotated, Any, Final, Literal, cast
+from typing import Annotated, Any, Final, Literal, cast, get_args
 
 from pydantic import ConfigDict, Field, ValidationError, field_validator
 
@@ -249,19 +249,13 @@ AnyEffect = (
     | InjectEffect
 )
 
+_FLOW: Final = (FlowStopEffect, FlowContinueEffect)
 _MODELS: Final[Mapping[str, type[BaseEffect]]] = MappingProxyType(
-    {
-        "deny": DenyEffect,
-        "allow": AllowEffect,
-        "ask": AskEffect,
-        "message": MessageEffect,
-        "modify": ModifyEffect,
-        "return": ReturnEffect,
-        "inject": InjectEffect,
-    }
+    {m.model_fields["type"].default: m for m in get_args(AnyEffect) if m not in _FLOW}
 )
+"""The model of each effect ``type`` (``flow``: :data:`_FLOW_MODELS`, by ``operation``)."""
 _FLOW_MODELS: Final[Mapping[str, type[BaseEffect]]] = MappingProxyType(
-    {"stop": FlowStopEffect, "continue": FlowContinueEffect}
+    {m.model_fields["operation"].default: m for m in _FLOW}
 )
 
 

@@ -134,72 +134,35 @@ if TYPE_CHECKING:  # type checkers read the families here; run time imports them
 # --------------------------------------------------------------------------- lazy names
 
 _FAMILY_NAMES: Final[Mapping[str, tuple[str, ...]]] = {
-    "results": ("Cost", "ErrorInfo", "Executed", "Execution", "Skipped", "SuppliedResult", "Usage"),
-    "tool": (
-        "Batch",
-        "Connection",
-        "ConnectionGap",
-        "ExtensionConnection",
-        "HttpConnection",
-        "Mcp",
-        "McpServer",
-        "SseConnection",
-        "StdioConnection",
-        "Tool",
-        "ToolBefore",
-    ),
-    "tool_lifecycle": (
-        "BatchCall",
-        "FileChange",
-        "ToolAfter",
-        "ToolBatchAfter",
-        "ToolPermissionRequest",
-        "ToolPermissionResolved",
-        "ToolProgress",
-    ),
-    "session": ("SessionEnd", "SessionStart"),
-    "turn": (
-        "TurnEnd",
-        "TurnFinishBefore",
-        "TurnOutcome",
-        "TurnProgress",
-        "TurnStart",
-        "TurnUsage",
-    ),
-    "model": (
-        "Attempt",
-        "AttemptUsage",
-        "ModelError",
-        "ModelRef",
-        "ModelRequestBefore",
-        "ModelResponseAfter",
-        "ModelSwitchAfter",
-        "ModelSwitchBefore",
-        "Pricing",
-    ),
-    "context": ("ContextCompactAfter", "ContextCompactBefore", "TokenCounts"),
-    "config": ("AppliedConfigChange", "ConfigChange", "ConfigChangeAfter", "ConfigChangeBefore"),
-    "task": ("Task", "TaskChangeAfter", "TaskChangeBefore"),
-    "workspace": (
-        "Workspace",
-        "WorkspaceChange",
-        "WorkspaceChangeAfter",
-        "WorkspaceChangeBefore",
-    ),
-    "file": ("ChangedFile", "FileChanged"),
-    "user": (
-        "Attention",
-        "ElicitationRequest",
-        "ElicitationResult",
-        "InboundMessage",
-        "OutboundMessage",
-        "UserAttention",
-        "UserElicitationRequest",
-        "UserElicitationResult",
-        "UserMessageInbound",
-        "UserMessageOutbound",
-    ),
-    "hook": ("Failure", "HookFailure"),
+    module: tuple(names.split())
+    for module, names in {
+        "results": "Cost ErrorInfo Executed Execution Skipped SuppliedResult Usage",
+        "tool": (
+            "Batch Connection ConnectionGap ExtensionConnection HttpConnection Mcp McpServer "
+            "SseConnection StdioConnection Tool ToolBefore"
+        ),
+        "tool_lifecycle": (
+            "BatchCall FileChange ToolAfter ToolBatchAfter ToolPermissionRequest "
+            "ToolPermissionResolved ToolProgress"
+        ),
+        "session": "SessionEnd SessionStart",
+        "turn": "TurnEnd TurnFinishBefore TurnOutcome TurnProgress TurnStart TurnUsage",
+        "model": (
+            "Attempt AttemptUsage ModelError ModelRef ModelRequestBefore ModelResponseAfter "
+            "ModelSwitchAfter ModelSwitchBefore Pricing"
+        ),
+        "context": "ContextCompactAfter ContextCompactBefore TokenCounts",
+        "config": "AppliedConfigChange ConfigChange ConfigChangeAfter ConfigChangeBefore",
+        "task": "Task TaskChangeAfter TaskChangeBefore",
+        "workspace": "Workspace WorkspaceChange WorkspaceChangeAfter WorkspaceChangeBefore",
+        "file": "ChangedFile FileChanged",
+        "user": (
+            "Attention ElicitationRequest ElicitationResult InboundMessage OutboundMessage "
+            "UserAttention UserElicitationRequest UserElicitationResult UserMessageInbound "
+            "UserMessageOutbound"
+        ),
+        "hook": "Failure HookFailure",
+    }.items()
 }
 """The public names each submodule defines, beyond the envelope's (imported above)."""
 
