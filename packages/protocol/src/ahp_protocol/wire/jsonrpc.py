@@ -122,35 +122,27 @@ def recoverable_id(message: Mapping[str, Any]) -> RequestId | None:
     return value if _valid_id(value) else None
 
 
+def _invalid(message: Mapping[str, Any], reason: str) -> DecodeError:
+    """-32600, with the message's id if one can be recovered."""
+    return DecodeError(ErrorCode.INVALID_REQUEST, reason, recoverable_id(message))
+
+
 def classify(message: Mapping[str, Any]) -> Kind:
     """Say what a decoded object is, or raise :class:`DecodeError` (-32600).
 
     Request ids are non-empty strings or integers; response ids may also be null.
     """
+
     if message.get("jsonrpc") != "2.0":
-        raise DecodeError(
-            ErrorCode.INVALID_REQUEST, 'jsonrpc must be "2.0"', recoverable_id(message)
-        )
+        raise _invalid(message, 'jsonrpc must be "2.0"')
     if "method" in message:
         method = message["method"]
         if not isinstance(method, str) or not method:
-            raise DecodeError(
-                ErrorCode.INVALID_REQUEST,
-                "method must be a non-empty string",
-                recoverable_id(message),
-            )
+            raise _invalid(message, "method must be a non-empty string")
         if "result" in message or "error" in message:
-            raise DecodeError(
-                ErrorCode.INVALID_REQUEST,
-                "a request has no result or error",
-                recoverable_id(message),
-            )
+            raise _invalid(message, "a request has no result or error")
         if "params" in message and not isinstance(message["params"], (dict, list)):
-            raise DecodeError(
-                ErrorCode.INVALID_REQUEST,
-                "params must be an object or an array",
-                recoverable_id(message),
-            )
+            raise _invalid(message, "params must be an object or an array")
         if "id" not in message:
             return "notification"
         if not _valid_id(message["id"]):
