@@ -1,4 +1,4 @@
-"""The protocol's naming rules, once: what a reverse-DNS name is.
+"""The protocol's naming rules, once: what a reverse-DNS name is, what a loopback host is.
 
 Backend ids, deny codes, extension keys and extension effect names are
 reverse-DNS names (``com.example.policy``): at least two dot-separated labels,
@@ -8,6 +8,7 @@ library only: the adapters, the backends and the template use it too.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Final
 
@@ -21,3 +22,15 @@ REVERSE_DNS_REASON: Final = "must be a reverse-DNS name (e.g. com.example.policy
 def is_reverse_dns(value: object) -> bool:
     """Whether ``value`` is a string that is a reverse-DNS name."""
     return isinstance(value, str) and REVERSE_DNS.match(value) is not None
+
+
+def is_loopback_host(host: str) -> bool:
+    """``localhost``, an address in ``127.0.0.0/8`` or ``::1`` (brackets allowed, any case):
+    where plain ``http`` is allowed, for the client's endpoints and the server's listener."""
+    host = host.strip("[]").lower()
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -36,7 +36,6 @@ this module raises an ``ImportError`` that says so, and stdio backends still wor
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import os
 import re
 from collections.abc import Mapping
@@ -55,6 +54,7 @@ except ImportError as exc:  # a stdio-only install: say what to add, not just "n
 from ahp_protocol.client._failures import FailureClass, OperationalFailure
 from ahp_protocol.client.transports._framing import decode_response, id_key, request_key
 from ahp_protocol.wire import jsonrpc
+from ahp_protocol.wire.names import is_loopback_host
 
 __all__ = ["AuthUnsupported", "HeaderSource", "HeaderValue", "HttpTransport", "is_loopback_host"]
 
@@ -92,17 +92,6 @@ class HeaderValue:
     def __repr__(self) -> str:
         which = "value_env" if self.value_env is not None else "value_ref"
         return f"HeaderValue({which}=...)"
-
-
-def is_loopback_host(host: str) -> bool:
-    """``localhost``, an address in ``127.0.0.0/8``, or ``::1``."""
-    host = host.strip("[]").lower()
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _check_url(url: str) -> None:
