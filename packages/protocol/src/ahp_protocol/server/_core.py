@@ -250,6 +250,8 @@ class Core:
             return SILENT if notification else error_reply(rid, ErrorCode.INTERNAL_ERROR)
 
     def _request(self, msg: dict[str, Any], limit: int) -> Reply | InterceptCall:
+        """A request: the envelope, the method, its params, then (intercept) the event
+        and the verdict on its grant."""
         try:
             kind = rpc.classify(msg)
         except rpc.DecodeError as exc:
@@ -269,19 +271,14 @@ class Core:
             return error_reply(rid, _BAD, "params.protocolVersion is required")
         if version != PROTOCOL_VERSION:
             return Reply(_codec.encode(rpc.unsupported_version(rid)))
-        if method == INTERCEPT:
-            return self._intercept(rid, params, limit)
-        if len(params) != 1:
-            return error_reply(rid, _BAD, "params must hold protocolVersion only")
-        result = {
-            "protocolVersion": PROTOCOL_VERSION,
-            "configuration": {"subscriptions": self.configuration},
-        }
-        return Reply(_codec.encode({"jsonrpc": "2.0", "id": rid, "result": result}))
-
-    def _intercept(
-        self, rid: RequestId, params: dict[str, Any], limit: int
-    ) -> Reply | InterceptCall:
+        if method == CONFIGURATION:
+            if len(params) != 1:
+                return error_reply(rid, _BAD, "params must hold protocolVersion only")
+            result = {
+                "protocolVersion": PROTOCOL_VERSION,
+                "configuration": {"subscriptions": self.configuration},
+            }
+            return Reply(_codec.encode({"jsonrpc": "2.0", "id": rid, "result": result}))
         event = params.get("event")
         if type(event) is not dict:
             return error_reply(rid, _BAD, "params.event must be an object")

@@ -24,19 +24,11 @@
 Requests are served concurrently: sync handlers run in worker threads (so a slow
 one does not stall other requests, and they must be thread-safe); ``async def``
 handlers run on the server's event loop. A frame larger than ``judge_in_thread_bytes``
-(default 16 KiB) is also decoded and judged (``Backend`` validation of the envelope,
-grant and event) in a worker thread, one such frame at a time, so a large request does
-not hold the event loop for the whole of its validation. It still holds Python's
-interpreter lock for its longest single step (decoding, or a stretch of model
-validation in pydantic-core), about 20-25 ms per MiB of frame. Measured with uvicorn on
-loopback: while a 4.7 MB frame of 50,000 content items took about a second to judge,
-concurrent ordinary requests took 10-20 ms (median) and at worst 0.1-0.3 s; judged on
-the loop, they waited for the whole second (the test suite checks an ordinary request
-never waits half as long as the large one). Smaller frames are judged on the loop:
-validation is linear in the frame (tests check), so 16 KiB of the costliest content
-costs a few milliseconds and a usual frame (a few KiB) well under one. A process of
-its own per large frame would remove the rest; this module does not do that. Lifespan
-events are acknowledged; other scope types are refused. The app never logs bodies or headers.
+(default 16 KiB) is also decoded and judged in a worker thread, one such frame at a
+time, so a large request does not hold the event loop for the whole of its validation
+(it still holds the interpreter lock for its longest single step; a test checks that
+an ordinary request never waits half as long as a large one). Lifespan events are
+acknowledged; other scope types are refused. The app never logs bodies or headers.
 
 :func:`serve_http` runs the app under uvicorn on a socket it binds first, prints
 ``<name>: listening on http://HOST:PORT`` to stderr (useful with port 0), logs at

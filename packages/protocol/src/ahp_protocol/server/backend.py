@@ -124,6 +124,11 @@ def _check_configuration(configuration: Any) -> list[dict[str, Any]]:
     return list(clean)
 
 
+def _check_selector(selector: str) -> None:
+    if not catalogue.is_valid_selector(selector):
+        raise ValueError("selector must be a standard event name, family.* or *")
+
+
 async def _await(awaitable: Awaitable[Any]) -> Any:
     return await awaitable
 
@@ -170,8 +175,7 @@ class Backend(Core):
         ``selector`` is an interceptable event name, ``family.*`` or ``*``; it must
         cover at least one interceptable event, and each selector takes one handler.
         """
-        if not catalogue.is_valid_selector(selector):
-            raise ValueError("selector must be a standard event name, family.* or *")
+        _check_selector(selector)
         if not catalogue.expand(selector, "intercept"):
             raise ValueError("selector covers no interceptable event")
         if any(existing == selector for existing, _, _ in self._intercepts):
@@ -186,8 +190,7 @@ class Backend(Core):
 
     def observe(self, selector: str) -> Callable[[_F], _F]:
         """Register the decorated function for ``hooks/observe`` on ``selector``."""
-        if not catalogue.is_valid_selector(selector):
-            raise ValueError("selector must be a standard event name, family.* or *")
+        _check_selector(selector)
 
         def register(fn: _F) -> _F:
             self._observers.append((selector, fn, _is_async_callable(fn)))
@@ -223,7 +226,7 @@ class Backend(Core):
         if isinstance(step, InterceptCall):
             try:
                 result: Any = step.handler(step.request)
-                if is_awaitable(result):
+                if result is not None and is_awaitable(result):
                     result = _run_awaitable(result)
             except Exception as exc:
                 return self.handler_raised("intercept", exc, step)

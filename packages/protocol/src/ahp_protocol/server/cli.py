@@ -1,12 +1,11 @@
-"""``Backend.run``: serve a backend from the command line, then exit.
+"""``Backend.run``: serve a backend as its command line says, then exit.
 
 No arguments: stdio ``persistent`` (until EOF). ``--once``: stdio ``per_event`` (one
-message, then exit). ``--http HOST:PORT``: HTTP via uvicorn
-(:mod:`ahp_protocol.server.asgi`), on a loopback address unless ``--allow-remote``;
-with ``--bearer-token-env VAR``, only callers sending ``Authorization: Bearer`` with
-the token in environment variable ``VAR`` are answered (401 otherwise).
-``--max-frame-bytes N`` changes the frame limit. The two usual forms skip argparse,
-so a per-event process starts light.
+message, then exit). ``--http HOST:PORT``: HTTP via uvicorn, on a loopback address
+unless ``--allow-remote``; with ``--bearer-token-env VAR``, only callers sending the
+token in environment variable ``VAR`` as ``Authorization: Bearer`` are answered.
+``--max-frame-bytes N`` changes the frame limit. The two usual forms never import
+argparse, so a per-event process starts light.
 """
 
 from __future__ import annotations
@@ -15,8 +14,6 @@ import sys
 from typing import TYPE_CHECKING, NoReturn
 
 if TYPE_CHECKING:
-    import argparse
-
     from ahp_protocol.server.backend import Backend
 
 
@@ -33,72 +30,48 @@ def run(backend: Backend, argv: list[str] | None = None) -> NoReturn:
     raise SystemExit(0)
 
 
-def _parser(backend: Backend) -> argparse.ArgumentParser:
+def _parsed(backend: Backend, args: list[str]) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(
-        description=(
-            f"AHP backend {backend.name}. Speaks the Agent Hooks Protocol (draft) on "
-            "stdin/stdout by default (persistent: until EOF; stdout carries protocol "
-            "only, diagnostics go to stderr)."
-        ),
+        description=f"AHP backend {backend.name}. Speaks the Agent Hooks Protocol (draft) "
+        "on stdin/stdout by default (persistent: until EOF; stdout carries protocol only, "
+        "diagnostics go to stderr).",
     )
-    mode = parser.add_mutually_exclusive_group()
-    mode.add_argument(
-        "--once", action="store_true", help="per_event stdio: answer exactly one message, then exit"
-    )
-    mode.add_argument(
-        "--http",
-        metavar="HOST:PORT",
-        help="serve HTTP POST on HOST:PORT (port 0 picks a free port; the address "
-        "is printed on stderr)",
-    )
-    parser.add_argument(
-        "--allow-remote",
-        action="store_true",
-        help="allow --http on a non-loopback address (put TLS in front of it: AHP "
-        "requires https remotely)",
-    )
-    parser.add_argument(
-        "--bearer-token-env",
-        metavar="VAR",
-        help="with --http: answer only requests with 'Authorization: Bearer <token>', "
-        "the token being the value of environment variable VAR (401 otherwise)",
-    )
-    parser.add_argument(
-        "--max-frame-bytes",
-        type=int,
-        default=backend.max_frame_bytes,
-        metavar="N",
-        help=f"largest message accepted or sent, in bytes (default {backend.max_frame_bytes})",
-    )
-    return parser
-
-
-def _parsed(backend: Backend, args: list[str]) -> int:
-    parser = _parser(backend)
+    mode, limit = parser.add_mutually_exclusive_group(), backend.max_frame_bytes
+    once = "per_event stdio: answer exactly one message, then exit"
+    mode.add_argument("--once", action="store_true", help=once)
+    http = "serve HTTP POST on HOST:PORT (port 0 picks a free port, printed on stderr)"
+    mode.add_argument("--http", metavar="HOST:PORT", help=http)
+    remote = "allow --http on a non-loopback address (put TLS in front: AHP requires https)"
+    parser.add_argument("--allow-remote", action="store_true", help=remote)
+    token = "with --http: answer only 'Authorization: Bearer <token>', the token being \
+the value of environment variable VAR (401 otherwise)"
+    parser.add_argument("--bearer-token-env", metavar="VAR", help=token)
+    frame = f"largest message accepted or sent, in bytes (default {limit})"
+    parser.add_argument("--max-frame-bytes", type=int, default=limit, metavar="N", help=frame)
     ns = parser.parse_args(args)
-    limit: int = ns.max_frame_bytes
+    limit = ns.max_frame_bytes
     if limit < 1:
         parser.error("--max-frame-bytes must be positive")
     if ns.http is None and (ns.allow_remote or ns.bearer_token_env is not None):
         parser.error("--allow-remote and --bearer-token-env apply to --http only")
-    if ns.http is not None:
-        from ahp_protocol.server.asgi import bearer_token_from_env, http_address, serve_http
+    if ns.http is None:
+        if ns.once:
+            _once(backend, limit)
+        from ahp_protocol.server.stdio import serve_persistent
 
-        try:
-            host, port = http_address(str(ns.http), allow_remote=ns.allow_remote)
-            env = ns.bearer_token_env
-            token = None if env is None else bearer_token_from_env(env)
-        except ValueError as exc:
-            parser.error(str(exc))
-        serve_http(backend, host, port, max_frame_bytes=limit, bearer_token=token)
+        serve_persistent(backend, max_frame_bytes=limit)
         return 0
-    if ns.once:
-        _once(backend, limit)
-    from ahp_protocol.server.stdio import serve_persistent
+    from ahp_protocol.server.asgi import bearer_token_from_env, http_address, serve_http
 
-    serve_persistent(backend, max_frame_bytes=limit)
+    try:
+        host, port = http_address(str(ns.http), allow_remote=ns.allow_remote)
+        env = ns.bearer_token_env
+        bearer = None if env is None else bearer_token_from_env(env)
+    except ValueError as exc:
+        parser.error(str(exc))
+    serve_http(backend, host, port, max_frame_bytes=limit, bearer_token=bearer)
     return 0
 
 
