@@ -700,6 +700,33 @@ def test_configuration_is_copied_and_checked() -> None:
             Backend("com.example.cfg", configuration=bad)
 
 
+# --------------------------------------------------------------------- what transports call
+
+
+def test_transports_answer_through_the_public_respond() -> None:
+    """``respond``/``respond_sync`` give a transport the line and whether it was a parse
+    error (HTTP's 400), with the frame limit it serves under; ``Reply`` is public."""
+    import anyio
+    from ahp_protocol.server import Reply
+    from ahp_protocol.server import backend as kit
+
+    backend, _ = make_backend()
+    bad = backend.respond_sync(b"{not json")
+    assert isinstance(bad, Reply) and bad.parse_error and bad.body is not None
+    assert json.loads(bad.body)["error"]["code"] == -32700
+    message = line(intercept(tool_before("r1", "ls")))
+    ok = backend.respond_sync(message)
+    assert not ok.parse_error and ok.body == backend.handle_sync(message)
+    assert anyio.run(backend.respond, message) == ok
+    small = backend.respond_sync(message, max_frame_bytes=16)
+    assert small.parse_error and small.body is not None
+    assert json.loads(small.body)["error"]["data"] == {"reason": "frame too large"}
+    framing = kit.parse_error_reply("record cut off by end of input")
+    assert framing.parse_error and framing.body is not None
+    assert json.loads(framing.body)["id"] is None
+    assert kit.InterceptResult is not Any  # the authoring type is checked by mypy
+
+
 # --------------------------------------------------------------------- registration
 
 
