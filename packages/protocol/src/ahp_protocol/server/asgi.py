@@ -52,12 +52,13 @@ where other users can read it).
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import os
 import re
 import sys
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any, Final
+
+from ahp_protocol.wire.names import is_loopback_host as is_loopback
 
 if TYPE_CHECKING:
     from anyio import CapacityLimiter
@@ -112,16 +113,6 @@ class _Refusal(Exception):
 
 
 # --------------------------------------------------------------------------- where to listen
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` (a name or an address, brackets allowed) is a loopback host."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def http_address(value: str, *, allow_remote: bool = False) -> tuple[str, int]:
