@@ -35,9 +35,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from ahp_harness.manifest import manifest
-from ahp_protocol.client import Hooks
+from ahp_protocol.client import FailureClass, Hooks
 from ahp_protocol.client.chain import SYNTHETIC_DENIAL_REASON
-from ahp_protocol.client import FailureClass
 
 if TYPE_CHECKING:  # the helpers live in this folder's conftest.py (fixtures ``kit``, ``kit_class``)
     from conftest import GateRun, HarnessKit
