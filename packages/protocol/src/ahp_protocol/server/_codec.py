@@ -45,19 +45,28 @@ SILENT: Final = Reply(None)
 
 
 class Codec:
-    """pydantic-core's decoder and writer, about twice as fast as the stdlib's."""
+    """The kit's JSON decoder and exact key: the standard library's until
+    :meth:`accelerate`, then pydantic-core's (about twice as fast). The kit accelerates
+    when it first builds the wire models, which import pydantic anyway: a per-event
+    process that only answers ``hooks/configuration`` never pays for importing it."""
 
     __slots__ = ("exact_key", "loads")
 
     def __init__(self) -> None:
-        from pydantic_core import from_json, to_json
-
-        self.loads: Callable[[bytes], Any] = functools.partial(from_json, allow_inf_nan=False)
+        self.loads: Callable[[bytes], Any] = _refuse
         """Decodes a frame, or raises and the stdlib judges it (it refuses lone
         surrogates, deep nesting and ``NaN``; where it accepts, it agrees with it)."""
-        self.exact_key: Callable[[Any], str | bytes] = to_json
+        self.exact_key: Callable[[Any], str | bytes] = _stdlib_key
         """A text that differs whenever decoded JSON differs (``1``, ``1.0`` and
         ``True`` do); raises on what it cannot write (a lone surrogate)."""
+
+    def accelerate(self) -> None:
+        """Decode and key with pydantic-core from now on (same verdicts, faster)."""
+        if self.loads is _refuse:
+            from pydantic_core import from_json, to_json
+
+            self.loads = functools.partial(from_json, allow_inf_nan=False)
+            self.exact_key = to_json
 
     def decode(self, message: bytes, limit: int) -> Reply | dict[str, Any]:
         """One frame (the message without one final newline, at most ``limit``
@@ -82,6 +91,14 @@ class Codec:
             return msg
         reason = "batches are not allowed" if type(msg) is list else "a message must be an object"
         return error_reply(None, ErrorCode.INVALID_REQUEST, reason)
+
+
+def _refuse(raw: bytes) -> Any:
+    raise ValueError("judged by the standard library")
+
+
+def _stdlib_key(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
 
 
 @functools.cache

@@ -331,6 +331,7 @@ class Core:
         from ahp_protocol.wire.effects import Grants
         from ahp_protocol.wire.events import event_validator
 
+        self._codec.accelerate()  # the wire models import pydantic: use its decoder too
         return Verdict(
             None, _grant_problem(event_type, capabilities, state), *found,
             event_validator(event_type), frozenset(capabilities["effects"]),
@@ -341,6 +342,8 @@ class Core:
         """Validate the event with the wire models; a code and fixed reason if invalid."""
         from ahp_protocol.wire.errors import WireError, WireErrors
         from ahp_protocol.wire.events import UnsupportedEvent, parse_event
+
+        self._codec.accelerate()
 
         try:
             parse_event(event)

@@ -30,12 +30,12 @@ class Memo(dict[Any, _V]):
     def __init__(self, size: int, max_key: int) -> None:
         super().__init__()
         self._size, self._max_key = size, max_key
-        self._exact_key = codec().exact_key
+        self._codec = codec()  # its exact key changes once, when the kit accelerates
 
     def key(self, value: Any) -> str | bytes | None:
         """The exact key of decoded JSON ``value``, or ``None`` (not remembered)."""
         try:
-            text = self._exact_key(value)
+            text = self._codec.exact_key(value)
         except Exception:  # a lone surrogate: judged every time
             return None
         return text if len(text) <= self._max_key else None
