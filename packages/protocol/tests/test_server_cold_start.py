@@ -41,5 +41,7 @@ def test_answering_configuration_imports_no_pydantic() -> None:
     )
     out = json.loads(done.stdout)
     assert out["configuration"]["id"] == "c1"
-    assert out["configuration"]["result"]["configuration"]["subscriptions"][0]["mode"] == "intercept"
+    assert (
+        out["configuration"]["result"]["configuration"]["subscriptions"][0]["mode"] == "intercept"
+    )
     assert out["pydantic_after_configuration"] is False
