@@ -287,7 +287,7 @@ def test_configuration_defaults(
         {
             "mode": "intercept",
             "events": ["tool.before"],
-            "timeoutMs": 2000,
+            "timeoutMs": 5000,
             "failurePolicy": "fail-closed",
             "content": {"default": "metadata"},
         }

@@ -38,7 +38,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
-from ahp_backends.serving import Replies, add_transport_arguments, fail, serve
+from ahp_backends.serving import (
+    SERVED_TIMEOUT_MS,
+    Replies,
+    add_transport_arguments,
+    fail,
+    serve,
+)
 from ahp_backends.toml_lines import ConfigError, Locator, only_key, read_toml
 
 if TYPE_CHECKING:
@@ -90,7 +96,7 @@ DEFAULT_SUBSCRIPTIONS: Final[list[dict[str, Any]]] = [
         # takes no ask); register that event explicitly to have it checked there too.
         "mode": "intercept",
         "events": ["tool.before"],
-        "timeoutMs": 2000,
+        "timeoutMs": SERVED_TIMEOUT_MS,
         # An approval gate that cannot answer must not wave calls through.
         "failurePolicy": "fail-closed",
         # The decision reads the tool's name and input only, never message bodies.
@@ -577,8 +583,8 @@ def _serve_parser() -> argparse.ArgumentParser:
         description=(
             "An approval service stub. Speaks AHP on stdin/stdout by default (one\n"
             "persistent process). Serves hooks/configuration (intercept tool.before,\n"
-            "fail-closed, 2000 ms, content metadata), so a registration may omit\n"
-            "subscriptions. Subcommands: serve (the default), grant, list, revoke."
+            f"fail-closed, {SERVED_TIMEOUT_MS} ms, content metadata), so a registration may\n"
+            "omit subscriptions. Subcommands: serve (the default), grant, list, revoke."
         ),
         epilog=REQUIRE_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -35,7 +35,13 @@ from typing import IO, TYPE_CHECKING, Any, Final
 from ahp_protocol.wire.kinds import TOOL_KINDS
 from ahp_protocol.wire.names import is_reverse_dns
 
-from ahp_backends.serving import Replies, add_transport_arguments, fail, serve
+from ahp_backends.serving import (
+    SERVED_TIMEOUT_MS,
+    Replies,
+    add_transport_arguments,
+    fail,
+    serve,
+)
 from ahp_backends.toml_lines import (
     MAX_FILE_BYTES,
     ConfigError,
@@ -79,7 +85,7 @@ DEFAULT_SUBSCRIPTIONS: Final[list[dict[str, Any]]] = [
         # explicitly to have the rules checked there too.
         "mode": "intercept",
         "events": ["tool.before"],
-        "timeoutMs": 2000,
+        "timeoutMs": SERVED_TIMEOUT_MS,
         # A guard that cannot answer must not let the call through.
         "failurePolicy": "fail-closed",
         # The rules read the tool's name, kind, origin, MCP server and input, which a
@@ -556,8 +562,8 @@ def _parser() -> argparse.ArgumentParser:
         description=(
             "Deny tool calls that match rules (TOML). Speaks AHP on stdin/stdout by\n"
             "default (one persistent process). Serves hooks/configuration (intercept\n"
-            "tool.before, fail-closed, 2000 ms, content metadata), so a registration\n"
-            "may omit subscriptions."
+            f"tool.before, fail-closed, {SERVED_TIMEOUT_MS} ms, content metadata), so a\n"
+            "registration may omit subscriptions."
         ),
         epilog=RULES_FORMAT,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -17,12 +17,19 @@ import argparse
 import sys
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 if TYPE_CHECKING:
     from ahp_protocol.server import Backend
 
 T = TypeVar("T")
+
+# The samples' served intercept deadline. It bounds how long a stalled backend may
+# hold a tool call, not how fast an answer is expected: a warm answer takes well under
+# a millisecond, but a per_event Python backend pays 0.4-0.6 s to start on a small
+# machine, and 2 s (the earlier value) left too little headroom on a busy one, where a
+# fail-closed gate then denied calls it would have let through.
+SERVED_TIMEOUT_MS: Final = 5000
 
 
 def add_transport_arguments(parser: argparse.ArgumentParser) -> None:
