@@ -557,10 +557,14 @@ def _show(argv: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``ahp-backend audit [serve] ...`` or ``ahp-backend audit show ...``."""
+    """``ahp-backend audit [serve] ...``, ``audit show ...`` or ``audit replay ...``."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["show"]:
         return _show(args[1:])
+    if args[:1] == ["replay"]:
+        from ahp_backends import replay  # a harness-side tool: only its own users pay for it
+
+        return replay.main(args[1:])
     if args[:1] == ["serve"]:
         args = args[1:]
     return _serve(args)

@@ -12,8 +12,9 @@ from collections.abc import Sequence
 
 COMMANDS = {
     "denylist": ("ahp_backends.denylist", "deny tool calls that match rules (TOML)"),
+    "policy": ("ahp_backends.policy", "decide tool calls by CEL rules; test a policy"),
     "approval": ("ahp_backends.approval", "require approval for matching calls; manage grants"),
-    "audit": ("ahp_backends.audit", "record every observed event in SQLite; show the timeline"),
+    "audit": ("ahp_backends.audit", "record every observed event; show the timeline; replay it"),
     "new": ("ahp_backends.template", "create a ready-to-run backend project"),
 }
 
