@@ -1,0 +1,709 @@
+"""``ahp-backend policy test TABLE...``: run a table of example events against a policy.
+
+Owns the test-table format, :data:`TABLE_FORMAT` (the one description of it: ``--help``
+prints it, the README points to it), read with :mod:`ahp_backends.toml_lines` so every
+error names the file and line; the comparison of what a case expects with what the
+chain settled; and the report (one line per case, a diff per failure, a summary;
+``--json``; exit 0 all pass, 1 any failure, 2 a broken table or a policy that does
+not load).
+
+Never evaluates a rule itself: each table starts its policy as the real backend
+process (``ahp-backend policy --rules FILE`` or ``ahp-backend denylist --rules FILE``,
+one persistent stdio process per table) and sends every case through
+:class:`ahp_protocol.client.Dispatcher`, so a table tests exactly what would be
+served, over the real protocol. Partial events are completed by the protocol's own
+code: :func:`ahp_protocol.cli.complete_event` (``id``, ``time``, ``source``,
+``harness``, as ``ahp-protocol send`` does), then the harness-facing API
+(:mod:`ahp_protocol.client.hooks`: the session envelope; a tool call's ``call.id``,
+``path`` and ``tool.origin``), and checked against the wire models before any backend
+starts. Bounds: each case waits at most ``--timeout`` seconds; the backend process is
+closed (never left behind) when its table is done, whatever happened.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import re
+import sys
+import uuid
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+from ahp_backends.toml_lines import ConfigError, Locator, read_toml
+
+if TYPE_CHECKING:
+    from ahp_protocol.client import Dispatcher, HookResult
+
+__all__ = [
+    "BACKENDS",
+    "TABLE_FORMAT",
+    "Case",
+    "CaseResult",
+    "Table",
+    "main",
+    "parse_table",
+]
+
+PROG: Final = "ahp-backend policy test"
+BACKENDS: Final = {"policy": "policy", "denylist": "denylist"}
+"""Table key -> the ``ahp-backend`` command that serves that rules file (``--rules FILE``)."""
+EXPECTATIONS: Final = ("none", "deny", "ask", "allow", "message")
+TOP_KEYS: Final = ("policy", "denylist", "advertise", "cwd", "events", "case")
+CASE_KEYS: Final = ("name", "event", "expect", "code", "reason", "reason_contains", "messages")
+DEFAULT_ADVERTISE: Final = ("deny", "message")
+DEFAULT_CWD: Final = "/repo"
+DEFAULT_TIMEOUT_S: Final = 10.0
+HOOK_ID: Final = "com.example.ahp.policy-under-test"
+STDERR_LINES: Final = 20  # of a backend that did not start: enough for a traceback's end
+
+TABLE_FORMAT: Final = """\
+test table (TOML): which rules file to run, then one [[case]] table per example event.
+Top-level keys:
+  policy      a CEL policy file, served by 'ahp-backend policy --rules FILE'
+  denylist    or a deny-list rules file, 'ahp-backend denylist --rules FILE'
+              (exactly one of the two; a relative path is relative to the table)
+  advertise   effects the simulated harness advertises (default ["deny", "message"]);
+              a rule whose action is not advertised has no effect, as in production
+  cwd         session.cwd of every case's event (default "/repo")
+  events      register these event types explicitly (default: none given, the
+              backend's own hooks/configuration decides, as when a registration
+              omits subscriptions); e.g. ["tool.before", "tool.permission.request"]
+Each [[case]]:
+  name        (required) what the case shows, e.g. "force push is denied"
+  event       (required) a partial event: at least 'type'; 'id', 'time', 'source',
+              'harness' and 'session' are filled where missing, and for a tool
+              event 'call', 'path' ("native") and tool.origin ("native"); the
+              result must be a valid event (checked before anything runs)
+  expect      (required) the settled outcome: none (no effect at all), deny, ask,
+              allow, or message (no permission effect, at least one message)
+  code        the deny code, exact (only with expect = "deny")
+  reason      the deny reason, exact; or reason_contains = "text" (only with deny)
+  messages    every message, exact and in order (default for none: no message)
+A case fails when the outcome differs, or when the backend failed to answer it
+(deadline, malformed answer, unadvertised effect: the failure is shown).
+
+example:
+  policy = "policy.toml"
+
+  [[case]]
+  name = "force push is denied"
+  event = { type = "tool.before", tool = { name = "Bash", kind = "shell", \
+input = { command = "git push -f" } } }
+  expect = "deny"
+  code = "com.example.policy.force-push"
+
+  [[case]]
+  name = "ls is fine"
+  event = { type = "tool.before", tool = { name = "Bash", kind = "shell", \
+input = { command = "ls" } } }
+  expect = "none"
+"""
+"""The test-table format, the one place it is written down (``--help`` prints it)."""
+
+Expectation = Literal["none", "deny", "ask", "allow", "message"]
+Status = Literal["pass", "fail", "error"]
+
+
+# --------------------------------------------------------------------------- the table
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """One row: an event (completed and checked) and what the policy should settle."""
+
+    index: int
+    name: str
+    line: int | None
+    event: dict[str, Any]
+    expect: Expectation
+    code: str | None = None
+    reason: str | None = None
+    reason_contains: str | None = None
+    messages: tuple[str, ...] | None = None
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    """A parsed table: the rules file, how to serve it, and its cases."""
+
+    path: str
+    kind: str  # a key of BACKENDS
+    rules: Path
+    rules_line: int | None
+    advertise: tuple[str, ...]
+    events: tuple[str, ...] | None
+    cases: tuple[Case, ...]
+    source: str
+
+    def where(self, line: int | None) -> str:
+        return self.path if line is None else f"{self.path}:{line}"
+
+
+def _top_line(text: str, key: str) -> int | None:
+    """The line of a top-level ``key = ...`` (before the first table header), if any."""
+    pattern = re.compile(rf"""^\s*(?:{re.escape(key)}|"{re.escape(key)}"|'{re.escape(key)}')\s*=""")
+    for number, raw in enumerate(text.splitlines(), start=1):
+        if raw.lstrip().startswith("["):
+            return None
+        if pattern.match(raw):
+            return number
+    return None
+
+
+def _strings(value: Any) -> list[str] | None:
+    if isinstance(value, list) and all(isinstance(v, str) and v for v in value):
+        return list(value)
+    return None
+
+
+def parse_table(path: str, *, source: str | None = None) -> Table:
+    """Read and check a table, completing and validating every case's event.
+
+    :class:`~ahp_backends.toml_lines.ConfigError` (``FILE:LINE: where: reason``) when the
+    table cannot be used; nothing is started.
+    """
+    text, document = read_toml(path)
+
+    def top_error(key: str, reason: str) -> ConfigError:
+        return ConfigError(path, reason, line=_top_line(text, key), where=key)
+
+    for key in document:
+        if key not in TOP_KEYS:
+            raise top_error(key, f"unknown top-level key {key!r} (known: {', '.join(TOP_KEYS)})")
+    given = [k for k in BACKENDS if k in document]
+    if len(given) != 1:
+        both = "give only one of" if given else "give one of"
+        raise ConfigError(
+            path, f"{both} 'policy' (a CEL policy file) or 'denylist' (deny-list rules)"
+        )
+    kind = given[0]
+    rules_name = document[kind]
+    if not isinstance(rules_name, str) or not rules_name.strip():
+        raise top_error(kind, "must be the path of a rules file (a non-empty string)")
+    rules = Path(path).resolve().parent / rules_name
+    if not rules.is_file():
+        raise top_error(kind, f"no rules file at {rules}")
+
+    advertise = tuple(DEFAULT_ADVERTISE)
+    if "advertise" in document:
+        listed = _strings(document["advertise"])
+        if listed is None:
+            raise top_error("advertise", 'must be a list of effect names, e.g. ["deny", "ask"]')
+        advertise = tuple(listed)
+    cwd = document.get("cwd", DEFAULT_CWD)
+    if not isinstance(cwd, str) or not cwd:
+        raise top_error("cwd", "must be a non-empty string (the session's working folder)")
+    events: tuple[str, ...] | None = None
+    if "events" in document:
+        from ahp_protocol.wire import catalogue
+
+        listed = _strings(document["events"])
+        if not listed:
+            raise top_error("events", 'must be a non-empty list, e.g. ["tool.before"]')
+        for name in listed:
+            if not catalogue.is_interceptable(name):
+                raise top_error(
+                    "events",
+                    f"{name!r} is not an interceptable event "
+                    f"(interceptable: {', '.join(catalogue.INTERCEPTABLE)})",
+                )
+        events = tuple(listed)
+
+    cases = document.get("case")
+    if not isinstance(cases, list) or not cases:
+        raise ConfigError(path, "no [[case]] tables (a table needs at least one case)")
+    source = source or f"urn:uuid:{uuid.uuid4()}"
+    loc = Locator(path, text, "case")
+    session = _session(advertise, cwd, source, loc)
+    parsed = tuple(_case(loc, i, table, session, source) for i, table in enumerate(cases))
+    seen: dict[str, int] = {}
+    for case in parsed:
+        if case.name in seen:
+            raise loc.error(case.index, f"the same name as case[{seen[case.name]}]", "name")
+        seen[case.name] = case.index
+    return Table(path, kind, rules, _top_line(text, kind), advertise, events, parsed, source)
+
+
+def _session(advertise: Sequence[str], cwd: str, source: str, loc: Locator) -> Any:
+    """The harness-facing API's session: it builds the envelope of every case's event."""
+    from ahp_protocol.client import DeclarationError
+    from ahp_protocol.client.hooks import Hooks
+
+    try:
+        hooks = Hooks(
+            None,
+            harness={"name": "ahp-backend-policy-test", "version": "0"},
+            capabilities={"tool.before": {"effects": list(advertise)}},
+            source=source,
+        )
+    except DeclarationError as exc:
+        detail = str(exc).replace("capabilities['tool.before']", "advertise")
+        raise ConfigError(loc.path, detail, where="advertise") from None
+    return hooks.session(cwd=cwd)
+
+
+def _complete(partial: Mapping[str, Any], session: Any, source: str) -> dict[str, Any]:
+    """A case's event as a harness would send it; the table's fields always win."""
+    from ahp_protocol.cli import complete_event
+
+    event = complete_event(partial, source=source)  # id, time, source, harness: as send does
+    event_type = str(partial.get("type"))
+    event.setdefault("session", session.event(event_type)["session"])
+    tool = partial.get("tool")
+    if isinstance(tool, Mapping) and isinstance(tool.get("name"), str):
+        options = {k: tool[k] for k in ("origin",) if isinstance(tool.get(k), str)}
+        if isinstance(partial.get("path"), str):
+            options["path"] = partial["path"]
+        kind = tool.get("kind") if isinstance(tool.get("kind"), str) else None
+        call = session.tool_call(tool["name"], tool.get("input", {}), kind=kind, **options)
+        built = call.event(event_type)
+        event.setdefault("call", built["call"])
+        event.setdefault("path", built["path"])
+        event["tool"] = {**built["tool"], **tool}
+    return event
+
+
+def _case(loc: Locator, i: int, value: Any, session: Any, source: str) -> Case:
+    from ahp_protocol.client.hooks import UnknownToolKind
+    from ahp_protocol.wire.errors import WireError, WireErrors
+    from ahp_protocol.wire.events import parse_event
+
+    table = loc.table(i, value, CASE_KEYS)
+    for key in ("name", "event", "expect"):
+        if key not in table:
+            raise loc.error(i, f"missing required key {key!r}")
+    name = loc.text(i, "name", table["name"])
+    expect = table["expect"]
+    if expect not in EXPECTATIONS:
+        raise loc.error(i, f"must be one of {', '.join(EXPECTATIONS)}", "expect")
+    for key in ("code", "reason", "reason_contains"):
+        if key in table:
+            loc.text(i, key, table[key])
+            if expect != "deny":
+                raise loc.error(i, 'applies only to expect = "deny"', key)
+    if "reason" in table and "reason_contains" in table:
+        raise loc.error(i, "give 'reason' or 'reason_contains', not both", "reason_contains")
+    messages: tuple[str, ...] | None = None
+    if "messages" in table:
+        listed = table["messages"]
+        if not isinstance(listed, list) or not all(isinstance(m, str) for m in listed):
+            raise loc.error(i, "must be a list of strings", "messages")
+        messages = tuple(listed)
+        if expect == "message" and not messages:
+            raise loc.error(i, 'expect = "message" needs at least one message', "messages")
+        if expect == "none" and messages:
+            raise loc.error(
+                i, 'expect = "none" is no effect at all: use expect = "message"', "messages"
+            )
+    partial = table["event"]
+    if not isinstance(partial, dict):
+        raise loc.error(i, "must be a table (a partial event)", "event")
+    if "type" not in partial:
+        raise loc.error(i, "needs a 'type', e.g. \"tool.before\"", "event")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UnknownToolKind)
+        event = _complete(partial, session, source)
+    notes = tuple(str(w.message) for w in caught if issubclass(w.category, UnknownToolKind))
+    try:
+        parse_event(event)
+    except (WireError, WireErrors) as exc:
+        first = exc.first if isinstance(exc, WireErrors) else exc
+        where = "" if first.path == "$" else f".{first.path}"
+        line = loc.error(i, "", "event").line
+        raise ConfigError(
+            loc.path,
+            f"not a valid event once completed: {first.reason}",
+            line=line,
+            where=f"case[{i}].event{where}",
+        ) from None
+    return Case(
+        index=i,
+        name=name,
+        line=loc.error(i, "").line,
+        event=event,
+        expect=expect,
+        code=table.get("code"),
+        reason=table.get("reason"),
+        reason_contains=table.get("reason_contains"),
+        messages=messages,
+        notes=notes,
+    )
+
+
+# --------------------------------------------------------------------------- running
+
+
+class PolicyDidNotStart(Exception):
+    """The backend refused to start (its rules do not load) or died: its own words."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What the chain settled for one case, in the table's terms."""
+
+    effect: str  # none | deny | ask | allow | message
+    code: str | None
+    reason: str | None
+    messages: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "effect": self.effect,
+            "code": self.code,
+            "reason": self.reason,
+            "messages": list(self.messages),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class CaseResult:
+    """One case's verdict: ``pass``, ``fail`` (a difference) or ``error`` (no answer)."""
+
+    case: Case
+    status: Status
+    got: Outcome | None
+    differences: tuple[tuple[str, str, str], ...] = ()  # (field, expected, got)
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        case = self.case
+        expected: dict[str, Any] = {"effect": case.expect}
+        for key in ("code", "reason", "reason_contains"):
+            if getattr(case, key) is not None:
+                expected[key.replace("_c", "C")] = getattr(case, key)
+        if case.messages is not None:
+            expected["messages"] = list(case.messages)
+        return {
+            "name": case.name,
+            "line": case.line,
+            "status": self.status,
+            "expected": expected,
+            "got": self.got.to_json() if self.got else None,
+            "differences": [{"field": f, "expected": e, "got": g} for f, e, g in self.differences],
+            "error": self.error,
+            "notes": list(case.notes),
+        }
+
+
+def _outcome(result: HookResult) -> Outcome:
+    denial = result.denial
+    effect: str = result.permission
+    if effect == "none" and result.messages:
+        effect = "message"
+    return Outcome(
+        effect=effect,
+        code=denial.code if denial else None,
+        reason=denial.reason if denial else None,
+        messages=tuple(result.messages),
+    )
+
+
+def _show(value: str | None) -> str:
+    return "(none)" if value is None else json.dumps(value, ensure_ascii=False)
+
+
+def judge(case: Case, got: Outcome) -> CaseResult:
+    """Compare one case's expectation with what the chain settled."""
+    diffs: list[tuple[str, str, str]] = []
+    if got.effect != case.expect:
+        diffs.append(("effect", case.expect, got.effect))
+    if case.code is not None and got.code != case.code:
+        diffs.append(("code", _show(case.code), _show(got.code)))
+    if case.reason is not None and got.reason != case.reason:
+        diffs.append(("reason", _show(case.reason), _show(got.reason)))
+    if case.reason_contains is not None and (
+        got.reason is None or case.reason_contains not in got.reason
+    ):
+        diffs.append(("reason", f"contains {_show(case.reason_contains)}", _show(got.reason)))
+    if case.messages is not None and got.messages != case.messages:
+        diffs.append(("messages", _list(case.messages), _list(got.messages)))
+    if got.effect != case.expect:  # what the policy did instead: the reader's next question
+        if got.effect == "deny":
+            diffs.append(("got", "", f"deny, code {_show(got.code)}, reason {_show(got.reason)}"))
+        if got.messages and case.messages is None:
+            diffs.append(("got", "", f"messages {_list(got.messages)}"))
+    return CaseResult(case, "fail" if diffs else "pass", got, tuple(diffs))
+
+
+def _list(values: Sequence[str]) -> str:
+    return json.dumps(list(values), ensure_ascii=False)
+
+
+def _registration(table: Table, timeout_s: float) -> Any:
+    from ahp_protocol.wire.registration import parse_registration
+
+    hook: dict[str, Any] = {
+        "id": HOOK_ID,
+        "transport": {
+            "type": "stdio",
+            "command": sys.executable,
+            "args": [
+                "-m",
+                "ahp_backends.cli",
+                BACKENDS[table.kind],
+                "--rules",
+                str(table.rules),
+            ],
+            "lifecycle": "persistent",
+            "cwd": str(table.rules.parent),
+        },
+    }
+    if table.events is not None:
+        hook["subscriptions"] = [
+            {
+                "mode": "intercept",
+                "events": list(table.events),
+                "timeoutMs": max(1, int(timeout_s * 1000)),
+                "failurePolicy": "fail-open",  # a failure is reported, never a verdict
+                "content": {"default": "metadata"},
+            }
+        ]
+    return parse_registration({"protocolVersion": "draft", "hooks": [hook]})
+
+
+def _capabilities(table: Table) -> dict[str, dict[str, Any]]:
+    """What the simulated harness enforces: ``advertise`` at every event the table uses.
+
+    The dispatcher narrows away what the draft does not allow at an event.
+    """
+    types = {str(c.event["type"]) for c in table.cases} | {"tool.before"}
+    types |= set(table.events or ())
+    from ahp_protocol.wire import catalogue
+
+    return {
+        t: {"effects": list(table.advertise)}
+        for t in sorted(types)
+        if catalogue.is_interceptable(t)
+    }
+
+
+def _stderr_excerpt(dispatcher: Dispatcher) -> str:
+    lines = dispatcher.stderr_tail(HOOK_ID).strip().splitlines()[-STDERR_LINES:]
+    return "\n".join(f"  {line}" for line in lines) if lines else "  (it wrote nothing on stderr)"
+
+
+_DIED: Final = frozenset({"spawn_failed", "abnormal_exit"})
+_WHY: Final = {
+    "abnormal_exit": "it exited before answering hooks/configuration",
+    "spawn_failed": "the process could not be started",
+    "deadline_exceeded": "no answer to hooks/configuration within {timeout:g} s",
+}
+
+
+async def run_table(table: Table, timeout_s: float) -> list[CaseResult]:
+    """Serve the table's rules file as the real backend and run every case through it.
+
+    :class:`PolicyDidNotStart` when the backend cannot start or exits (its stderr quoted).
+    """
+    import anyio
+    from ahp_protocol.client import Dispatcher
+
+    command = f"ahp-backend {BACKENDS[table.kind]} --rules {table.rules}"
+    dispatcher = Dispatcher(
+        _registration(table, timeout_s),
+        capabilities=_capabilities(table),
+        environ=dict(os.environ),
+        source=table.source,
+        discovery_timeout=timeout_s,
+    )
+    results: list[CaseResult] = []
+    try:
+        with anyio.fail_after(timeout_s + 5):
+            await dispatcher.start()
+        if dispatcher.configuration_diagnostics:
+            failure = dispatcher.configuration_diagnostics[0]
+            kind = failure.failure.value if failure.failure else "failed"
+            why = _WHY.get(kind, failure.detail or kind).format(timeout=timeout_s)
+            raise PolicyDidNotStart(
+                f"{command} did not start: {why}; its stderr:\n" + _stderr_excerpt(dispatcher)
+            )
+        for case in table.cases:
+            event_type = str(case.event["type"])
+            if not dispatcher.intercepts(event_type):
+                served = sorted(t for t in _capabilities(table) if dispatcher.intercepts(t))
+                results.append(
+                    CaseResult(
+                        case,
+                        "error",
+                        None,
+                        error=(
+                            f"the backend as served does not intercept {event_type} (it "
+                            f"intercepts: {', '.join(served) or 'nothing'}); list it in the "
+                            "table's 'events' to register it explicitly"
+                        ),
+                    )
+                )
+                continue
+            try:
+                with anyio.fail_after(timeout_s + 1):
+                    result = await dispatcher.intercept(case.event)
+            except TimeoutError:
+                results.append(
+                    CaseResult(case, "error", None, error=f"no answer within {timeout_s:g} s")
+                )
+                continue
+            failed = [d for d in result.diagnostics if d.outcome == "failed"]
+            if failed:
+                first = failed[0]
+                kind = first.failure.value if first.failure else "failed"
+                if kind in _DIED:
+                    raise PolicyDidNotStart(
+                        f"{command} stopped at case {case.name!r} ({kind}); its stderr:\n"
+                        + _stderr_excerpt(dispatcher)
+                    )
+                results.append(
+                    CaseResult(
+                        case,
+                        "error",
+                        None,
+                        error=f"the backend failed: {kind}"
+                        + (f" ({first.detail})" if first.detail else ""),
+                    )
+                )
+                continue
+            results.append(judge(case, _outcome(result)))
+    finally:
+        with anyio.CancelScope(shield=True):
+            await dispatcher.aclose()
+    return results
+
+
+# --------------------------------------------------------------------------- report
+
+
+@dataclass
+class Report:
+    """Everything one run found, table by table."""
+
+    tables: list[dict[str, Any]] = field(default_factory=list)
+    broken: int = 0
+    passed: int = 0
+    failed: int = 0
+
+    @property
+    def exit_code(self) -> int:
+        return 2 if self.broken else (1 if self.failed else 0)
+
+
+def _case_lines(table: Table, result: CaseResult) -> list[str]:
+    case = result.case
+    label = {"pass": "PASS", "fail": "FAIL", "error": "ERROR"}[result.status]
+    lines = [f"  {label:<5} {case.name}"]
+    if result.status != "pass":
+        lines[0] += f"  ({table.where(case.line)})"
+    for note in case.notes:
+        lines.append(f"        note: {note}")
+    if result.error is not None:
+        lines.append(f"        {result.error}")
+    for name, expected, got in result.differences:
+        if not expected:
+            lines.append(f"        {name}: {got}")
+            continue
+        lines.append(f"        {name + ':':<10} expected {expected}")
+        lines.append(f"        {'':<10} got      {got}")
+    return lines
+
+
+def _count(cases: int) -> str:
+    return f"{cases} case" if cases == 1 else f"{cases} cases"
+
+
+def _run(paths: Sequence[str], timeout_s: float, as_json: bool) -> int:
+    import anyio
+
+    report = Report()
+    out: list[str] = []
+    for path in paths:
+        entry: dict[str, Any] = {"table": path}
+        report.tables.append(entry)
+        try:
+            table = parse_table(path)
+        except ConfigError as exc:
+            report.broken += 1
+            entry["error"] = str(exc)
+            out.append(
+                f"{path}: error: {exc}" if not str(exc).startswith(path) else f"error: {exc}"
+            )
+            continue
+        entry["policy"] = str(table.rules)
+        entry["backend"] = BACKENDS[table.kind]
+        try:
+            results = anyio.run(run_table, table, timeout_s)
+        except PolicyDidNotStart as exc:
+            report.broken += 1
+            entry["error"] = f"{table.where(table.rules_line)}: {table.kind}: {exc}"
+            out.append(f"error: {entry['error']}")
+            continue
+        entry["cases"] = [r.to_json() for r in results]
+        passed = sum(1 for r in results if r.status == "pass")
+        report.passed += passed
+        report.failed += len(results) - passed
+        out.append(f"{path}: {table.kind} {table.rules.name}, {_count(len(results))}")
+        for result in results:
+            out.extend(_case_lines(table, result))
+    total = report.passed + report.failed
+    summary = f"{_count(total)}: {report.passed} passed, {report.failed} failed"
+    if report.broken:
+        summary += f"; {report.broken} of {len(paths)} tables could not run"
+    if as_json:
+        document = {
+            "tables": report.tables,
+            "passed": report.passed,
+            "failed": report.failed,
+            "broken": report.broken,
+            "exitCode": report.exit_code,
+        }
+        print(json.dumps(document, indent=2, ensure_ascii=False))
+    else:
+        for line in out:
+            print(line, file=sys.stderr if line.startswith("error: ") else sys.stdout)
+        print(summary)
+    return report.exit_code
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description=(
+            "Run test tables against a policy: each table names a rules file (a CEL policy\n"
+            "or deny-list rules), which is served by the real backend process over stdio,\n"
+            "and lists example events with the outcome each should get. Prints one line\n"
+            "per case, a diff for each failure and a summary. Exit 0 when every case\n"
+            "passes, 1 when any fails, 2 when a table is broken or its policy does not load."
+        ),
+        epilog=TABLE_FORMAT,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("tables", nargs="+", metavar="TABLE", help="a test table (TOML)")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"the longest wait for one case's answer (default {DEFAULT_TIMEOUT_S:g})",
+    )
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``ahp-backend policy test TABLE... [--timeout S] [--json]``."""
+    args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    # The client logs a skipped backend; this command reports it in its own words.
+    logging.getLogger("ahp_protocol.client").addHandler(logging.NullHandler())
+    timeout: float = args.timeout
+    if not timeout > 0 or timeout > 600:
+        print(f"{PROG}: error: --timeout must be more than 0 and at most 600", file=sys.stderr)
+        return 2
+    return _run(args.tables, timeout, args.json)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
