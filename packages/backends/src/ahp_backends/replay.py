@@ -1,0 +1,794 @@
+"""``ahp-backend audit replay``: what would this registration have decided about recorded calls?
+
+Reads an audit database (:func:`ahp_backends.audit.read_events`, nothing else), runs
+every recorded ``tool.before`` through the chain of a new registration (its real
+backend processes, the real :class:`~ahp_protocol.client.Dispatcher`) and reports each
+call whose decision would change; exit status 1 when one would, 0 when none, 2 on bad
+input. ``--baseline CURRENT.json`` replays a second registration beside it and compares
+the two chains instead of the new chain and the record.
+
+What the trail holds, and so what "the recorded decision" can mean (draft §6.6: an
+observer gets the effective event, never a decision summary):
+
+- ``tool.before``: the *effective* proposal (after the original chain's accepted
+  modifications), with its original ``source``, ``id``, session and call;
+- ``tool.after`` for the same call: its ``outcome`` (``denied`` when it did not run:
+  refused by a backend *or* by the host's own rules, the trail does not say which);
+- ``tool.permission.request`` for the call: it passed ``tool.before`` and prompted;
+  a second ``tool.before`` for the call: the first passed and the input was judged again;
+- ``hook.failure`` whose ``parentEventId`` is the ``tool.before``: a backend failed
+  there; under ``fail-closed`` the refusal was that failure's synthetic denial;
+- ``session.start``: the manifest, so the capabilities the harness declared.
+
+No deny code or reason is recorded. Against the record the replay can therefore tell:
+*newly denied* (it passed then, the new chain stops it), *no longer denied* (only where
+the record shows the refusal was the chain's: a fail-closed failure), *input modified*
+(the new chain changes the recorded input), and *undetermined*: refused then, passed by
+the new chain, and the trail does not say whether a backend or the host refused it
+(listed, never counted as a change). With ``--baseline`` every difference between the
+two chains is a change: stop or not, deny code, deny reason, denying backend, allow or
+ask, modified input.
+
+Each replayed event keeps its original ids (``source``, ``id``, ``call.id``) and is
+granted what the original harness declared: the ``tool.before`` capabilities of the
+manifest in its session's recorded ``session.start`` (the dispatcher narrows them per
+route, as it did then); without one, the draft's minimum ``{"effects": ["deny"]}``,
+said in a note. Replayed events are never executed and never observed: observe
+subscriptions are dropped from the registration, and the dispatcher used here delivers
+no observation at all (no short-circuit observation to uncalled interceptors, no
+``hook.failure``). A backend registered without subscriptions is asked
+``hooks/configuration``, as a harness would.
+
+Freshness: the replay starts its own backend processes, so a backend's in-process
+memory of ``(source, event.id)`` (the sample backends' ``Replies``) starts empty. State
+outside the process is not fresh: an HTTP backend is a running service that may have
+seen these very ids (a note names each), and a backend's store (approval grants, a
+database) and clock are as they are now, not as they were then.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+from ahp_backends.audit import _literal, read_events, summary
+from ahp_backends.serving import fail
+
+if TYPE_CHECKING:
+    from ahp_protocol.client import Diagnostic, Dispatcher, HookResult
+    from ahp_protocol.wire.registration import Registration
+
+    from ahp_backends.audit import Record
+
+__all__ = [
+    "FALLBACK_CAPABILITIES",
+    "Call",
+    "Decision",
+    "Recorded",
+    "judge",
+    "main",
+    "parse_moment",
+    "replayable",
+]
+
+TRAIL_TYPES: Final = (
+    "session.start",
+    "tool.before",
+    "tool.permission.request",
+    "tool.after",
+    "hook.failure",
+)
+FALLBACK_CAPABILITIES: Final[dict[str, Any]] = {"effects": ["deny"]}
+"""Granted at ``tool.before`` when no manifest was recorded: the draft's minimum."""
+PROGRESS_MIN: Final = 10
+"""A replay of at least this many calls shows a progress bar (stderr, a terminal only)."""
+
+Change = Literal[
+    "newly denied",
+    "no longer denied",
+    "different deny code",
+    "different deny reason",
+    "denied by another backend",
+    "different refusal",
+    "permission changed",
+    "input modified",
+]
+
+_DURATION: Final = re.compile(r"^(\d+)([smhdw])$")
+_UNITS: Final = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+# -- what the trail says ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """What the trail says about one recorded ``tool.before``.
+
+    ``passed``: ``True`` when the call got past ``tool.before`` (it ran, a backend
+    supplied its result, it prompted, or it was judged again); ``False`` when it was
+    refused (by a backend or by the host: ``chain_refusal`` names a fail-closed backend
+    failure when the trail shows one); ``None`` when no outcome was recorded.
+    """
+
+    passed: bool | None
+    outcome: str
+    chain_refusal: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"passed": self.passed, "outcome": self.outcome, "chainRefusal": self.chain_refusal}
+
+
+def _call_key(event: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    session, call = event.get("session"), event.get("call")
+    call_id = call.get("id") if isinstance(call, Mapping) else None
+    if not isinstance(call_id, str):
+        return None
+    session_id = session.get("id") if isinstance(session, Mapping) else None
+    return str(event.get("source")), str(session_id), call_id
+
+
+def _recorded(before: Mapping[str, Any], later: Sequence[Mapping[str, Any]]) -> Recorded:
+    """The record of ``before`` from the events of the same call that follow it."""
+    failures = [
+        e["failure"]
+        for e in later
+        if e.get("type") == "hook.failure"
+        and e.get("parentEventId") == before.get("id")
+        and isinstance(e.get("failure"), Mapping)
+    ]
+    closed = [f for f in failures if f.get("policy") == "fail-closed"]
+    prompted = False
+    for event in later:
+        kind = event.get("type")
+        if kind == "tool.before":
+            return Recorded(True, "passed; its changed input was judged again")
+        if kind == "tool.permission.request":
+            prompted = True
+        if kind == "tool.after":
+            outcome = str(event.get("outcome", "?"))
+            execution = event.get("execution")
+            supplied = isinstance(execution, Mapping) and execution.get("reason") == (
+                "supplied_result"
+            )
+            if outcome != "denied":
+                return Recorded(True, "result supplied" if supplied else f"ran: {outcome}")
+            if prompted:
+                return Recorded(True, "refused at the approval prompt")
+            if closed:
+                backend = str(closed[0].get("backendId", "?"))
+                reason = str(closed[0].get("reason", "?"))
+                return Recorded(
+                    False, f"refused: {backend} failed ({reason}, fail-closed)", backend
+                )
+            return Recorded(False, "refused")
+    if prompted:
+        return Recorded(True, "prompted; no outcome recorded")
+    return Recorded(None, "no outcome recorded")
+
+
+# -- what a chain decides ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What one chain settled for a replayed ``tool.before``, in the terms compared."""
+
+    verdict: Literal["deny", "stop", "pass"]
+    permission: str
+    code: str | None = None
+    reason: str | None = None
+    backend: str | None = None
+    synthetic: bool = False
+    input: Any = None
+    input_changed: bool = False
+    supplied: bool = False
+    failures: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, result: HookResult, recorded_input: Any) -> Decision:
+        failures = tuple(_failure(d) for d in result.diagnostics if d.outcome == "failed")
+        effective = result.tool_input
+        common: dict[str, Any] = {
+            "permission": result.permission,
+            "input": effective,
+            "input_changed": effective != recorded_input,
+            "supplied": result.candidate is not None,
+            "failures": failures,
+        }
+        denial = result.denial
+        if denial is not None:
+            return cls(
+                "deny",
+                code=denial.code,
+                reason=denial.reason,
+                backend=denial.backend,
+                synthetic=denial.synthetic,
+                **common,
+            )
+        if result.flow == "stop":
+            return cls("stop", reason=result.flow_reason, **common)
+        return cls("pass", **common)
+
+    @property
+    def stops(self) -> bool:
+        return self.verdict != "pass"
+
+    def describe(self) -> str:
+        if self.verdict == "deny" and self.synthetic:
+            text = f"denied: {self.backend} failed (fail-closed)"
+        elif self.verdict == "deny":
+            code = f" ({self.code})" if self.code else ""
+            text = f"denied by {self.backend}{code}: {self.reason}"
+        elif self.verdict == "stop":
+            text = f"stopped by a backend: {self.reason or 'flow stop'}"
+        else:
+            text = "passed" + ("" if self.permission == "none" else f" ({self.permission})")
+        if self.input_changed and not self.stops:
+            text += "; input modified"
+        if self.supplied and not self.stops:
+            text += "; result supplied"
+        return text
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict,
+            "permission": self.permission,
+            "code": self.code,
+            "reason": self.reason,
+            "backend": self.backend,
+            "synthetic": self.synthetic,
+            "inputModified": self.input_changed,
+            "input": self.input,
+            "supplied": self.supplied,
+            "failures": list(self.failures),
+            "summary": self.describe(),
+        }
+
+
+def _failure(diagnostic: Diagnostic) -> str:
+    kind = diagnostic.failure.value if diagnostic.failure is not None else "failed"
+    return f"{diagnostic.backend}: {kind} ({diagnostic.policy or 'observe'})"
+
+
+def judge(
+    recorded: Recorded, new: Decision, baseline: Decision | None = None
+) -> tuple[Change | None, bool]:
+    """The change a replay shows, and whether the record cannot tell (``undetermined``).
+
+    With ``baseline`` the two chains are compared (the module docstring lists what);
+    without, the new chain is compared with what the record can say.
+    """
+    if baseline is not None:
+        return _compare(baseline, new), False
+    if recorded.passed is None:
+        return None, False
+    if recorded.passed:
+        if new.stops:
+            return "newly denied", False
+        return ("input modified" if new.input_changed else None), False
+    if new.stops:
+        if recorded.chain_refusal is not None and not (
+            new.synthetic and new.backend == recorded.chain_refusal
+        ):
+            return "different refusal", False
+        return None, False
+    if recorded.chain_refusal is not None:
+        return "no longer denied", False
+    return None, True
+
+
+def _compare(old: Decision, new: Decision) -> Change | None:
+    if old.stops != new.stops:
+        return "newly denied" if new.stops else "no longer denied"
+    if old.stops:
+        if old.verdict != new.verdict or old.synthetic != new.synthetic:
+            return "different refusal"
+        if old.code != new.code:
+            return "different deny code"
+        if old.reason != new.reason:
+            return "different deny reason"
+        if old.backend != new.backend:
+            return "denied by another backend"
+        return None
+    if old.permission != new.permission:
+        return "permission changed"
+    if old.input != new.input or old.supplied != new.supplied:
+        return "input modified"
+    return None
+
+
+# -- the calls to replay ------------------------------------------------------------------
+
+
+@dataclass
+class Call:
+    """One recorded ``tool.before`` and what the replay made of it."""
+
+    record: Record
+    recorded: Recorded
+    capabilities: dict[str, Any]
+    new: Decision | None = None
+    baseline: Decision | None = None
+    change: Change | None = None
+    undetermined: bool = False
+
+    @property
+    def event(self) -> dict[str, Any]:
+        return self.record.event
+
+    def to_json(self) -> dict[str, Any]:
+        event = self.event
+        tool = event.get("tool") if isinstance(event.get("tool"), Mapping) else {}
+        assert isinstance(tool, Mapping)
+        session = event.get("session") if isinstance(event.get("session"), Mapping) else {}
+        assert isinstance(session, Mapping)
+        call = event.get("call") if isinstance(event.get("call"), Mapping) else {}
+        assert isinstance(call, Mapping)
+        return {
+            "change": self.change,
+            "undetermined": self.undetermined,
+            "eventId": event.get("id"),
+            "source": event.get("source"),
+            "time": event.get("time"),
+            "session": session.get("id"),
+            "call": call.get("id"),
+            "tool": tool.get("name"),
+            "input": tool.get("input"),
+            "recorded": self.recorded.to_json(),
+            "baseline": self.baseline.to_json() if self.baseline else None,
+            "replayed": self.new.to_json() if self.new else None,
+        }
+
+
+def parse_moment(text: str, now: datetime | None = None) -> datetime:
+    """An RFC 3339 time (no offset means UTC), or a duration before ``now`` (``7d``)."""
+    found = _DURATION.match(text.strip())
+    if found:
+        amount, unit = int(found.group(1)), found.group(2)
+        return (now or datetime.now(UTC)) - timedelta(**{_UNITS[unit]: amount})
+    moment = datetime.fromisoformat(text.strip())  # ValueError: the caller names the option
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def _moment(record: Record) -> datetime | None:
+    for value in (record.event.get("time"), record.received_at):
+        if isinstance(value, str):
+            try:
+                moment = datetime.fromisoformat(value)
+            except ValueError:
+                continue
+            return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    return None
+
+
+def _declared(manifest: object) -> dict[str, Any] | None:
+    """What a recorded manifest declares the harness enforces at each intercepted event."""
+    if not isinstance(manifest, Mapping) or not isinstance(manifest.get("events"), list):
+        return None
+    out: dict[str, Any] = {}
+    for entry in manifest["events"]:
+        if (
+            isinstance(entry, Mapping)
+            and isinstance(entry.get("event"), str)
+            and "intercept" in (entry.get("modes") or ())
+            and isinstance(entry.get("capabilities"), Mapping)
+        ):
+            out[entry["event"]] = entry["capabilities"]
+    return out
+
+
+def replayable(
+    records: Iterable[Record],
+    *,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    tool: str | None = None,
+) -> tuple[list[Call], list[str]]:
+    """The recorded ``tool.before`` events to replay (filtered), and notes about them."""
+    records = list(records)
+    notes: list[str] = []
+    manifests: dict[tuple[str, str], dict[str, Any]] = {}
+    by_call: dict[tuple[str, str, str], list[tuple[int, Mapping[str, Any]]]] = {}
+    for index, record in enumerate(records):
+        event = record.event
+        if event.get("type") == "session.start":
+            session = event.get("session")
+            declared = _declared(event.get("manifest"))
+            if isinstance(session, Mapping) and declared is not None:
+                manifests[(str(event.get("source")), str(session.get("id")))] = declared
+        key = _call_key(event) if event.get("type") != "hook.failure" else None
+        if key is not None:
+            by_call.setdefault(key, []).append((index, event))
+    failures: dict[str, list[Mapping[str, Any]]] = {}
+    for record in records:
+        if record.event.get("type") == "hook.failure":
+            parent = record.event.get("parentEventId")
+            failures.setdefault(str(parent), []).append(record.event)
+    calls: list[Call] = []
+    unmanifested = 0
+    for index, record in enumerate(records):
+        event = record.event
+        if event.get("type") != "tool.before":
+            continue
+        tool_field = event.get("tool")
+        name = tool_field.get("name") if isinstance(tool_field, Mapping) else None
+        if tool is not None and name != tool:
+            continue
+        moment = _moment(record)
+        if since is not None and (moment is None or moment < since):
+            continue
+        if until is not None and (moment is None or moment > until):
+            continue
+        key = _call_key(event)
+        later = [e for i, e in by_call.get(key, []) if i > index] if key else []
+        later += failures.get(str(event.get("id")), [])
+        session = event.get("session")
+        session_id = session.get("id") if isinstance(session, Mapping) else None
+        declared = manifests.get((str(event.get("source")), str(session_id)))
+        granted = declared.get("tool.before") if declared is not None else None
+        if declared is None:
+            unmanifested += 1
+            granted = FALLBACK_CAPABILITIES
+        calls.append(
+            Call(record, _recorded(event, later), dict(granted) if granted is not None else {})
+        )
+    if unmanifested:
+        notes.append(
+            f"{unmanifested} call(s) have no recorded session.start (no manifest): replayed "
+            'with the draft\'s minimum grant at tool.before, {"effects": ["deny"]}'
+        )
+    no_grant = sum(1 for c in calls if not c.capabilities)
+    if no_grant:
+        notes.append(
+            f"{no_grant} call(s) come from a harness whose manifest does not intercept "
+            "tool.before: no backend decided them then, none is asked now"
+        )
+    return calls, notes
+
+
+# -- running the chains -------------------------------------------------------------------
+
+
+def for_replay(registration: Registration) -> Registration:
+    """``registration`` without its observe subscriptions (a hook left with none goes).
+
+    A hook without subscriptions stays: it is asked ``hooks/configuration`` (what it
+    observes is never delivered: see :func:`_dispatcher`).
+    """
+    hooks = []
+    for hook in registration.hooks:
+        if not hook.subscriptions:
+            hooks.append(hook)
+            continue
+        kept = [s for s in hook.subscriptions if s.mode == "intercept"]
+        if kept:
+            hooks.append(hook.model_copy(update={"subscriptions": kept}))
+    return registration.model_copy(update={"hooks": hooks})
+
+
+def _dispatcher(registration: Registration, capabilities: Mapping[str, Any]) -> Dispatcher:
+    """The real dispatcher, with observation delivery switched off for the replay.
+
+    Everything that decides (order, grants, deadlines, acceptance, failure policy,
+    ``hooks/configuration``) is the dispatcher's own; only the delivery step after
+    settlement, which would send observations (to observers, to uncalled interceptors
+    after a short-circuit, ``hook.failure``), is replaced by one that sends nothing.
+    """
+    from ahp_protocol.client import Dispatcher
+
+    class ReplayDispatcher(Dispatcher):
+        async def _deliver(self, *_args: Any, **_kwargs: Any) -> list[Diagnostic]:
+            return []  # a replayed event happened long ago: nobody is told it again
+
+    return ReplayDispatcher(
+        registration, capabilities={"tool.before": dict(capabilities)} if capabilities else {}
+    )
+
+
+async def _replay(
+    calls: Sequence[Call],
+    registration: Registration,
+    baseline: Registration | None,
+    progress: Any,
+) -> None:
+    """Each call through the new chain (and the baseline's), one dispatcher per grant."""
+    groups: dict[str, list[Call]] = {}
+    for call in calls:
+        groups.setdefault(json.dumps(call.capabilities, sort_keys=True), []).append(call)
+    from contextlib import AsyncExitStack
+
+    for group in groups.values():
+        async with AsyncExitStack() as stack:
+            new = await stack.enter_async_context(_dispatcher(registration, group[0].capabilities))
+            old = None
+            if baseline is not None:
+                old = await stack.enter_async_context(_dispatcher(baseline, group[0].capabilities))
+            for call in group:
+                tool = call.event.get("tool")
+                recorded_input = tool.get("input") if isinstance(tool, Mapping) else None
+                if old is not None:
+                    call.baseline = Decision.of(await old.intercept(call.event), recorded_input)
+                call.new = Decision.of(await new.intercept(call.event), recorded_input)
+                call.change, call.undetermined = judge(call.recorded, call.new, call.baseline)
+                if progress is not None:
+                    progress()
+
+
+def _check(registration: Registration, calls: Sequence[Call]) -> None:
+    """Build (never start) a dispatcher per grant: a registration error is raised now."""
+    for capabilities in {json.dumps(c.capabilities, sort_keys=True) for c in calls}:
+        _dispatcher(registration, json.loads(capabilities))
+
+
+def _freshness_notes(label: str, registration: Registration) -> list[str]:
+    from ahp_protocol.wire.registration import HttpTransportConfig
+
+    return [
+        f"{label} {hook.id} is an HTTP service ({hook.transport.url}): the replay cannot give "
+        "it a fresh memory; if it saw these events (same source and id) it answers as then"
+        for hook in registration.hooks
+        if isinstance(hook.transport, HttpTransportConfig)
+    ]
+
+
+# -- the command --------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ahp-backend audit replay",
+        description=(
+            "Run the tool.before events recorded in an audit database through a new "
+            "registration's chain (its real backend processes) and report every call whose "
+            "decision would change: newly denied, no longer denied, a different deny code "
+            "or reason. Nothing is executed and nothing is sent to observers."
+        ),
+        epilog=(
+            "exit status: 0 no decision changes, 1 some would change, 2 bad input. "
+            "The trail records outcomes, not deny codes or reasons, nor whether a backend "
+            "or the host's own rules refused a call: a call refused then and passed now is "
+            "listed as undetermined unless --baseline replays the current registration "
+            "beside the new one (then the two chains are compared, code and reason "
+            "included). Each event keeps its original ids and is granted what its session's "
+            "recorded manifest declared at tool.before. Backend processes are new, so their "
+            "in-memory answers are fresh; HTTP services and persistent stores (approval "
+            "grants) answer from their state now."
+        ),
+    )
+    parser.add_argument("--db", required=True, metavar="AUDIT.db", help="the audit database")
+    parser.add_argument(
+        "--registration",
+        required=True,
+        metavar="NEW.json",
+        help="the registration to try (its stdio backends run in its folder)",
+    )
+    parser.add_argument(
+        "--baseline",
+        metavar="CURRENT.json",
+        help="also replay this registration and compare the two chains (codes and reasons too)",
+    )
+    parser.add_argument("--session", metavar="ID", help="only this session's calls")
+    parser.add_argument("--tool", metavar="NAME", help="only calls of this tool (exact name)")
+    parser.add_argument(
+        "--since",
+        metavar="WHEN",
+        help="only calls at or after WHEN: RFC 3339 (no offset: UTC) or a duration ago (7d)",
+    )
+    parser.add_argument(
+        "--until", metavar="WHEN", help="only calls at or before WHEN (same forms as --since)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    return parser
+
+
+def _registration_error(option: str, path: str, exc: Exception) -> int:
+    from ahp_protocol.wire.errors import WireErrors
+
+    if isinstance(exc, WireErrors):
+        reasons = "; ".join(
+            e.reason if e.path == "$" else f"{e.path}: {e.reason}" for e in exc.errors
+        )
+    else:
+        reasons = str(exc)
+    return fail(f"{option} {path}: {reasons}")
+
+
+def _load(option: str, path: str) -> Registration | int:
+    from ahp_protocol.client.hooks import load_anchored
+    from ahp_protocol.wire.errors import WireError, WireErrors
+
+    try:
+        return for_replay(load_anchored(path))  # its stdio backends run in its folder
+    except (WireError, WireErrors) as exc:
+        return _registration_error(option, path, exc)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ahp_protocol.client import DeclarationError, RegistrationError
+
+    bounds: list[datetime | None] = []
+    for option, value in (("--since", args.since), ("--until", args.until)):
+        try:
+            bounds.append(parse_moment(value) if value is not None else None)
+        except ValueError:
+            return fail(
+                f"{option} {value!r}: use an RFC 3339 time such as 2026-12-01T09:00:00Z, "
+                "or a duration before now such as 30m, 12h, 7d or 2w"
+            )
+    since, until = bounds
+    registration = _load("--registration", args.registration)
+    if isinstance(registration, int):
+        return registration
+    baseline = _load("--baseline", args.baseline) if args.baseline else None
+    if isinstance(baseline, int):
+        return baseline
+    try:
+        records = read_events(args.db, session=args.session, types=TRAIL_TYPES)
+    except FileNotFoundError:
+        return fail(f"--db {args.db}: no such audit database")
+    except Exception as exc:  # never echo a database error's text
+        return fail(f"--db {args.db}: cannot read the audit database ({type(exc).__name__})")
+    calls, notes = replayable(records, since=since, until=until, tool=args.tool)
+    for option, path, reg in (
+        ("--registration", args.registration, registration),
+        ("--baseline", args.baseline, baseline),
+    ):
+        if reg is None:
+            continue
+        try:
+            _check(reg, calls)
+        except (RegistrationError, DeclarationError) as exc:
+            return _registration_error(option, path, exc)
+        notes += _freshness_notes("--baseline" if reg is baseline else "backend", reg)
+    _execute(calls, registration, baseline)
+    notes += _failure_notes(calls)
+    if not args.baseline and any(
+        c.recorded.passed is False and c.new is not None and c.new.stops for c in calls
+    ):
+        notes.append(
+            "the trail records no deny code or reason: calls refused then and now are "
+            "not compared on them (--baseline CURRENT.json compares them)"
+        )
+    changes = [c for c in calls if c.change is not None]
+    try:
+        if args.json:
+            print(json.dumps(_report(args, calls, notes), ensure_ascii=False, indent=2))
+        else:
+            _print(args, calls, notes)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `... | head`: the reader left; the exit status still says it
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 1 if changes else 0
+
+
+def _execute(
+    calls: Sequence[Call], registration: Registration, baseline: Registration | None
+) -> None:
+    import anyio
+
+    if not calls:
+        return
+    if not (sys.stderr.isatty() and len(calls) >= PROGRESS_MIN):
+        anyio.run(_replay, calls, registration, baseline, None)
+        return
+    from rich.console import Console
+    from rich.progress import Progress
+
+    with Progress(console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("replaying tool.before", total=len(calls))
+        anyio.run(_replay, calls, registration, baseline, lambda: bar.advance(task))
+
+
+def _failure_notes(calls: Sequence[Call]) -> list[str]:
+    counts: dict[str, int] = {}
+    for call in calls:
+        for decision in (call.new, call.baseline):
+            for failure in decision.failures if decision else ():
+                counts[failure] = counts.get(failure, 0) + 1
+    return [
+        f"backend failure {failure}: {n} time(s); under fail-closed its synthetic denial "
+        "is the decision replayed"
+        for failure, n in sorted(counts.items())
+    ]
+
+
+def _report(args: argparse.Namespace, calls: Sequence[Call], notes: list[str]) -> dict[str, Any]:
+    return {
+        "db": args.db,
+        "registration": args.registration,
+        "baseline": args.baseline,
+        "replayed": len(calls),
+        "changed": sum(1 for c in calls if c.change is not None),
+        "changes": [c.to_json() for c in calls if c.change is not None],
+        "undetermined": [c.to_json() for c in calls if c.undetermined],
+        "notes": notes,
+    }
+
+
+def _print(args: argparse.Namespace, calls: Sequence[Call], notes: list[str]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    def cell(value: object) -> Text:  # literal text: recorded input is never markup or escapes
+        return Text(_literal(str(value)))
+
+    console = Console(highlight=False, soft_wrap=False)
+    changes = [c for c in calls if c.change is not None]
+    undetermined = [c for c in calls if c.undetermined]
+    against = f"baseline {args.baseline}" if args.baseline else "the record"
+    if not calls:
+        console.print(cell(f"no recorded tool.before in {args.db} (with these filters)"))
+    elif not changes:
+        console.print(
+            cell(f"{len(calls)} calls replayed: no decision would change (against {against})")
+        )
+    else:
+        table = Table(
+            title=cell(
+                f"{len(changes)} of {len(calls)} replayed calls would change (against {against})"
+            ),
+            title_justify="left",
+        )
+        _columns(table, "change")
+        for call in changes:
+            then = call.baseline.describe() if call.baseline else call.recorded.outcome
+            table.add_row(*(cell(v) for v in _row(call, then, call.change or "")))
+        console.print(table)
+    if undetermined:
+        table = Table(
+            title=cell(
+                f"{len(undetermined)} undetermined: refused then (by a backend or the host's "
+                "own rules: the trail does not say which), not refused by this chain"
+            ),
+            title_justify="left",
+        )
+        _columns(table)
+        for call in undetermined:
+            table.add_row(*(cell(v) for v in _row(call, call.recorded.outcome, None)))
+        console.print(table)
+    for note in notes:
+        console.print(cell(f"note: {note}"))
+
+
+def _columns(table: Any, *extra: str) -> None:
+    table.add_column("time (UTC)", no_wrap=True)
+    table.add_column("session / call")
+    for name in ("proposed", "then", "now", *extra):
+        table.add_column(name)
+
+
+def _row(call: Call, then: str, change: str | None) -> list[str]:
+    event = call.event
+    session = event.get("session") if isinstance(event.get("session"), Mapping) else {}
+    assert isinstance(session, Mapping)
+    tool = event.get("tool") if isinstance(event.get("tool"), Mapping) else {}
+    assert isinstance(tool, Mapping)
+    call_field = event.get("call") if isinstance(event.get("call"), Mapping) else {}
+    assert isinstance(call_field, Mapping)
+    moment = _moment(call.record)
+    when = moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S") if moment else "?"
+    proposed = f"{tool.get('name', '?')} {summary(event).removeprefix('proposed: ')}"
+    row = [
+        when,
+        f"{str(session.get('id', ''))[-12:]} {call_field.get('id', '')}".strip(),
+        proposed,
+        then,
+        call.new.describe() if call.new else "?",
+    ]
+    return [*row, change] if change is not None else row
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``ahp-backend audit replay --db AUDIT.db --registration NEW.json [filters] [--json]``."""
+    args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    return _run(args)
