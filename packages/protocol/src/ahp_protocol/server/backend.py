@@ -91,36 +91,24 @@ def _is_async_callable(fn: Callable[..., Any]) -> bool:
 
 
 def _check_configuration(configuration: Any) -> list[dict[str, Any]]:
-    """A JSON-clean copy of the default subscriptions; ValueError names what is wrong."""
+    """A JSON-clean copy of the default subscriptions, judged by the registration's
+    rules (a ``hooks/configuration`` result); ValueError names the first problem."""
     import json
 
-    if not isinstance(configuration, list | tuple) or not configuration:
-        raise ValueError("configuration must be a non-empty list of subscriptions")
+    from ahp_protocol.wire.errors import json_path
+    from ahp_protocol.wire.registration_rules import Checks
+
+    if not isinstance(configuration, list | tuple):
+        raise ValueError("configuration must be a list of subscriptions")
     try:
         clean = json.loads(json.dumps(list(configuration), allow_nan=False))
     except (TypeError, ValueError):
         raise ValueError("configuration must be plain JSON data") from None
-    for i, sub in enumerate(clean):
-        where = f"configuration[{i}]"
-        if not isinstance(sub, dict):
-            raise ValueError(f"{where} must be an object")
-        mode = sub.get("mode")
-        if mode not in ("intercept", "observe"):
-            raise ValueError(f'{where}.mode must be "intercept" or "observe"')
-        events = sub.get("events")
-        if not isinstance(events, list) or not events:
-            raise ValueError(f"{where}.events must be a non-empty list")
-        for selector in events:
-            if not catalogue.is_valid_selector(selector) or not catalogue.expand(selector, mode):
-                raise ValueError(f"{where}.events holds a selector that covers no {mode} event")
-        content = sub.get("content")
-        if not isinstance(content, dict) or "default" not in content:
-            raise ValueError(f"{where}.content with a default is required")
-        if mode == "intercept":
-            if not isinstance(sub.get("timeoutMs"), int) or sub["timeoutMs"] < 1:
-                raise ValueError(f"{where}.timeoutMs must be a positive integer")
-            if sub.get("failurePolicy") not in ("fail-open", "fail-closed"):
-                raise ValueError(f'{where}.failurePolicy must be "fail-open" or "fail-closed"')
+    checks = Checks()
+    checks.configuration({"subscriptions": clean})
+    if checks.errors:
+        path, reason = checks.errors[0]
+        raise ValueError(f"{json_path(path[1:], 'configuration')}: {reason}")
     return list(clean)
 
 
