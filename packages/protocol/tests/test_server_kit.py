@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -698,6 +699,20 @@ def test_configuration_is_copied_and_checked() -> None:
     ):
         with pytest.raises(ValueError):
             Backend("com.example.cfg", configuration=bad)
+
+
+def test_configuration_is_judged_by_the_registration_rules() -> None:
+    """Default subscriptions meet the rules a registration's subscriptions meet (one
+    copy of them), and the error names the path and what to fix."""
+    cases = [
+        ({**CONFIGURATION[1], "timeoutMs": 1000}, "configuration[0]: observe subscriptions"),
+        ({**CONFIGURATION[0], "scope": "managed"}, 'configuration[0]: scope "managed"'),
+        ({**CONFIGURATION[0], "content": {"default": "all"}}, "configuration[0].content.default"),
+        ({**CONFIGURATION[0], "events": ["tool.before", "tool.before"]}, "duplicate selector"),
+    ]
+    for subscription, message in cases:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            Backend("com.example.cfg", configuration=[subscription])
 
 
 # --------------------------------------------------------------------- what transports call
