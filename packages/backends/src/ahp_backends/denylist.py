@@ -6,8 +6,9 @@ and validated in full before anything is served (an error names the file, the li
 the rule and field, and the reason; the file handling is
 :mod:`ahp_backends.toml_lines`); the matching of one ``tool.before`` or
 ``tool.permission.request`` event against the rules (the first matching rule, in
-file order, decides); and the reload of the rules file while serving (a broken edit
-keeps the last good rules and says so once on stderr).
+file order, decides); and serving them, reloaded while serving (a broken edit keeps
+the last good rules and says so once on stderr: :mod:`ahp_backends.rules_file`, which
+also holds the path-glob dialect).
 
 Never allows anything: its answer is a ``deny`` (plus an optional ``message``) or
 no effect, and no effect is not permission (the harness's own rules still decide).
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import posixpath
 import re
 import sys
@@ -35,6 +35,7 @@ from typing import IO, TYPE_CHECKING, Any, Final
 from ahp_protocol.wire.kinds import TOOL_KINDS
 from ahp_protocol.wire.names import is_reverse_dns
 
+from ahp_backends.rules_file import RulesFile, glob_to_regex
 from ahp_backends.serving import (
     SERVED_TIMEOUT_MS,
     Replies,
@@ -43,7 +44,6 @@ from ahp_backends.serving import (
     serve,
 )
 from ahp_backends.toml_lines import (
-    MAX_FILE_BYTES,
     ConfigError,
     Locator,
     only_key,
@@ -74,9 +74,6 @@ __all__ = [
 
 NAME: Final = "com.example.ahp.denylist"
 EVENTS: Final = ("tool.before", "tool.permission.request")
-SETTLE_NS: Final = 2_000_000_000
-"""A file modified less than this long ago is re-read even if its stat looks unchanged
-(file-system timestamps are coarse: two quick edits of the same size can share one)."""
 
 DEFAULT_SUBSCRIPTIONS: Final[list[dict[str, Any]]] = [
     {
@@ -174,45 +171,6 @@ example:
 
 
 # --------------------------------------------------------------------------- rules
-
-
-def glob_to_regex(glob: str) -> re.Pattern[str]:
-    """A path glob as a regex over the whole path.
-
-    ``*`` and ``?`` never cross ``/``; ``**`` does (``**/`` also matches no
-    directory at all); ``[abc]`` and ``[!abc]`` are character classes.
-    """
-    out: list[str] = []
-    i, n = 0, len(glob)
-    while i < n:
-        c = glob[i]
-        if c == "*":
-            if glob.startswith("**/", i):
-                out.append("(?:.*/)?")
-                i += 3
-                continue
-            if glob.startswith("**", i):
-                out.append(".*")
-                i += 2
-                continue
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[":
-            end = glob.find("]", i + 2 if glob.startswith(("[!", "[^"), i) else i + 1)
-            if end == -1 or end == i + 1:
-                out.append(re.escape(c))
-            else:
-                body = glob[i + 1 : end]
-                if body[0] in "!^":
-                    body = "^" + body[1:]
-                out.append("[" + body.replace("\\", "\\\\") + "]")
-                i = end + 1
-                continue
-        else:
-            out.append(re.escape(c))
-        i += 1
-    return re.compile("(?s:" + "".join(out) + r")\Z")
 
 
 @dataclass(frozen=True, slots=True)
@@ -442,12 +400,6 @@ def parse_rules(path: str, data: bytes | None = None) -> RuleSet:
 # --------------------------------------------------------------------------- serving
 
 
-@dataclass(frozen=True, slots=True)
-class _Version:
-    stat: tuple[int, int, int, int]
-    data: bytes
-
-
 class Denylist:
     """The serving state: the rules in force, their reload, and remembered answers.
 
@@ -464,65 +416,24 @@ class Denylist:
     ) -> None:
         self.path = path
         self._stderr = stderr
-        self._clock_ns = clock_ns
-        stat = self._stat()  # before reading: a later change then always shows
-        with open(path, "rb") as file:
-            data = file.read(MAX_FILE_BYTES + 1)
-        self.rules = parse_rules(path, data)
-        self._version = _Version(stat or (0, 0, 0, 0), data)
-        self._warned: bytes | None = None  # the bad version last warned about
-        self._unreadable = False
+        self._file = RulesFile(
+            path, parse_rules, count=lambda r: len(r.rules), say=self._say, clock_ns=clock_ns
+        )
         self._lock = threading.Lock()
         self.replies = Replies()
+
+    @property
+    def rules(self) -> RuleSet:
+        """The rules in force (the last good version of the file)."""
+        return self._file.current
 
     def _say(self, text: str) -> None:
         stream = self._stderr if self._stderr is not None else sys.stderr
         print(f"ahp-backend denylist: {text}", file=stream, flush=True)
 
-    def _stat(self) -> tuple[int, int, int, int] | None:
-        try:
-            st = os.stat(self.path)
-        except OSError:
-            return None
-        return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-
     def refresh(self) -> None:
         """Re-read the file if it changed; keep the last good rules if the new text is bad."""
-        stat = self._stat()
-        settled = stat is not None and self._clock_ns() - stat[3] > SETTLE_NS
-        if stat == self._version.stat and settled:
-            return
-        data: bytes | None = None
-        if stat is not None:
-            try:
-                with open(self.path, "rb") as file:
-                    data = file.read(MAX_FILE_BYTES + 1)
-            except OSError:
-                data = None
-        if data is None:
-            if not self._unreadable:
-                self._unreadable = True
-                self._say(
-                    f"warning: {self.path}: cannot read the rules file; keeping the last good rules"
-                )
-            return
-        self._unreadable = False
-        if data == self._version.data:
-            self._version = _Version(stat or self._version.stat, data)
-            self._warned = None
-            return
-        if data == self._warned:
-            return
-        try:
-            rules = parse_rules(self.path, data)
-        except ConfigError as exc:
-            self._warned = data
-            self._say(f"warning: {exc}; keeping the last good rules")
-            return
-        self.rules = rules
-        self._version = _Version(stat or self._version.stat, data)
-        self._warned = None
-        self._say(f"reloaded {self.path} ({len(rules.rules)} rules)")
+        self._file.refresh()
 
     def decide(self, request: InterceptRequest) -> list[Any]:
         """The effects for one request (after a reload check), remembered by ``(source, id)``."""
