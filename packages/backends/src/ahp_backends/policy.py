@@ -1,0 +1,389 @@
+"""``ahp-backend policy --rules FILE``: decide tool calls by CEL rules over the event.
+
+Owns the policy file format, :data:`RULES_FORMAT` (the one description of it: ``--help``
+prints it; the README's policy section points to it), parsed and checked in full
+before anything is served (every ``when`` is compiled and type-checked; an error
+names the file, the line, the rule and what is wrong: the file handling is
+:mod:`ahp_backends.toml_lines`, the CEL side :mod:`ahp_backends.policy_cel`); the
+decision for one ``tool.before`` or ``tool.permission.request`` event (deny over ask
+over allow, each the first matching rule in file order; messages from every matching
+``message`` rule); and serving it, reloaded while serving (a broken edit keeps the
+last good policy: :mod:`ahp_backends.rules_file`).
+
+``ask`` and ``allow`` are sent only where the request advertises them, like every
+effect: an action the request does not accept is skipped, with one note on stderr per
+rule. No effect is not permission (the harness's own rules still decide). A rule
+whose expression fails at run time (a field it reads is absent, a value of another
+type) does not match, with one note on stderr per rule. Never echoes a value of the
+event in diagnostics. Answers are remembered by ``(source, event.id)``
+(:class:`~ahp_backends.serving.Replies`). ``ahp-backend policy test ...`` is the
+test-table runner (:mod:`ahp_backends.policy_tests`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import IO, TYPE_CHECKING, Any, Final
+
+from ahp_protocol.wire.names import is_reverse_dns
+
+from ahp_backends.denylist import DEFAULT_SUBSCRIPTIONS, EVENTS
+from ahp_backends.policy_cel import (
+    MATCHES_NOTE,
+    CelError,
+    Compiled,
+    compile_all,
+    compile_when,
+    describe_error,
+)
+from ahp_backends.rules_file import RulesFile
+from ahp_backends.serving import SERVED_TIMEOUT_MS, Replies, add_transport_arguments, fail, serve
+from ahp_backends.toml_lines import ConfigError, Locator, only_key, read_toml
+
+if TYPE_CHECKING:
+    from ahp_protocol.server import Backend, InterceptRequest
+
+__all__ = [
+    "ACTIONS",
+    "NAME",
+    "RULES_FORMAT",
+    "Policy",
+    "PolicyServer",
+    "Rule",
+    "build_backend",
+    "main",
+    "parse_policy",
+]
+
+NAME: Final = "com.example.ahp.policy"
+ACTIONS: Final = ("deny", "message", "ask", "allow")
+RULE_KEYS: Final = ("name", "when", "action", "reason", "code", "message", "events")
+_ALLOWED: Final[dict[str, frozenset[str]]] = {
+    # The keys each action takes besides name, when, action and events.
+    "deny": frozenset({"reason", "code", "message"}),
+    "message": frozenset({"message"}),
+    "ask": frozenset({"reason"}),
+    "allow": frozenset(),
+}
+
+RULES_FORMAT: Final = f"""\
+policy file (TOML): one [[rule]] table per rule, each a CEL expression over the
+event as delivered (event.tool.kind, event.tool.input.command, event.session.cwd,
+...) and an action. Keys:
+  name     (required) unique in the file; notes and errors name it
+  when     (required) a CEL expression giving bool, compiled and type-checked at load
+  action   (required) deny | message | ask | allow
+  reason   deny: (required) the deny reason; ask: optional, sent as a message
+  code     deny: optional reverse-DNS deny code, e.g. com.example.policy.force-push
+  message  message: (required) the text; deny: optional text sent alongside
+  events   where the rule applies: tool.before, tool.permission.request (default both)
+Decision: the first matching deny (file order) wins; else the first matching ask;
+else the first matching allow; every matching message rule adds its message (the
+deny's own message too). An action is sent only when the request advertises it
+(capabilities.effects): otherwise it is skipped, with one note on stderr per rule.
+No effect is not permission: the harness's own rules still decide.
+A rule whose expression fails at run time (a field it reads is absent, a value of
+another type) does not match, with one note on stderr per rule. To deny when a
+field is absent (fail closed), say so: !has(event.tool.input.command) || ...
+Helpers beside CEL's standard library (size, contains, startsWith, endsWith, in,
+exists, all, has, ...):
+  glob(path, pattern)  path glob: '*' and '?' stay within a directory, '**' crosses
+                       directories; a pattern without '/' matches the file name;
+                       the path is normalized first ('a/../b' is 'b')
+  {MATCHES_NOTE}
+The file is re-read when it changes; a broken edit keeps the last good policy (and
+says so on stderr). With --once each process reads the file afresh, so a broken
+file fails every event (the subscription's failure policy decides).
+
+example:
+  [[rule]]
+  name = "no-force-push"
+  when = 'event.tool.kind == "shell" && event.tool.input.command.matches("git push.*(-f|--force)")'
+  action = "deny"
+  reason = "Force pushes rewrite shared history"
+  code = "com.example.policy.force-push"
+"""
+"""The policy format, the one place it is written down (``--help`` prints it)."""
+
+
+# --------------------------------------------------------------------------- rules
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One rule as loaded."""
+
+    index: int
+    name: str
+    action: str
+    when: Compiled
+    reason: str | None = None
+    code: str | None = None
+    message: str | None = None
+    events: frozenset[str] = frozenset(EVENTS)
+
+
+def _when(loc: Locator, i: int, name: str, value: Any) -> Compiled:
+    if not isinstance(value, str) or not value.strip():
+        raise loc.error(i, "must be a non-empty string (a CEL expression)", "when")
+    try:
+        return compile_when(value)
+    except CelError as exc:
+        error = loc.error(i, f"rule {name!r}: {exc.reason}", "when")
+        if error.line is not None and exc.line > 1 and "\n" in value:
+            # A multi-line string: CEL counts from the string's first line.
+            error.line += exc.line - (0 if value.startswith("\n") else 1)
+        raise error from None
+
+
+def _events(loc: Locator, i: int, value: Any) -> frozenset[str]:
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not items or not all(isinstance(v, str) for v in items):
+        raise loc.error(i, "must be a string or a non-empty list of strings", "events")
+    for item in items:
+        if item not in EVENTS:
+            raise loc.error(i, "must be one of " + ", ".join(EVENTS), "events")
+    return frozenset(items)
+
+
+def _rule(loc: Locator, i: int, table: Any, names: dict[str, int]) -> Rule:
+    table = loc.table(i, table, RULE_KEYS)
+    for key in ("name", "when", "action"):
+        if key not in table:
+            raise loc.error(i, f"{key!r} is required")
+    name = loc.text(i, "name", table["name"])
+    if name in names:
+        raise loc.error(i, f"the name is already used by rule[{names[name]}]", "name")
+    names[name] = i
+    action = table["action"]
+    if action not in ACTIONS:
+        raise loc.error(i, "must be one of " + ", ".join(ACTIONS), "action")
+    for key in table:
+        if key not in ("name", "when", "action", "events") and key not in _ALLOWED[action]:
+            takes = sorted(_ALLOWED[action])
+            also = f" (a {action} rule takes: {', '.join(takes)})" if takes else ""
+            raise loc.error(i, f"does not apply to a {action} rule{also}", key)
+    if action == "deny" and "reason" not in table:
+        raise loc.error(i, "'reason' is required for a deny rule (the deny reason)")
+    if action == "message" and "message" not in table:
+        raise loc.error(i, "'message' is required for a message rule (its text)")
+    code = table.get("code")
+    if code is not None and not is_reverse_dns(code):
+        raise loc.error(i, "must be a reverse-DNS id like com.example.policy.force-push", "code")
+    return Rule(
+        index=i,
+        name=name,
+        action=action,
+        when=_when(loc, i, name, table["when"]),
+        reason=loc.text(i, "reason", table["reason"]) if "reason" in table else None,
+        code=code,
+        message=loc.text(i, "message", table["message"]) if "message" in table else None,
+        events=_events(loc, i, table["events"]) if "events" in table else frozenset(EVENTS),
+    )
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The rules of one version of the file, in order, with one program per event type."""
+
+    rules: tuple[Rule, ...]
+    _programs: dict[str, tuple[tuple[Rule, ...], Any]] = field(default_factory=dict, repr=False)
+
+    def program(self, event_type: str) -> tuple[tuple[Rule, ...], Any]:
+        """The rules that apply at ``event_type`` and their combined program (built once)."""
+        found = self._programs.get(event_type)
+        if found is None:
+            rules = tuple(r for r in self.rules if event_type in r.events)
+            found = self._programs[event_type] = (rules, compile_all([r.when for r in rules]))
+        return found
+
+
+def parse_policy(path: str, data: bytes | None = None) -> Policy:
+    """Read and check a policy file (``data``: its bytes, if already read)."""
+    text, document = read_toml(path, data)
+    only_key(path, document, "rule")
+    if "rule" not in document:
+        raise ConfigError(path, "no [[rule]] tables (write 'rule = []' for an empty policy)")
+    rules = document["rule"]
+    if not isinstance(rules, list):
+        raise ConfigError(path, "'rule' must be an array of tables ([[rule]])")
+    loc = Locator(path, text, "rule")
+    names: dict[str, int] = {}
+    policy = Policy(tuple(_rule(loc, i, table, names) for i, table in enumerate(rules)))
+    for event_type in EVENTS:
+        policy.program(event_type)  # the combined programs compile at load, not on a request
+    return policy
+
+
+# --------------------------------------------------------------------------- deciding
+
+
+class PolicyServer:
+    """The serving state: the policy in force, its reload, notes, and remembered answers.
+
+    Thread-safe (HTTP runs handlers in worker threads): one lock covers reload,
+    decision, notes and the answer memory.
+    """
+
+    def __init__(self, path: str, *, stderr: IO[str] | None = None) -> None:
+        self.path = path
+        self._stderr = stderr
+        self._file = RulesFile(path, parse_policy, count=lambda p: len(p.rules), say=self._say)
+        self._noted: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()
+        self.replies = Replies()
+
+    @property
+    def policy(self) -> Policy:
+        """The policy in force (the last good version of the file)."""
+        return self._file.current
+
+    def _say(self, text: str) -> None:
+        stream = self._stderr if self._stderr is not None else sys.stderr
+        print(f"ahp-backend policy: {text}", file=stream, flush=True)
+
+    def _note(self, rule: Rule, what: str, text: str) -> None:
+        """Say ``text`` once per rule (by name) and kind of note, for this process."""
+        key = (rule.name, what)
+        if key not in self._noted:
+            self._noted.add(key)
+            self._say(f"note: rule {rule.name!r} (rule[{rule.index}]) {text}")
+
+    def decide(self, request: InterceptRequest) -> list[Any]:
+        """The effects for one request (after a reload check), remembered by ``(source, id)``."""
+        with self._lock:
+            return self.replies.answer(request.event, lambda: self._decide(request))
+
+    def _matches(self, event_type: str, event: dict[str, Any]) -> list[Rule]:
+        """The rules that match, in file order: one combined run, or rule by rule when
+        some rule fails at run time (it then does not match, and is noted)."""
+        rules, program = self._file.refresh().program(event_type)
+        if program is None:
+            return []
+        data = {"event": event}
+        try:
+            results = program.eval(data=data).plain_value()
+        except Exception:  # an event the runtime cannot take (e.g. an int beyond int64)
+            results = None
+        if isinstance(results, list):
+            return [rule for rule, hit in zip(rules, results, strict=True) if hit is True]
+        matched: list[Rule] = []
+        for rule in rules:
+            try:
+                value = rule.when.program.eval(data=data).plain_value()
+            except Exception as exc:
+                reason = f"the event could not be evaluated ({type(exc).__name__})"
+                self._note(rule, "error", f"did not match: {reason}")
+                continue
+            if value is True:
+                matched.append(rule)
+            elif value is not False:
+                reason = describe_error(value)
+                self._note(rule, "error", f"did not match at {event_type}: {reason}")
+        return matched
+
+    def _decide(self, request: InterceptRequest) -> list[Any]:
+        from ahp_protocol.wire.effects import AllowEffect, AskEffect, DenyEffect, MessageEffect
+
+        advertised = request.advertised
+        deny: Rule | None = None
+        ask: Rule | None = None
+        allow: Rule | None = None
+        messages: list[str] = []
+        for rule in self._matches(request.event_type, request.event):
+            if rule.action not in advertised:
+                self._note(
+                    rule,
+                    "unadvertised",
+                    f"matched, but the request does not accept {rule.action}; skipped",
+                )
+                continue
+            if rule.action == "message":
+                assert rule.message is not None
+                messages.append(rule.message)
+            elif rule.action == "deny" and deny is None:
+                deny = rule
+                if rule.message is not None:
+                    messages.append(rule.message)
+            elif rule.action == "ask" and ask is None:
+                ask = rule
+            elif rule.action == "allow" and allow is None:
+                allow = rule
+        effects: list[Any] = []
+        if deny is not None:
+            assert deny.reason is not None
+            effects.append(DenyEffect(reason=deny.reason, code=deny.code))
+        elif ask is not None:
+            effects.append(AskEffect())
+            if ask.reason is not None:
+                messages.insert(0, ask.reason)
+        elif allow is not None:
+            effects.append(AllowEffect())
+        if "message" in advertised:
+            effects.extend(MessageEffect(text=text) for text in messages)
+        return effects
+
+
+def build_backend(server: PolicyServer) -> Backend:
+    """The AHP backend serving ``server`` at tool.before and tool.permission.request."""
+    from ahp_protocol.server import Backend
+
+    backend = Backend(NAME, configuration=DEFAULT_SUBSCRIPTIONS)
+    for event_type in EVENTS:
+        backend.intercept(event_type)(server.decide)
+    return backend
+
+
+# --------------------------------------------------------------------------- command
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ahp-backend policy",
+        usage="ahp-backend policy [serve] --rules FILE [--check] [transport options]\n"
+        "       ahp-backend policy test TABLE... (run policy test tables; see its --help)",
+        description=(
+            "Decide tool calls by CEL rules over the event (a TOML policy file). Speaks\n"
+            "AHP on stdin/stdout by default (one persistent process). Serves\n"
+            f"hooks/configuration (intercept tool.before, fail-closed, {SERVED_TIMEOUT_MS} ms,\n"
+            "content metadata), so a registration may omit subscriptions."
+        ),
+        epilog=RULES_FORMAT,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--rules", required=True, metavar="FILE", help="the policy file (TOML)")
+    parser.add_argument(
+        "--check", action="store_true", help="check the policy file (every rule), report, exit"
+    )
+    add_transport_arguments(parser)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:1] == ["test"]:
+        from ahp_backends.policy_tests import main as run_tests
+
+        return run_tests(args_list[1:])
+    if args_list[:1] == ["serve"]:
+        args_list = args_list[1:]
+    args = _parser().parse_args(args_list)
+    path: str = args.rules
+    try:
+        server = PolicyServer(path)
+    except ConfigError as exc:
+        return fail(str(exc))
+    except OSError as exc:
+        return fail(f"{path}: cannot read the policy file ({exc.strerror or 'I/O error'})")
+    if args.check:
+        print(f"{path}: {len(server.policy.rules)} rules, valid")
+        return 0
+    return serve(build_backend(server), args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

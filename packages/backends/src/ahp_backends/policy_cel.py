@@ -1,0 +1,259 @@
+"""The CEL side of the policy backend: the environment, the helpers, and compiling a rule.
+
+Owns the one CEL environment the rules are checked in (a single variable, ``event``,
+the event as delivered, typed ``map(string, dyn)``), the helper functions beside
+CEL's standard library (``glob``, and ``matches`` served by Python's ``re`` with
+compiled patterns kept: see :data:`MATCHES_NOTE`), compiling and type-checking one
+``when`` expression (:func:`compile_when`, a :class:`CelError` that names the
+column and says what is wrong, never echoing the expression), compiling the rules
+of one event type into a single program (:func:`compile_all`), and turning a
+run-time error value into a note that names no value of the event
+(:func:`describe_error`).
+
+The implementation is ``cel-expr-python`` (Google's cel-cpp with its type checker);
+the README's policy section says why. Never decides what a match means (that is
+:mod:`ahp_backends.policy`).
+"""
+
+from __future__ import annotations
+
+import functools
+import posixpath
+import re
+from collections.abc import Sequence
+from typing import Any, Final
+
+from ahp_backends.rules_file import glob_to_regex
+
+__all__ = [
+    "MATCHES_NOTE",
+    "CelError",
+    "Compiled",
+    "compile_all",
+    "compile_when",
+    "describe_error",
+    "environment",
+]
+
+_RX: Final = "ahp_rx_"
+"""What ``matches`` is compiled as: the same length, so error columns stay right."""
+
+MATCHES_NOTE: Final = (
+    "matches() uses Python's re syntax (as the deny-list's input regexes do), searched "
+    "anywhere in the string (anchor with ^ and $); a pattern written as a string literal "
+    "is checked at load"
+)
+
+
+class CelError(Exception):
+    """A ``when`` expression that does not compile or check: ``reason`` says why."""
+
+    def __init__(self, reason: str, line: int = 1) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.line = line
+
+
+class HelperError(ValueError):
+    """A helper refusing its arguments; the text is ours and names no event value."""
+
+
+@functools.lru_cache(maxsize=1024)
+def _regex(pattern: str) -> re.Pattern[str]:
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise HelperError(f"ahp: invalid regex in matches(): {exc.msg}") from None
+
+
+def _matches(text: str, pattern: str) -> bool:
+    return _regex(pattern).search(text) is not None
+
+
+@functools.lru_cache(maxsize=1024)
+def _glob(pattern: str) -> tuple[re.Pattern[str], bool]:
+    return glob_to_regex(pattern), "/" not in pattern
+
+
+def _glob_match(path: str, pattern: str) -> bool:
+    if not path or not pattern:
+        return False
+    regex, basename_only = _glob(pattern)
+    normal = posixpath.normpath(path)
+    return regex.match(posixpath.basename(normal) if basename_only else normal) is not None
+
+
+@functools.cache
+def environment() -> Any:
+    """The CEL environment every rule is checked and run in (built once per process)."""
+    from cel_expr_python import cel  # type: ignore[import-untyped]  # stubs, no py.typed
+
+    string, boolean = cel.Type.STRING, cel.Type.BOOL
+    functions = [
+        cel.FunctionDecl(
+            _RX,
+            [
+                cel.Overload(
+                    "ahp_rx_member", boolean, [string, string], is_member=True, impl=_matches
+                ),
+                cel.Overload("ahp_rx_global", boolean, [string, string], impl=_matches),
+            ],
+        ),
+        cel.FunctionDecl(
+            "glob",
+            [cel.Overload("ahp_glob_string_string", boolean, [string, string], impl=_glob_match)],
+        ),
+    ]
+    return cel.NewEnv(variables={"event": cel.Type.Map(string, cel.Type.DYN)}, functions=functions)
+
+
+# --------------------------------------------------------------------------- source
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_STRING_START = re.compile(r"(?:[rR][bB]?|[bB][rR]?)?(\"\"\"|'''|\"|')")
+
+
+def _string_end(source: str, start: int) -> int | None:
+    """The index after the string literal at ``start`` (a prefix allowed), or ``None``."""
+    found = _STRING_START.match(source, start)
+    if found is None:
+        return None
+    quote = found.group(1)
+    raw = "r" in source[start : found.start(1)].lower()
+    i = found.end()
+    while i < len(source):
+        if source.startswith(quote, i):
+            return i + len(quote)
+        if source[i] == "\\" and not raw:
+            i += 2
+            continue
+        if source[i] == "\n" and len(quote) == 1:
+            return None
+        i += 1
+    return None
+
+
+def _rewrite(source: str) -> tuple[str, list[str]]:
+    """``source`` with each ``matches(`` call renamed to the Python-backed helper, and
+    the string literals passed as a call's only argument (``x.matches("...")``).
+
+    A small lexer: string literals (every CEL form) and ``//`` comments are skipped,
+    so a ``matches(`` inside them is left alone.
+    """
+    out: list[str] = []
+    literals: list[str] = []
+    i, n = 0, len(source)
+    while i < n:
+        c = source[i]
+        end = _string_end(source, i) if c in "\"'rRbB" else None
+        if end is not None:
+            out.append(source[i:end])
+            i = end
+            continue
+        if source.startswith("//", i):
+            newline = source.find("\n", i)
+            end = n if newline == -1 else newline
+            out.append(source[i:end])
+            i = end
+            continue
+        ident = _IDENT.match(source, i) if c.isalpha() or c == "_" else None
+        if ident is None:
+            out.append(c)
+            i += 1
+            continue
+        word, i = ident.group(), ident.end()
+        if word == _RX:
+            raise CelError(f"'{_RX}' is a reserved name")
+        after = len(source) - len(source[i:].lstrip())
+        if word == "matches" and source.startswith("(", after):
+            out.append(_RX)
+            arg = len(source) - len(source[after + 1 :].lstrip())
+            arg_end = _string_end(source, arg)
+            if arg_end is not None and source[arg_end:].lstrip().startswith(")"):
+                literals.append(source[arg:arg_end])
+        else:
+            out.append(word)
+    return "".join(out), literals
+
+
+_POSITION = re.compile(r"ERROR: <input>:(\d+):(\d+): ")
+
+
+def _compile_error(message: str) -> CelError:
+    """A cel-cpp compile error as our reason: the first error, its column, no snippet."""
+    text = message.split("\n", 1)[0]
+    text = re.sub(r"^[A-Z_]+: ", "", text)
+    text = re.sub(r"\s*\[[A-Z_]+\]\s*$", "", text)
+    found = _POSITION.search(text)
+    line = 1
+    if found is not None:
+        line = int(found.group(1))
+        text = f"column {found.group(2)}: " + text[found.end() :]
+    text = text.replace(_RX, "matches").replace(" (in container '')", "")
+    return CelError(text, line)
+
+
+class Compiled:
+    """One checked ``when`` expression, ready to run."""
+
+    __slots__ = ("program", "source")
+
+    def __init__(self, source: str, program: Any) -> None:
+        self.source = source  # the rewritten text, for the combined program
+        self.program = program
+
+
+def compile_when(expression: str) -> Compiled:
+    """Compile and type-check one ``when`` (a boolean expression over ``event``)."""
+    from cel_expr_python import cel
+
+    env = environment()
+    source, literals = _rewrite(expression)
+    try:
+        program = env.compile(source)
+    except RuntimeError as exc:
+        raise _compile_error(str(exc)) from None
+    result = program.return_type()
+    if result != cel.Type.BOOL:
+        name = str(result.name()).lower()
+        raise CelError(
+            f"the expression gives {name}, not bool (compare it explicitly, "
+            'e.g. event.tool.name == "Bash")'
+        )
+    for literal in literals:
+        pattern = env.compile(literal).eval().plain_value()
+        if isinstance(pattern, str):
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise CelError(f"invalid regex in matches(): {exc.msg}") from None
+    return Compiled(source, program)
+
+
+def compile_all(rules: Sequence[Compiled]) -> Any:
+    """One program giving every rule's result as a list (``[r0, r1, ...]``), or ``None``
+    when there is nothing to run. One call per request converts the event once; an
+    error in any rule makes the whole list an error, and the caller then runs the
+    rules one by one (:meth:`Compiled.program`) to keep the others' results."""
+    if not rules:
+        return None
+    return environment().compile("[" + ",\n".join(f"({r.source})" for r in rules) + "]")
+
+
+_KEY_NOT_FOUND = re.compile(r'Key not found in map : "([^"\n]{1,80})"')
+_OVERLOAD = re.compile(r"No matching overloads found : ([\w.()<>, ]{1,120})$")
+
+
+def describe_error(message: Any) -> str:
+    """A run-time error value's text as a note that never carries an event value."""
+    text = str(message).split("\n", 1)[0].replace(_RX, "matches")
+    if "ahp: " in text:
+        return text.split("ahp: ", 1)[1]
+    found = _KEY_NOT_FOUND.search(text)
+    if found is not None:
+        return f"a field it reads is absent ({found.group(1)!r}; guard it with has())"
+    found = _OVERLOAD.search(text)
+    if found is not None:
+        return f"a value has another type than the expression expects: {found.group(1)}"
+    code = re.match(r"[A-Z_]+", text)
+    return f"the event could not be evaluated ({code.group() if code else 'error'})"
