@@ -514,17 +514,10 @@ async def run_table(table: Table, timeout_s: float) -> list[CaseResult]:
         discovery_timeout=timeout_s,
     )
     results: list[CaseResult] = []
+    stopped: str | None = None
     try:
-        with anyio.fail_after(timeout_s + 5):
-            await dispatcher.start()
-        if dispatcher.configuration_diagnostics:
-            failure = dispatcher.configuration_diagnostics[0]
-            kind = failure.failure.value if failure.failure else "failed"
-            why = _WHY.get(kind, failure.detail or kind).format(timeout=timeout_s)
-            raise PolicyDidNotStart(
-                f"{command} did not start: {why}; its stderr:\n" + _stderr_excerpt(dispatcher)
-            )
-        for case in table.cases:
+        stopped = await _start(dispatcher, command, timeout_s)
+        for case in [] if stopped else table.cases:
             event_type = str(case.event["type"])
             if not dispatcher.intercepts(event_type):
                 served = sorted(t for t in _capabilities(table) if dispatcher.intercepts(t))
@@ -554,10 +547,8 @@ async def run_table(table: Table, timeout_s: float) -> list[CaseResult]:
                 first = failed[0]
                 kind = first.failure.value if first.failure else "failed"
                 if kind in _DIED:
-                    raise PolicyDidNotStart(
-                        f"{command} stopped at case {case.name!r} ({kind}); its stderr:\n"
-                        + _stderr_excerpt(dispatcher)
-                    )
+                    stopped = f"{command} stopped at case {case.name!r} ({kind})"
+                    break
                 results.append(
                     CaseResult(
                         case,
@@ -572,7 +563,27 @@ async def run_table(table: Table, timeout_s: float) -> list[CaseResult]:
     finally:
         with anyio.CancelScope(shield=True):
             await dispatcher.aclose()
+    if stopped is not None:
+        # read after the close: it joins the stderr drain, so the tail is complete
+        raise PolicyDidNotStart(f"{stopped}; its stderr:\n{_stderr_excerpt(dispatcher)}")
     return results
+
+
+async def _start(dispatcher: Dispatcher, command: str, timeout_s: float) -> str | None:
+    """Start the backend (``hooks/configuration`` if the table lists no events); why not."""
+    import anyio
+
+    try:
+        with anyio.fail_after(timeout_s + 5):  # the discovery timeout is the first bound
+            await dispatcher.start()
+    except TimeoutError:
+        return f"{command} did not start: no answer within {timeout_s:g} s"
+    if not dispatcher.configuration_diagnostics:
+        return None
+    failure = dispatcher.configuration_diagnostics[0]
+    kind = failure.failure.value if failure.failure else "failed"
+    why = _WHY.get(kind, failure.detail or kind).format(timeout=timeout_s)
+    return f"{command} did not start: {why}"
 
 
 # --------------------------------------------------------------------------- report

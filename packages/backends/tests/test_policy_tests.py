@@ -1,0 +1,485 @@
+"""``ahp-backend policy test``: test tables run against real backend processes.
+
+Every test runs the command as a process (``python -m ahp_backends.policy_tests``, the
+module ``ahp-backend policy test`` routes to), which starts the rules file's backend
+(``ahp-backend denylist --rules FILE`` or ``ahp-backend policy --rules FILE``) as a
+persistent stdio process and sends each case through ahp-protocol's dispatcher.
+Nothing here evaluates a rule: the outcomes are the backends' own.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+PY = sys.executable
+RUNNER = [PY, "-m", "ahp_backends.policy_tests"]
+
+RULES = """\
+[[rules]]
+reason = "Force pushes rewrite shared history"
+code = "com.example.policy.force-push"
+kind = "shell"
+message = "Push to a branch of your own instead."
+[rules.input]
+command = "git push.*(-f|--force)"
+
+[[rules]]
+reason = "Secrets are off limits"
+code = "com.example.policy.secrets"
+paths = ["secrets/**"]
+"""
+
+
+def shell(command: str) -> str:
+    """A partial tool.before event for a shell command, as a table line."""
+    return (
+        '{ type = "tool.before", tool = { name = "Bash", kind = "shell", '
+        f"input = {{ command = {json.dumps(command)} }} }} }}"
+    )
+
+
+PASSING = f"""\
+denylist = "rules.toml"
+
+[[case]]
+name = "force push is denied"
+event = {shell("git push -f origin main")}
+expect = "deny"
+code = "com.example.policy.force-push"
+reason = "Force pushes rewrite shared history"
+messages = ["Push to a branch of your own instead."]
+
+[[case]]
+name = "ls is fine"
+event = {shell("ls -la")}
+expect = "none"
+
+[[case]]
+name = "a relative secret resolves against the session cwd"
+expect = "deny"
+reason_contains = "off limits"
+[case.event]
+type = "tool.before"
+tool = {{ name = "Read", kind = "file_read", input = {{ file_path = "/repo/secrets/key.pem" }} }}
+"""
+
+FAILING = f"""\
+denylist = "rules.toml"
+
+[[case]]
+name = "ls is fine"
+event = {shell("ls")}
+expect = "none"
+
+[[case]]
+name = "force push is allowed"
+event = {shell("git push --force")}
+expect = "none"
+
+[[case]]
+name = "wrong code and reason"
+event = {shell("git push -f")}
+expect = "deny"
+code = "com.example.policy.other"
+reason_contains = "forbidden"
+
+[[case]]
+name = "plain push is denied"
+event = {shell("git push origin main")}
+expect = "deny"
+"""
+
+
+def write(folder: Path, name: str, text: str) -> Path:
+    path = folder / name
+    path.write_text(textwrap.dedent(text), "utf-8")
+    return path
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    write(tmp_path, "rules.toml", RULES)
+    return tmp_path
+
+
+def run(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*RUNNER, *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def processes_naming(needle: str) -> list[int]:
+    """Live processes whose command line mentions ``needle`` (a unique temp path)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().decode("utf-8", "replace")
+        except OSError:
+            continue
+        if needle in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+# --------------------------------------------------------------------------- outcomes
+
+
+def test_a_passing_table_exits_0(project: Path) -> None:
+    table = write(project, "policy_tests.toml", PASSING)
+    done = run(table, cwd=project)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"{table}: denylist rules.toml, 3 cases"
+    assert lines[1:4] == [
+        "  PASS  force push is denied",
+        "  PASS  ls is fine",
+        "  PASS  a relative secret resolves against the session cwd",
+    ]
+    assert lines[-1] == "3 cases: 3 passed, 0 failed"
+    assert done.stderr == ""
+    assert processes_naming(str(project)) == []  # the backend process is gone
+
+
+def test_a_failing_table_exits_1_with_a_readable_diff(project: Path) -> None:
+    table = write(project, "t.toml", FAILING)
+    done = run("t.toml", cwd=project)
+    assert done.returncode == 1, done.stdout + done.stderr
+    out = done.stdout
+    assert "  PASS  ls is fine\n" in out
+    assert (
+        "  FAIL  force push is allowed  (t.toml:8)\n"
+        "        effect:    expected none\n"
+        "                   got      deny\n"
+        '        got: deny, code "com.example.policy.force-push", '
+        'reason "Force pushes rewrite shared history"\n'
+        '        got: messages ["Push to a branch of your own instead."]\n'
+    ) in out
+    assert (
+        "  FAIL  wrong code and reason  (t.toml:13)\n"
+        '        code:      expected "com.example.policy.other"\n'
+        '                   got      "com.example.policy.force-push"\n'
+        '        reason:    expected contains "forbidden"\n'
+        '                   got      "Force pushes rewrite shared history"\n'
+    ) in out
+    assert (
+        "  FAIL  plain push is denied  (t.toml:20)\n"
+        "        effect:    expected deny\n"
+        "                   got      none\n"
+    ) in out
+    assert out.splitlines()[-1] == "4 cases: 1 passed, 3 failed"
+    assert table.read_text().splitlines()[7] == "[[case]]"  # the lines named are the cases'
+
+
+def test_json_output(project: Path) -> None:
+    write(project, "t.toml", FAILING)
+    done = run("t.toml", "--json", cwd=project)
+    assert done.returncode == 1
+    document = json.loads(done.stdout)
+    assert (document["passed"], document["failed"], document["broken"]) == (1, 3, 0)
+    assert document["exitCode"] == 1
+    (table,) = document["tables"]
+    assert table["backend"] == "denylist"
+    assert table["policy"] == str(project / "rules.toml")
+    by_name = {c["name"]: c for c in table["cases"]}
+    allowed = by_name["force push is allowed"]
+    assert allowed["status"] == "fail"
+    assert allowed["line"] == 8
+    assert allowed["expected"] == {"effect": "none"}
+    assert allowed["got"] == {
+        "effect": "deny",
+        "code": "com.example.policy.force-push",
+        "reason": "Force pushes rewrite shared history",
+        "messages": ["Push to a branch of your own instead."],
+    }
+    assert allowed["differences"][0] == {"field": "effect", "expected": "none", "got": "deny"}
+    wrong = by_name["wrong code and reason"]
+    assert wrong["expected"] == {
+        "effect": "deny",
+        "code": "com.example.policy.other",
+        "reasonContains": "forbidden",
+    }
+    assert by_name["ls is fine"]["status"] == "pass"
+
+
+def test_advertised_effects_are_what_the_backend_may_use(project: Path) -> None:
+    # The deny-list's rule carries a message; a harness that advertises only deny gets
+    # none, one that advertises only message gets the message and no deny. The backend
+    # and the dispatcher decide that, not the runner.
+    write(
+        project,
+        "deny_only.toml",
+        f"""\
+        denylist = "rules.toml"
+        advertise = ["deny"]
+
+        [[case]]
+        name = "deny, no message"
+        event = {shell("git push -f")}
+        expect = "deny"
+        messages = []
+        """,
+    )
+    write(
+        project,
+        "message_only.toml",
+        f"""\
+        denylist = "rules.toml"
+        advertise = ["message"]
+
+        [[case]]
+        name = "message, no deny"
+        event = {shell("git push -f")}
+        expect = "message"
+        messages = ["Push to a branch of your own instead."]
+        """,
+    )
+    done = run("deny_only.toml", "message_only.toml", cwd=project)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "  PASS  deny, no message\n" in done.stdout
+    assert "  PASS  message, no deny\n" in done.stdout
+    assert done.stdout.splitlines()[-1] == "2 cases: 2 passed, 0 failed"
+
+
+def test_registered_events_and_the_served_configuration(project: Path) -> None:
+    permission = (
+        '{ type = "tool.permission.request", suggestions = [], sandboxBypass = false, '
+        'tool = { name = "Bash", kind = "shell", input = { command = "git push -f" } } }'
+    )
+    case = f"""
+        [[case]]
+        name = "denied at the permission request"
+        event = {permission}
+        expect = "deny"
+        code = "com.example.policy.force-push"
+        """
+    write(
+        project,
+        "explicit.toml",
+        'denylist = "rules.toml"\nevents = ["tool.before", "tool.permission.request"]\n'
+        + textwrap.dedent(case),
+    )
+    write(project, "served.toml", 'denylist = "rules.toml"\n' + textwrap.dedent(case))
+    done = run("explicit.toml", cwd=project)
+    assert done.returncode == 0, done.stdout + done.stderr
+    # As served (hooks/configuration) the deny-list intercepts tool.before only.
+    done = run("served.toml", cwd=project)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "  ERROR denied at the permission request  (served.toml:3)\n" in done.stdout
+    assert (
+        "the backend as served does not intercept tool.permission.request "
+        "(it intercepts: tool.before); list it in the table's 'events'"
+    ) in done.stdout
+
+
+def test_the_event_the_table_gives_wins_over_the_completion(project: Path) -> None:
+    # "secrets/**" is relative to session.cwd: the table's cwd, then a case's own session.
+    read = '{{ name = "Read", kind = "file_read", input = {{ file_path = "{path}" }} }}'
+    write(
+        project,
+        "cwd.toml",
+        f"""\
+        denylist = "rules.toml"
+        cwd = "/work/app"
+
+        [[case]]
+        name = "under the table's cwd"
+        event = {{ type = "tool.before", tool = {read.format(path="/work/app/secrets/a")} }}
+        expect = "deny"
+
+        [[case]]
+        name = "elsewhere"
+        event = {{ type = "tool.before", tool = {read.format(path="/repo/secrets/a")} }}
+        expect = "none"
+
+        [[case]]
+        name = "a case's own session"
+        expect = "deny"
+        [case.event]
+        type = "tool.before"
+        session = {{ id = "sess_1", cwd = "/repo" }}
+        tool = {read.format(path="/repo/secrets/a")}
+        """,
+    )
+    done = run("cwd.toml", cwd=project)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count("  PASS  ") == 3
+
+
+def test_several_tables_one_summary(project: Path) -> None:
+    write(project, "good.toml", PASSING)
+    write(project, "bad.toml", FAILING)
+    done = run("good.toml", "bad.toml", cwd=project)
+    assert done.returncode == 1
+    assert done.stdout.splitlines()[-1] == "7 cases: 4 passed, 3 failed"
+
+
+# --------------------------------------------------------------------------- broken input
+
+
+BROKEN = [
+    ("invalid TOML", 'denylist = "rules.toml"\n[[case]\n', "t.toml:2: invalid TOML"),
+    ("no case", 'denylist = "rules.toml"\n', "t.toml: no [[case]] tables"),
+    (
+        "no rules file named",
+        f'[[case]]\nname = "x"\nevent = {shell("ls")}\nexpect = "none"\n',
+        "t.toml: give one of 'policy' (a CEL policy file) or 'denylist'",
+    ),
+    (
+        "both rules files",
+        'policy = "rules.toml"\ndenylist = "rules.toml"\n',
+        "t.toml: give only one of 'policy'",
+    ),
+    ("missing rules file", 'denylist = "nope.toml"\n', "t.toml:1: denylist: no rules file at"),
+    (
+        "unknown top-level key",
+        'denylist = "rules.toml"\ncolour = "blue"\n',
+        "t.toml:2: colour: unknown top-level key 'colour'",
+    ),
+    (
+        "bad advertise",
+        'denylist = "rules.toml"\nadvertise = ["deny", "teleport"]\n'
+        f'[[case]]\nname = "x"\nevent = {shell("ls")}\nexpect = "none"\n',
+        "t.toml: advertise: ",
+    ),
+    (
+        "bad events",
+        'denylist = "rules.toml"\nevents = ["tool.progress"]\n',
+        "t.toml:2: events: 'tool.progress' is not an interceptable event",
+    ),
+    (
+        "unknown case key",
+        f'denylist = "rules.toml"\n\n[[case]]\nname = "x"\nevent = {shell("ls")}\n'
+        'expect = "none"\nexpected = "deny"\n',
+        "t.toml:7: case[0].expected: unknown key 'expected'",
+    ),
+    (
+        "missing expect",
+        f'denylist = "rules.toml"\n\n[[case]]\nname = "x"\nevent = {shell("ls")}\n',
+        "t.toml:3: case[0]: missing required key 'expect'",
+    ),
+    (
+        "unknown expectation",
+        f'denylist = "rules.toml"\n[[case]]\nname = "x"\nevent = {shell("ls")}\n'
+        'expect = "denied"\n',
+        "t.toml:5: case[0].expect: must be one of none, deny, ask, allow, message",
+    ),
+    (
+        "code without deny",
+        f'denylist = "rules.toml"\n[[case]]\nname = "x"\nevent = {shell("ls")}\n'
+        'expect = "none"\ncode = "com.example.x"\n',
+        't.toml:6: case[0].code: applies only to expect = "deny"',
+    ),
+    (
+        "messages with none",
+        f'denylist = "rules.toml"\n[[case]]\nname = "x"\nevent = {shell("ls")}\n'
+        'expect = "none"\nmessages = ["hi"]\n',
+        't.toml:6: case[0].messages: expect = "none" is no effect at all',
+    ),
+    (
+        "duplicate names",
+        f'denylist = "rules.toml"\n[[case]]\nname = "x"\nevent = {shell("ls")}\n'
+        f'expect = "none"\n[[case]]\nname = "x"\nevent = {shell("ls")}\nexpect = "none"\n',
+        "t.toml:7: case[1].name: the same name as case[0]",
+    ),
+    (
+        "an event that stays invalid",
+        'denylist = "rules.toml"\n[[case]]\nname = "x"\nexpect = "none"\n'
+        '[case.event]\ntype = "tool.before"\n'
+        'tool = { name = "Bash", origin = "elsewhere", input = { command = "ls" } }\n',
+        "t.toml:5: case[0].event.tool.origin: not a valid event once completed",
+    ),
+    (
+        "an event without a type",
+        'denylist = "rules.toml"\n[[case]]\nname = "x"\nexpect = "none"\nevent = { tool = {} }\n',
+        "t.toml:5: case[0].event: needs a 'type'",
+    ),
+]
+
+
+def test_a_broken_table_exits_2_naming_file_and_line(project: Path) -> None:
+    # One run for every broken table (each is reported on its own), to keep this file fast.
+    names = []
+    for i, (_, text, _) in enumerate(BROKEN):
+        names.append(f"t{i}.toml")
+        write(project, names[-1], text)
+    done = run(*names, cwd=project)
+    assert done.returncode == 2, done.stdout + done.stderr
+    missing = [
+        (what, message.replace("t.toml", names[i]))
+        for i, (what, _, message) in enumerate(BROKEN)
+        if message.replace("t.toml", names[i]) not in done.stderr
+    ]
+    assert missing == [], done.stderr
+    assert len(done.stderr.splitlines()) == len(BROKEN)  # one error line per table
+    assert "Traceback" not in done.stderr
+    assert done.stdout.splitlines()[-1] == (
+        f"0 cases: 0 passed, 0 failed; {len(BROKEN)} of {len(BROKEN)} tables could not run"
+    )
+
+
+def test_one_broken_table_does_not_stop_the_others(project: Path) -> None:
+    write(project, "good.toml", PASSING)
+    write(project, "broken.toml", BROKEN[0][1])
+    done = run("broken.toml", "good.toml", cwd=project)
+    assert done.returncode == 2
+    assert "broken.toml:2: invalid TOML" in done.stderr
+    assert done.stdout.splitlines()[-1] == (
+        "3 cases: 3 passed, 0 failed; 1 of 2 tables could not run"
+    )
+
+
+def test_a_policy_that_does_not_load_is_reported_with_its_own_error(project: Path) -> None:
+    write(project, "broken_rules.toml", RULES.replace('kind = "shell"', "kind = 3"))
+    write(project, "t.toml", PASSING.replace("rules.toml", "broken_rules.toml"))
+    write(project, "good.toml", PASSING)
+    done = run("t.toml", "good.toml", "--json", cwd=project)
+    assert done.returncode == 2
+    document = json.loads(done.stdout)
+    assert document["broken"] == 1 and document["passed"] == 3
+    error = document["tables"][0]["error"]
+    assert error.startswith(
+        f"t.toml:1: denylist: ahp-backend denylist --rules {project / 'broken_rules.toml'} "
+        "did not start: it exited before answering hooks/configuration; its stderr:\n"
+    )
+    # the backend's own words: the rules file, its line, the rule and field
+    assert f"{project / 'broken_rules.toml'}:4: rules[0].kind: must be a string" in error
+    text = run("t.toml", cwd=project)
+    assert text.returncode == 2
+    assert "did not start: it exited before answering" in text.stderr
+    assert "broken_rules.toml:4: rules[0].kind" in text.stderr
+    assert processes_naming(str(project)) == []
+
+
+def test_help_prints_the_table_format() -> None:
+    done = subprocess.run([*RUNNER, "--help"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0
+    assert "usage: ahp-backend policy test" in done.stdout
+    for needle in ("[[case]]", "reason_contains", "advertise", 'expect = "deny"'):
+        assert needle in done.stdout
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "601"])
+def test_a_bad_timeout_is_refused(project: Path, value: str) -> None:
+    write(project, "t.toml", PASSING)
+    done = run("t.toml", "--timeout", value, cwd=project)
+    assert done.returncode == 2
+    assert "--timeout must be more than 0" in done.stderr
+
+
+def test_a_missing_table_file(project: Path) -> None:
+    done = run("absent.toml", cwd=project)
+    assert done.returncode == 2
+    assert "absent.toml: cannot read the file" in done.stderr
