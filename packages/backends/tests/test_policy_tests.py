@@ -1,7 +1,6 @@
 """``ahp-backend policy test``: test tables run against real backend processes.
 
-Every test runs the command as a process (``python -m ahp_backends.policy_tests``, the
-module ``ahp-backend policy test`` routes to), which starts the rules file's backend
+Every test runs ``ahp-backend policy test`` as a process, which starts the rules file's backend
 (``ahp-backend denylist --rules FILE`` or ``ahp-backend policy --rules FILE``) as a
 persistent stdio process and sends each case through ahp-protocol's dispatcher.
 Nothing here evaluates a rule: the outcomes are the backends' own.
@@ -13,12 +12,12 @@ import json
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 PY = sys.executable
-RUNNER = [PY, "-m", "ahp_backends.policy_tests"]
 
 RULES = """\
 [[rules]]
@@ -108,15 +107,24 @@ def project(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def run(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*RUNNER, *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-    )
+Run = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture
+def run(backend_argv: Callable[..., list[str]]) -> Run:
+    """``ahp-backend policy test ARGS`` in folder ``cwd``, as a process."""
+
+    def start(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            backend_argv("policy", "test", *map(str, args)),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+        )
+
+    return start
 
 
 def processes_naming(needle: str) -> list[int]:
@@ -137,7 +145,7 @@ def processes_naming(needle: str) -> list[int]:
 # --------------------------------------------------------------------------- outcomes
 
 
-def test_a_passing_table_exits_0(project: Path) -> None:
+def test_a_passing_table_exits_0(project: Path, run: Run) -> None:
     table = write(project, "policy_tests.toml", PASSING)
     done = run(table, cwd=project)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -153,7 +161,7 @@ def test_a_passing_table_exits_0(project: Path) -> None:
     assert processes_naming(str(project)) == []  # the backend process is gone
 
 
-def test_a_failing_table_exits_1_with_a_readable_diff(project: Path) -> None:
+def test_a_failing_table_exits_1_with_a_readable_diff(project: Path, run: Run) -> None:
     table = write(project, "t.toml", FAILING)
     done = run("t.toml", cwd=project)
     assert done.returncode == 1, done.stdout + done.stderr
@@ -183,7 +191,7 @@ def test_a_failing_table_exits_1_with_a_readable_diff(project: Path) -> None:
     assert table.read_text().splitlines()[7] == "[[case]]"  # the lines named are the cases'
 
 
-def test_json_output(project: Path) -> None:
+def test_json_output(project: Path, run: Run) -> None:
     write(project, "t.toml", FAILING)
     done = run("t.toml", "--json", cwd=project)
     assert done.returncode == 1
@@ -214,7 +222,7 @@ def test_json_output(project: Path) -> None:
     assert by_name["ls is fine"]["status"] == "pass"
 
 
-def test_advertised_effects_are_what_the_backend_may_use(project: Path) -> None:
+def test_advertised_effects_are_what_the_backend_may_use(project: Path, run: Run) -> None:
     # The deny-list's rule carries a message; a harness that advertises only deny gets
     # none, one that advertises only message gets the message and no deny. The backend
     # and the dispatcher decide that, not the runner.
@@ -253,7 +261,7 @@ def test_advertised_effects_are_what_the_backend_may_use(project: Path) -> None:
     assert done.stdout.splitlines()[-1] == "2 cases: 2 passed, 0 failed"
 
 
-def test_registered_events_and_the_served_configuration(project: Path) -> None:
+def test_registered_events_and_the_served_configuration(project: Path, run: Run) -> None:
     permission = (
         '{ type = "tool.permission.request", suggestions = [], sandboxBypass = false, '
         'tool = { name = "Bash", kind = "shell", input = { command = "git push -f" } } }'
@@ -284,7 +292,7 @@ def test_registered_events_and_the_served_configuration(project: Path) -> None:
     ) in done.stdout
 
 
-def test_the_event_the_table_gives_wins_over_the_completion(project: Path) -> None:
+def test_the_event_the_table_gives_wins_over_the_completion(project: Path, run: Run) -> None:
     # "secrets/**" is relative to session.cwd: the table's cwd, then a case's own session.
     read = '{{ name = "Read", kind = "file_read", input = {{ file_path = "{path}" }} }}'
     write(
@@ -318,7 +326,7 @@ def test_the_event_the_table_gives_wins_over_the_completion(project: Path) -> No
     assert done.stdout.count("  PASS  ") == 3
 
 
-def test_several_tables_one_summary(project: Path) -> None:
+def test_several_tables_one_summary(project: Path, run: Run) -> None:
     write(project, "good.toml", PASSING)
     write(project, "bad.toml", FAILING)
     done = run("good.toml", "bad.toml", cwd=project)
@@ -409,7 +417,7 @@ BROKEN = [
 ]
 
 
-def test_a_broken_table_exits_2_naming_file_and_line(project: Path) -> None:
+def test_a_broken_table_exits_2_naming_file_and_line(project: Path, run: Run) -> None:
     # One run for every broken table (each is reported on its own), to keep this file fast.
     names = []
     for i, (_, text, _) in enumerate(BROKEN):
@@ -430,7 +438,7 @@ def test_a_broken_table_exits_2_naming_file_and_line(project: Path) -> None:
     )
 
 
-def test_one_broken_table_does_not_stop_the_others(project: Path) -> None:
+def test_one_broken_table_does_not_stop_the_others(project: Path, run: Run) -> None:
     write(project, "good.toml", PASSING)
     write(project, "broken.toml", BROKEN[0][1])
     done = run("broken.toml", "good.toml", cwd=project)
@@ -441,7 +449,9 @@ def test_one_broken_table_does_not_stop_the_others(project: Path) -> None:
     )
 
 
-def test_a_policy_that_does_not_load_is_reported_with_its_own_error(project: Path) -> None:
+def test_a_policy_that_does_not_load_is_reported_with_its_own_error(
+    project: Path, run: Run
+) -> None:
     write(project, "broken_rules.toml", RULES.replace('kind = "shell"', "kind = 3"))
     write(project, "t.toml", PASSING.replace("rules.toml", "broken_rules.toml"))
     write(project, "good.toml", PASSING)
@@ -463,8 +473,8 @@ def test_a_policy_that_does_not_load_is_reported_with_its_own_error(project: Pat
     assert processes_naming(str(project)) == []
 
 
-def test_help_prints_the_table_format() -> None:
-    done = subprocess.run([*RUNNER, "--help"], capture_output=True, text=True, timeout=60)
+def test_help_prints_the_table_format(tmp_path: Path, run: Run) -> None:
+    done = run("--help", cwd=tmp_path)
     assert done.returncode == 0
     assert "usage: ahp-backend policy test" in done.stdout
     for needle in ("[[case]]", "reason_contains", "advertise", 'expect = "deny"'):
@@ -472,14 +482,118 @@ def test_help_prints_the_table_format() -> None:
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "nan", "601"])
-def test_a_bad_timeout_is_refused(project: Path, value: str) -> None:
+def test_a_bad_timeout_is_refused(project: Path, run: Run, value: str) -> None:
     write(project, "t.toml", PASSING)
     done = run("t.toml", "--timeout", value, cwd=project)
     assert done.returncode == 2
     assert "--timeout must be more than 0" in done.stderr
 
 
-def test_a_missing_table_file(project: Path) -> None:
+def test_a_missing_table_file(project: Path, run: Run) -> None:
     done = run("absent.toml", cwd=project)
     assert done.returncode == 2
     assert "absent.toml: cannot read the file" in done.stderr
+
+
+# --------------------------------------------------------------------------- the CEL policy
+
+POLICY = """\
+[[rule]]
+name = "no-force-push"
+when = 'event.tool.kind == "shell" && event.tool.input.command.matches("git push.*(-f|--force)")'
+action = "deny"
+reason = "Force pushes rewrite shared history"
+code = "com.example.policy.force-push"
+
+[[rule]]
+name = "ask-before-rm"
+when = 'event.tool.kind == "shell" && event.tool.input.command.startsWith("rm ")'
+action = "ask"
+
+[[rule]]
+name = "ls-is-fine"
+when = 'event.tool.kind == "shell" && event.tool.input.command == "ls"'
+action = "allow"
+
+[[rule]]
+name = "curl-note"
+when = 'event.tool.kind == "shell" && event.tool.input.command.contains("curl")'
+action = "message"
+message = "curl reaches the network"
+"""
+
+CEL_CASES = f"""
+[[case]]
+name = "force push is denied"
+event = {shell("git push --force origin main")}
+expect = "deny"
+code = "com.example.policy.force-push"
+reason = "Force pushes rewrite shared history"
+
+[[case]]
+name = "rm asks"
+event = {shell("rm notes.txt")}
+expect = "ask"
+
+[[case]]
+name = "ls is allowed"
+event = {shell("ls")}
+expect = "allow"
+
+[[case]]
+name = "curl gets a message"
+event = {shell("curl https://example.com")}
+expect = "message"
+messages = ["curl reaches the network"]
+
+[[case]]
+name = "git status has no effect"
+event = {shell("git status")}
+expect = "none"
+"""
+
+
+def test_a_cel_policy_table(tmp_path: Path, run: Run) -> None:
+    write(tmp_path, "policy.toml", POLICY)
+    write(
+        tmp_path,
+        "full.toml",
+        'policy = "policy.toml"\nadvertise = ["deny", "ask", "allow", "message"]\n' + CEL_CASES,
+    )
+    done = run("full.toml", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[0] == "full.toml: policy policy.toml, 5 cases"
+    assert done.stdout.count("  PASS  ") == 5
+    # A harness that advertises only deny: the policy's ask and allow are not sent.
+    write(tmp_path, "deny_only.toml", 'policy = "policy.toml"\nadvertise = ["deny"]\n' + CEL_CASES)
+    done = run("deny_only.toml", cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    out = done.stdout
+    assert "  PASS  force push is denied\n" in out
+    assert (
+        "  FAIL  rm asks  (deny_only.toml:11)\n"
+        "        effect:    expected ask\n"
+        "                   got      none\n"
+    ) in out
+    assert "  FAIL  ls is allowed  (deny_only.toml:16)\n" in out
+    assert (
+        "  FAIL  curl gets a message  (deny_only.toml:21)\n"
+        "        effect:    expected message\n"
+        "                   got      none\n"
+        '        messages:  expected ["curl reaches the network"]\n'
+        "                   got      []\n"
+    ) in out
+    assert out.splitlines()[-1] == "5 cases: 2 passed, 3 failed"
+
+
+def test_a_cel_policy_that_does_not_compile(tmp_path: Path, run: Run) -> None:
+    write(tmp_path, "policy.toml", POLICY.replace('command == "ls"', "command == 3 +"))
+    write(tmp_path, "t.toml", 'policy = "policy.toml"\n' + CEL_CASES)
+    done = run("t.toml", cwd=tmp_path)
+    assert done.returncode == 2
+    assert (
+        f"error: t.toml:1: policy: ahp-backend policy --rules {tmp_path / 'policy.toml'} "
+        "did not start: it exited before answering hooks/configuration; its stderr:\n"
+    ) in done.stderr
+    assert f"{tmp_path / 'policy.toml'}:15: rule[2].when: rule 'ls-is-fine'" in done.stderr
+    assert processes_naming(str(tmp_path)) == []
