@@ -30,9 +30,9 @@ two chains is a change: stop or not, deny code, deny reason, denying backend, al
 ask, modified input.
 
 Each replayed event keeps its original ids (``source``, ``id``, ``call.id``) and is
-granted what the original harness declared: the ``tool.before`` capabilities of the
+granted what the original harness declared: the intercept declarations of the
 manifest in its session's recorded ``session.start`` (the dispatcher narrows them per
-route, as it did then); without one, the draft's minimum ``{"effects": ["deny"]}``,
+event and route, as it did then); without one, the draft's minimum ``{"effects": ["deny"]}``,
 said in a note. Replayed events are never executed and never observed: observe
 subscriptions are dropped from the registration, and the dispatcher used here delivers
 no observation at all (no short-circuit observation to uncalled interceptors, no
@@ -369,18 +369,31 @@ def _moment(record: Record) -> datetime | None:
 
 
 def _declared(manifest: object) -> dict[str, Any] | None:
-    """What a recorded manifest declares the harness enforces at each intercepted event."""
+    """What a recorded manifest declares the harness enforces at each intercepted event.
+
+    Entries that are not a well-formed interceptable declaration are left out (the
+    dispatcher would refuse them): what remains is what the harness could enforce.
+    """
+    from ahp_protocol.wire import catalogue
+    from ahp_protocol.wire.capabilities import parse_capabilities
+    from ahp_protocol.wire.errors import WireError, WireErrors
+
     if not isinstance(manifest, Mapping) or not isinstance(manifest.get("events"), list):
         return None
     out: dict[str, Any] = {}
     for entry in manifest["events"]:
-        if (
-            isinstance(entry, Mapping)
-            and isinstance(entry.get("event"), str)
-            and "intercept" in (entry.get("modes") or ())
-            and isinstance(entry.get("capabilities"), Mapping)
-        ):
-            out[entry["event"]] = entry["capabilities"]
+        if not (isinstance(entry, Mapping) and "intercept" in (entry.get("modes") or ())):
+            continue
+        event, caps = entry.get("event"), entry.get("capabilities")
+        if not (isinstance(event, str) and catalogue.is_interceptable(event)):
+            continue
+        if not isinstance(caps, Mapping):
+            continue
+        try:
+            parse_capabilities(caps)
+        except (WireError, WireErrors):
+            continue
+        out[str(event)] = dict(caps)
     return out
 
 
@@ -412,7 +425,7 @@ def replayable(
             parent = record.event.get("parentEventId")
             failures.setdefault(str(parent), []).append(record.event)
     calls: list[Call] = []
-    unmanifested = 0
+    unmanifested = uncovered = 0
     for index, record in enumerate(records):
         event = record.event
         if event.get("type") != "tool.before":
@@ -432,23 +445,22 @@ def replayable(
         session = event.get("session")
         session_id = session.get("id") if isinstance(session, Mapping) else None
         declared = manifests.get((str(event.get("source")), str(session_id)))
-        granted = declared.get("tool.before") if declared is not None else None
         if declared is None:
             unmanifested += 1
-            granted = FALLBACK_CAPABILITIES
-        calls.append(
-            Call(record, _recorded(event, later), dict(granted) if granted is not None else {})
-        )
+            declared = {"tool.before": FALLBACK_CAPABILITIES}
+        if "tool.before" not in declared:
+            uncovered += 1  # no chain decided it then; a replay has nothing to compare
+            continue
+        calls.append(Call(record, _recorded(event, later), declared))
     if unmanifested:
         notes.append(
             f"{unmanifested} call(s) have no recorded session.start (no manifest): replayed "
             'with the draft\'s minimum grant at tool.before, {"effects": ["deny"]}'
         )
-    no_grant = sum(1 for c in calls if not c.capabilities)
-    if no_grant:
+    if uncovered:
         notes.append(
-            f"{no_grant} call(s) come from a harness whose manifest does not intercept "
-            "tool.before: no backend decided them then, none is asked now"
+            f"{uncovered} call(s) not replayed: their harness's manifest does not intercept "
+            "tool.before, so no backend decided them"
         )
     return calls, notes
 
@@ -457,17 +469,28 @@ def replayable(
 
 
 def for_replay(registration: Registration) -> Registration:
-    """``registration`` without its observe subscriptions (a hook left with none goes).
+    """``registration`` as the replay runs it: only what intercepts ``tool.before``.
 
-    A hook without subscriptions stays: it is asked ``hooks/configuration`` (what it
-    observes is never delivered: see :func:`_dispatcher`).
+    Observe subscriptions go, and so do intercept subscriptions of other events (each
+    kept subscription's selectors are those that cover ``tool.before``, so the
+    registration is checked against what the replay sends); a hook left with none goes.
+    A hook without subscriptions stays: it is asked ``hooks/configuration`` (whatever
+    it observes is never delivered: see :func:`_dispatcher`).
     """
+    from ahp_protocol.wire import routing
+
     hooks = []
     for hook in registration.hooks:
         if not hook.subscriptions:
             hooks.append(hook)
             continue
-        kept = [s for s in hook.subscriptions if s.mode == "intercept"]
+        kept = []
+        for sub in hook.subscriptions:
+            selectors = [
+                s for s in sub.events if routing.routes([s], sub.mode, "tool.before", "intercept")
+            ]
+            if selectors:
+                kept.append(sub.model_copy(update={"events": selectors}))
         if kept:
             hooks.append(hook.model_copy(update={"subscriptions": kept}))
     return registration.model_copy(update={"hooks": hooks})
@@ -487,9 +510,7 @@ def _dispatcher(registration: Registration, capabilities: Mapping[str, Any]) -> 
         async def _deliver(self, *_args: Any, **_kwargs: Any) -> list[Diagnostic]:
             return []  # a replayed event happened long ago: nobody is told it again
 
-    return ReplayDispatcher(
-        registration, capabilities={"tool.before": dict(capabilities)} if capabilities else {}
-    )
+    return ReplayDispatcher(registration, capabilities=capabilities)
 
 
 async def _replay(

@@ -1,0 +1,538 @@
+"""``ahp-backend audit replay``: a recorded demo session through other registrations.
+
+The trail is real: ``ahp-harness demo --dir`` runs once for the module (its audit
+backend writes the database). Every replay runs ``ahp-backend audit replay`` as a
+process, and its chains are real backend processes: the sample deny-list and approval
+backends, the audit backend, and a small recorder backend (written here) that logs
+every message it receives, so the test sees what a backend got (methods, ids,
+capabilities) rather than what the replay says it sent.
+
+The demo's six calls (``call_2`` ... ``call_7``): read README.md and ``ls`` ran; ``rm
+-rf build`` the deny-list refused; ``git push`` the approval backend refused; the
+``write_file`` under ``notes/`` ran on a grant; reading ``.env`` the host's managed
+rule refused (every backend gave no effect).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+PY = sys.executable
+TIMEOUT = 120
+SUB = {
+    "events": ["tool.before"],
+    "mode": "intercept",
+    "timeoutMs": 15000,
+    "failurePolicy": "fail-closed",
+    "content": {"default": "metadata"},
+}
+STRICTER_RULES = """
+[[rules]]
+reason = "Listing the workspace is not allowed."
+code = "com.example.strict.ls"
+kind = "shell"
+[rules.input]
+command = '^ls\\b'
+
+[[rules]]
+reason = "Pushes are not allowed at all."
+code = "com.example.strict.push"
+kind = "shell"
+[rules.input]
+command = '\\bgit\\s+push\\b'
+
+[[rules]]
+reason = "The agent writes no notes."
+code = "com.example.strict.notes"
+tool = "write_file"
+"""
+RECORDER = """
+import json, sys
+from ahp_protocol.server import Backend
+
+LOG = sys.argv.pop(1)
+backend = Backend("com.example.tests.recorder")
+
+
+def log(method, event, capabilities=None):
+    with open(LOG, "a", encoding="utf-8") as out:
+        out.write(json.dumps({"method": method, "type": event.get("type"),
+                              "id": event.get("id"), "source": event.get("source"),
+                              "call": (event.get("call") or {}).get("id"),
+                              "capabilities": capabilities}) + "\\n")
+
+
+@backend.intercept("tool.before")
+def before(request):
+    log("hooks/intercept", request.event, request.capabilities)
+    return None
+
+
+@backend.observe("*")
+def seen(event):
+    log("hooks/observe", event)
+
+
+backend.run(sys.argv[1:])
+"""
+
+
+@dataclass
+class Demo:
+    """The recorded session: its folder, audit database and the demo's own files."""
+
+    work: Path
+    db: Path
+    files: Path
+
+    def events(self, kind: str) -> list[dict[str, Any]]:
+        with sqlite3.connect(self.db) as conn:
+            rows = conn.execute("SELECT event FROM events WHERE type = ? ORDER BY ts", (kind,))
+            return [json.loads(text) for (text,) in rows]
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Demo:
+    work = tmp_path_factory.mktemp("replay") / "demo"
+    done = subprocess.run(
+        [PY, "-m", "ahp_harness.cli", "demo", "--dir", str(work)],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "NO_COLOR": "1", "COLUMNS": "200"},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    recorded = Demo(work, work / "audit.db", work / "files")
+    calls = sorted(e["call"]["id"] for e in recorded.events("tool.before"))
+    assert calls == [f"call_{n}" for n in range(2, 8)], calls
+    return recorded
+
+
+def backend(*args: str) -> dict[str, Any]:
+    return {"type": "stdio", "command": PY, "args": ["-m", "ahp_backends.cli", *args]}
+
+
+def hooks_for(demo: Demo, rules: Path, *extra: dict[str, Any]) -> list[dict[str, Any]]:
+    """The demo's chain as stdio processes now (the demo's HTTP approval server is gone):
+    the deny-list with ``rules``, then the approval backend on the demo's grant store."""
+    return [
+        {
+            "id": "com.example.ahp.denylist",
+            "transport": {**backend("denylist", "--rules", str(rules)), "lifecycle": "persistent"},
+            "subscriptions": [SUB],
+        },
+        {
+            "id": "com.example.ahp.approval",
+            "transport": {
+                **backend(
+                    "approval",
+                    "--store",
+                    str(demo.work / "grants.db"),
+                    "--config",
+                    str(demo.files / "approval.toml"),
+                ),
+                "lifecycle": "persistent",
+            },
+            "subscriptions": [SUB],
+        },
+        *extra,
+    ]
+
+
+def write_registration(path: Path, hooks: Sequence[dict[str, Any]]) -> Path:
+    path.write_text(json.dumps({"protocolVersion": "draft", "hooks": list(hooks)}, indent=2))
+    return path
+
+
+@pytest.fixture
+def original(demo: Demo, tmp_path: Path) -> Path:
+    return write_registration(
+        tmp_path / "original.json", hooks_for(demo, demo.files / "denylist.toml")
+    )
+
+
+@pytest.fixture
+def stricter(demo: Demo, tmp_path: Path) -> Path:
+    rules = tmp_path / "stricter.toml"
+    rules.write_text((demo.files / "denylist.toml").read_text() + STRICTER_RULES)
+    return write_registration(tmp_path / "stricter.json", hooks_for(demo, rules))
+
+
+@dataclass
+class Replay:
+    code: int
+    out: str
+    err: str
+
+    @property
+    def report(self) -> dict[str, Any]:
+        decoded: dict[str, Any] = json.loads(self.out)
+        return decoded
+
+    def changes(self) -> dict[str, str]:
+        return {c["call"]: c["change"] for c in self.report["changes"]}
+
+    def undetermined(self) -> set[str]:
+        return {c["call"] for c in self.report["undetermined"]}
+
+
+def replay_of(*args: str | Path, cwd: Path | None = None) -> Replay:
+    done = subprocess.run(
+        [PY, "-m", "ahp_backends.cli", "audit", "replay", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        stdin=subprocess.DEVNULL,
+        cwd=cwd,
+        env={**os.environ, "NO_COLOR": "1", "COLUMNS": "200"},
+    )
+    return Replay(done.returncode, done.stdout, done.stderr)
+
+
+@pytest.fixture
+def replay() -> Callable[..., Replay]:
+    return replay_of
+
+
+# -- the issue's test: a stricter policy reports exactly the calls that change -------------
+
+
+def test_a_stricter_policy_reports_exactly_the_calls_that_change(
+    demo: Demo, stricter: Path, replay: Callable[..., Replay]
+) -> None:
+    run = replay("--db", demo.db, "--registration", stricter, "--json")
+    assert run.code == 1, run.err
+    report = run.report
+    assert report["replayed"] == 6
+    # ls and the note ran then; the stricter deny-list refuses both now. The push was
+    # refused then and now (by another backend: the record has no code to compare);
+    # rm -rf as before; README as before; .env: see the undetermined test.
+    assert run.changes() == {"call_3": "newly denied", "call_6": "newly denied"}
+    assert report["changed"] == 2
+    by_call = {c["call"]: c for c in report["changes"]}
+    assert by_call["call_3"]["replayed"]["code"] == "com.example.strict.ls"
+    assert by_call["call_3"]["replayed"]["backend"] == "com.example.ahp.denylist"
+    assert by_call["call_3"]["recorded"] == {
+        "passed": True,
+        "outcome": "ran: ok",
+        "chainRefusal": None,
+    }
+    assert by_call["call_6"]["replayed"]["code"] == "com.example.strict.notes"
+    assert by_call["call_6"]["replayed"]["reason"] == "The agent writes no notes."
+    assert run.undetermined() == {"call_7"}
+
+
+def test_the_original_policy_reports_nothing(
+    demo: Demo, original: Path, replay: Callable[..., Replay]
+) -> None:
+    run = replay("--db", demo.db, "--registration", original, "--json")
+    assert run.code == 0, run.out + run.err
+    assert run.report["replayed"] == 6
+    assert run.report["changes"] == []
+    # .env: refused then (by the host's managed rule), passed by every backend now. The
+    # trail cannot say who refused it, so it is listed, never counted as a change.
+    undetermined = run.report["undetermined"]
+    assert [(c["call"], c["recorded"]["outcome"]) for c in undetermined] == [("call_7", "refused")]
+    assert undetermined[0]["replayed"]["verdict"] == "pass"
+
+
+def test_a_baseline_compares_the_two_chains_codes_and_reasons_included(
+    demo: Demo, original: Path, stricter: Path, replay: Callable[..., Replay]
+) -> None:
+    run = replay("--db", demo.db, "--baseline", original, "--registration", stricter, "--json")
+    assert run.code == 1, run.err
+    assert run.changes() == {
+        "call_3": "newly denied",
+        "call_5": "different deny code",  # approval.required then, strict.push now
+        "call_6": "newly denied",
+    }
+    push = next(c for c in run.report["changes"] if c["call"] == "call_5")
+    assert push["baseline"]["code"] == "com.example.ahp.approval.required"
+    assert push["replayed"]["code"] == "com.example.strict.push"
+    assert run.undetermined() == set()  # the baseline says the chain passed .env then too
+    # The same backend id with other rules answered differently: the two chains are
+    # separate processes (neither answers from the other's memory of these event ids).
+
+
+def test_a_looser_policy_through_a_baseline_is_no_longer_denied(
+    demo: Demo, original: Path, tmp_path: Path, replay: Callable[..., Replay]
+) -> None:
+    rules = tmp_path / "looser.toml"
+    rules.write_text(
+        (demo.files / "denylist.toml").read_text().replace("rm\\s+", "rm\\s+--never-used")
+    )
+    looser = write_registration(tmp_path / "looser.json", hooks_for(demo, rules))
+    run = replay("--db", demo.db, "--baseline", original, "--registration", looser, "--json")
+    assert run.code == 1, run.err
+    assert run.changes() == {"call_4": "no longer denied"}
+    # Against the record alone the same change is undetermined, beside .env's.
+    alone = replay("--db", demo.db, "--registration", looser, "--json")
+    assert alone.code == 0, alone.err
+    assert alone.report["changes"] == []
+    assert alone.undetermined() == {"call_4", "call_7"}
+
+
+def test_the_readable_report_names_each_change(
+    demo: Demo, stricter: Path, replay: Callable[..., Replay]
+) -> None:
+    run = replay("--db", demo.db, "--registration", stricter)
+    assert run.code == 1, run.err
+    assert "2 of 6 replayed calls would change (against the record)" in run.out
+    for text in ("call_3", "call_6", "newly denied", "com.example.strict.ls", "undetermined"):
+        assert text in run.out
+    changed = run.out.split("undetermined", 1)[0]
+    for unchanged in ("call_2", "call_4", "call_5"):
+        assert unchanged not in changed
+    assert "progress" not in run.err.lower() and "━" not in run.err  # stderr is no terminal
+
+
+# -- what the backends receive -------------------------------------------------------------
+
+
+def test_no_observer_receives_anything_and_every_event_keeps_its_ids(
+    demo: Demo, tmp_path: Path, replay: Callable[..., Replay]
+) -> None:
+    script = tmp_path / "recorder.py"
+    script.write_text(RECORDER)
+    log = tmp_path / "recorder.jsonl"
+    observed_db = tmp_path / "observed.db"
+    recorder = {
+        "id": "com.example.tests.recorder",
+        "transport": {
+            "type": "stdio",
+            "command": PY,
+            "args": [str(script), str(log)],
+            "lifecycle": "persistent",
+        },
+        # after the deny-list: a denied call would reach it as a short-circuit observation
+        "subscriptions": [
+            SUB,
+            {"events": ["*"], "mode": "observe", "content": {"default": "body"}},
+        ],
+    }
+    auditor = {
+        "id": "com.example.ahp.audit",
+        "transport": {**backend("audit", "--db", str(observed_db)), "lifecycle": "persistent"},
+        "subscriptions": [{"events": ["*"], "mode": "observe", "content": {"default": "body"}}],
+    }
+    hooks = hooks_for(demo, demo.files / "denylist.toml")
+    registration = write_registration(tmp_path / "watched.json", [hooks[0], recorder, auditor])
+    run = replay("--db", demo.db, "--registration", registration, "--json")
+    assert run.code == 0, run.out + run.err
+
+    received = [json.loads(line) for line in log.read_text().splitlines()]
+    assert {r["method"] for r in received} == {"hooks/intercept"}  # not one hooks/observe
+    assert not observed_db.exists()  # the observer never even started
+    recorded = {e["id"]: e for e in demo.events("tool.before")}
+    # rm -rf (call_4) stops at the deny-list: the recorder is not asked, and not told
+    assert sorted(r["call"] for r in received) == ["call_2", "call_3", "call_5", "call_6", "call_7"]
+    for r in received:
+        original = recorded[r["id"]]
+        assert (r["type"], r["source"], r["call"]) == (
+            "tool.before",
+            original["source"],
+            original["call"]["id"],
+        )
+        # the grant is the recorded manifest's tool.before declaration, as then
+        # (non-interactive: no ask), narrowed by the dispatcher for a metadata subscriber
+        assert "deny" in r["capabilities"]["effects"]
+        assert "ask" not in r["capabilities"]["effects"]
+    manifest = demo.events("session.start")[0]["manifest"]
+    declared = next(e for e in manifest["events"] if e["event"] == "tool.before")
+    assert set(received[0]["capabilities"]["effects"]) == set(declared["capabilities"]["effects"])
+
+
+# -- filters ---------------------------------------------------------------------------------
+
+
+def test_filters_by_tool_and_session(
+    demo: Demo, stricter: Path, replay: Callable[..., Replay]
+) -> None:
+    base = ("--db", demo.db, "--registration", stricter, "--json")
+    shell = replay(*base, "--tool", "shell")
+    assert shell.code == 1, shell.err
+    assert shell.report["replayed"] == 3  # ls, rm -rf, git push
+    assert shell.changes() == {"call_3": "newly denied"}
+
+    other = replay(*base, "--session", "sess_nobody", "--tool", "shell")
+    assert (other.code, other.report["replayed"], other.report["changes"]) == (0, 0, [])
+
+
+def test_the_selection_by_time_tool_and_session(demo: Demo) -> None:
+    """What is replayed, read from the real database by the command's own functions."""
+    from datetime import UTC, datetime, timedelta
+
+    from ahp_backends.audit import read_events
+    from ahp_backends.replay import TRAIL_TYPES, parse_moment, replayable
+
+    def calls(session: str | None = None, **filters: Any) -> list[str]:
+        records = read_events(demo.db, session=session, types=TRAIL_TYPES)
+        chosen, _notes = replayable(records, **filters)
+        return [c.event["call"]["id"] for c in chosen]
+
+    everything = [f"call_{n}" for n in range(2, 8)]
+    assert calls() == everything
+    session = demo.events("session.start")[0]["session"]["id"]
+    assert calls(session) == everything
+    assert calls("sess_nobody") == []
+    assert calls(tool="read_file") == ["call_2", "call_7"]
+    assert calls(since=parse_moment("1d")) == everything
+    assert calls(until=parse_moment("2000-01-01T00:00:00Z")) == []
+    times = sorted(e["time"] for e in demo.events("tool.before"))
+    assert calls(since=parse_moment(times[3])) == ["call_5", "call_6", "call_7"]
+    assert calls(until=parse_moment(times[1])) == ["call_2", "call_3"]
+    assert calls(since=parse_moment(times[1]), until=parse_moment(times[2]), tool="shell") == [
+        "call_3",
+        "call_4",
+    ]
+
+    now = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+    assert parse_moment("7d", now) == now - timedelta(days=7)
+    assert parse_moment("90m", now) == now - timedelta(minutes=90)
+    assert parse_moment("2026-12-01T08:00:00+01:00") == datetime(2026, 12, 1, 7, 0, tzinfo=UTC)
+    assert parse_moment("2026-12-01") == datetime(2026, 12, 1, tzinfo=UTC)  # no offset: UTC
+    for bad in ("last tuesday", "7 days", "-3d", ""):
+        with pytest.raises(ValueError):
+            parse_moment(bad)
+
+
+# -- bad input -------------------------------------------------------------------------------
+
+
+def test_bad_input_exits_2_naming_what_to_fix(
+    demo: Demo,
+    original: Path,
+    tmp_path: Path,
+    replay: Callable[..., Replay],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Through the command once; the other cases stop before any backend starts, so they
+    # run in this process (the same main(), without an interpreter start per case).
+    missing = replay("--db", tmp_path / "nope.db", "--registration", original)
+    assert missing.code == 2
+    assert "--db" in missing.err and "nope.db" in missing.err and "no such" in missing.err
+    assert "Traceback" not in missing.err
+
+    from ahp_backends.replay import main
+
+    def here(*args: str | Path) -> Replay:
+        code = main([str(a) for a in args])
+        out, err = capsys.readouterr()
+        return Replay(code, out, err)
+
+    not_db = tmp_path / "notes.txt"
+    not_db.write_text("this is not a database\n" * 100)
+    run = here("--db", not_db, "--registration", original)
+    assert run.code == 2
+    assert "cannot read the audit database" in run.err and "notes.txt" in run.err
+
+    broken = dict(SUB)
+    del broken["timeoutMs"]
+    hooks = hooks_for(demo, demo.files / "denylist.toml")
+    hooks[1]["subscriptions"] = [broken]
+    bad = write_registration(tmp_path / "bad.json", hooks)
+    run = here("--db", demo.db, "--registration", bad)
+    assert run.code == 2
+    assert "bad.json" in run.err and "hooks[1].subscriptions[0]" in run.err
+    assert "timeoutMs" in run.err
+
+    not_json = tmp_path / "broken.json"
+    not_json.write_text('{"protocolVersion": "draft",\n "hooks": [}\n')
+    run = here("--db", demo.db, "--registration", not_json)
+    assert run.code == 2 and "broken.json" in run.err and "line 2" in run.err
+
+    run = here("--db", demo.db, "--registration", original, "--baseline", tmp_path / "gone.json")
+    assert run.code == 2 and "--baseline" in run.err and "gone.json" in run.err
+
+    unset = hooks_for(demo, demo.files / "denylist.toml")
+    unset.append(
+        {
+            "id": "com.example.tests.remote",
+            "transport": {"type": "http", "url": "http://127.0.0.1:9/"},
+            "authentication": {"type": "bearer", "tokenEnv": "AHP_REPLAY_TEST_UNSET_TOKEN"},
+            "subscriptions": [SUB],
+        }
+    )
+    run = here("--db", demo.db, "--registration", write_registration(tmp_path / "t.json", unset))
+    assert run.code == 2 and "AHP_REPLAY_TEST_UNSET_TOKEN" in run.err and "t.json" in run.err
+
+    for option, value in (("--since", "last tuesday"), ("--until", "7 days")):
+        run = here("--db", demo.db, "--registration", original, option, value)
+        assert run.code == 2 and option in run.err and "RFC 3339" in run.err
+
+    with pytest.raises(SystemExit) as exited:  # argparse: a required option is missing
+        main(["--db", str(demo.db)])
+    assert exited.value.code == 2
+    assert "--registration" in capsys.readouterr().err
+
+
+def test_a_failing_backend_is_said_and_its_fail_closed_denials_are_the_replayed_decision(
+    demo: Demo, tmp_path: Path, replay: Callable[..., Replay]
+) -> None:
+    hooks = hooks_for(demo, tmp_path / "missing-rules.toml")  # the deny-list cannot start
+    registration = write_registration(tmp_path / "failing.json", hooks)
+    run = replay("--db", demo.db, "--registration", registration, "--json")
+    assert run.code == 1, run.err
+    # every call that passed then is refused now, by a synthetic denial
+    assert run.changes() == {c: "newly denied" for c in ("call_2", "call_3", "call_6")}
+    assert all(c["replayed"]["synthetic"] for c in run.report["changes"])
+    assert any("com.example.ahp.denylist" in note for note in run.report["notes"])
+
+
+# -- a long replay shows progress on a terminal -----------------------------------------------
+
+
+def test_a_long_replay_shows_a_progress_bar_on_a_terminal_only(
+    demo: Demo, original: Path, tmp_path: Path
+) -> None:
+    from ahp_backends.audit import AuditStore
+
+    # A longer trail: the demo's session twice over (new session and event ids).
+    db = tmp_path / "long.db"
+    store = AuditStore(db)
+    with sqlite3.connect(demo.db) as conn:
+        rows = [json.loads(t) for (t,) in conn.execute("SELECT event FROM events ORDER BY seq")]
+    for copy in range(2):
+        for event in rows:
+            session = {**event["session"], "id": f"{event['session']['id']}_{copy}"}
+            store.add({**event, "id": f"{event['id']}_{copy}", "session": session})
+    store.close()
+
+    argv = [PY, "-m", "ahp_backends.cli", "audit", "replay", "--db", str(db)]
+    argv += ["--registration", str(original), "--json"]
+    leader, follower = pty.openpty()
+    try:
+        process = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=follower, stdin=subprocess.DEVNULL
+        )
+        os.close(follower)
+        seen = b""
+        while True:
+            ready, _, _ = select.select([leader], [], [], TIMEOUT)
+            assert ready, "no output on the terminal in time"
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # the process closed its end
+                break
+            if not chunk:
+                break
+            seen += chunk
+        out, _ = process.communicate(timeout=TIMEOUT)
+    finally:
+        os.close(leader)
+    assert process.returncode == 0, seen
+    assert json.loads(out)["replayed"] == 12
+    assert b"replaying tool.before" in seen
