@@ -146,7 +146,9 @@ def hooks_for(demo: Demo, rules: Path, *extra: dict[str, Any]) -> list[dict[str,
                 ),
                 "lifecycle": "persistent",
             },
-            "subscriptions": [SUB],
+            # as a real registration would: it also answers the approval prompt (the replay
+            # keeps only what intercepts tool.before, checked against the recorded manifest)
+            "subscriptions": [{**SUB, "events": ["tool.before", "tool.permission.request"]}],
         },
         *extra,
     ]
@@ -398,6 +400,17 @@ def test_the_selection_by_time_tool_and_session(demo: Demo) -> None:
         "call_3",
         "call_4",
     ]
+
+    # Without the session's session.start there is no manifest: the draft's minimum grant.
+    records = read_events(demo.db, types=[t for t in TRAIL_TYPES if t != "session.start"])
+    chosen, notes = replayable(records)
+    assert {json.dumps(c.capabilities) for c in chosen} == {
+        '{"tool.before": {"effects": ["deny"]}}'
+    }
+    assert any("no recorded session.start" in n for n in notes)
+    with_manifest, notes = replayable(read_events(demo.db, types=TRAIL_TYPES))
+    assert notes == []
+    assert set(with_manifest[0].capabilities) >= {"tool.before", "tool.permission.request"}
 
     now = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
     assert parse_moment("7d", now) == now - timedelta(days=7)
