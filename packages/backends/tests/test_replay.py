@@ -549,3 +549,70 @@ def test_a_long_replay_shows_a_progress_bar_on_a_terminal_only(
     assert process.returncode == 0, seen
     assert json.loads(out)["replayed"] == 12
     assert b"replaying tool.before" in seen
+
+
+HANGING = """
+import os, sys, time
+from ahp_protocol.server import Backend
+
+FIFO = sys.argv.pop(1)
+backend = Backend("com.example.tests.hanging")
+
+
+@backend.intercept("tool.before")
+def before(request):
+    with open(FIFO, "w") as signal:  # tells the test this process is answering, and its pid
+        signal.write(f"{os.getpid()}\\n")
+    time.sleep(120)
+    return None
+
+
+backend.run(sys.argv[1:])
+"""
+
+
+def test_an_interrupted_replay_exits_130_and_leaves_no_backend_running(
+    demo: Demo, tmp_path: Path
+) -> None:
+    import signal
+
+    script = tmp_path / "hanging.py"
+    script.write_text(HANGING)
+    fifo = tmp_path / "answering"
+    os.mkfifo(fifo)
+    hanging = {
+        "id": "com.example.tests.hanging",
+        "transport": {
+            "type": "stdio",
+            "command": PY,
+            "args": [str(script), str(fifo)],
+            "lifecycle": "persistent",
+        },
+        "subscriptions": [{**SUB, "timeoutMs": 100000}],
+    }
+    registration = write_registration(tmp_path / "hanging.json", [hanging])
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    argv = [PY, "-m", "ahp_backends.cli", "audit", "replay", "--db", str(demo.db)]
+    process = subprocess.Popen(
+        [*argv, "--registration", str(registration)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        ready, _, _ = select.select([reader], [], [], TIMEOUT)
+        assert ready, "the backend never received a replayed event"
+        pid = int(os.read(reader, 100).decode().split()[0])
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=30)
+    finally:
+        os.close(reader)
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+    assert out == ""
+    with pytest.raises(ProcessLookupError):  # the backend did not outlive the replay
+        os.kill(pid, 0)

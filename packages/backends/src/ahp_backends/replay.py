@@ -577,8 +577,9 @@ def _parser() -> argparse.ArgumentParser:
             "or the host's own rules refused a call: a call refused then and passed now is "
             "listed as undetermined unless --baseline replays the current registration "
             "beside the new one (then the two chains are compared, code and reason "
-            "included). Each event keeps its original ids and is granted what its session's "
-            "recorded manifest declared at tool.before. Backend processes are new, so their "
+            "included). Each event keeps its original ids and is granted what its harness "
+            "declared (the intercept capabilities in its session's recorded session.start "
+            "manifest). Backend processes are new, so their "
             "in-memory answers are fresh; HTTP services and persistent stores (approval "
             "grants) answer from their state now."
         ),
@@ -654,7 +655,12 @@ def _run(args: argparse.Namespace) -> int:
         records = read_events(args.db, session=args.session, types=TRAIL_TYPES)
     except FileNotFoundError:
         return fail(f"--db {args.db}: no such audit database")
-    except Exception as exc:  # never echo a database error's text
+    except Exception as exc:
+        # The reader's own error names the database and a fixed reason (no credentials);
+        # any other error's text is never echoed, only its type.
+        target, reason = getattr(exc, "target", None), getattr(exc, "reason", None)
+        if isinstance(target, str) and isinstance(reason, str) and reason:
+            return fail(f"--db {target}: cannot read the audit database: {reason}")
         return fail(f"--db {args.db}: cannot read the audit database ({type(exc).__name__})")
     calls, notes = replayable(records, since=since, until=until, tool=args.tool)
     for option, path, reg in (
@@ -668,7 +674,11 @@ def _run(args: argparse.Namespace) -> int:
         except (RegistrationError, DeclarationError) as exc:
             return _registration_error(option, path, exc)
         notes += _freshness_notes("--baseline" if reg is baseline else "backend", reg)
-    _execute(calls, registration, baseline)
+    try:
+        _execute(calls, registration, baseline)
+    except KeyboardInterrupt:  # the backends are closed on the way out (the dispatchers' exit)
+        print("interrupted: nothing reported", file=sys.stderr)
+        return 130
     notes += _failure_notes(calls)
     if not args.baseline and any(
         c.recorded.passed is False and c.new is not None and c.new.stops for c in calls
