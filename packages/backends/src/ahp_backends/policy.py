@@ -127,16 +127,18 @@ class Rule:
     events: frozenset[str] = frozenset(EVENTS)
 
 
-def _when(loc: Locator, i: int, name: str, value: Any) -> Compiled:
+def _when(loc: Locator, lines: list[str], i: int, name: str, value: Any) -> Compiled:
     if not isinstance(value, str) or not value.strip():
         raise loc.error(i, "must be a non-empty string (a CEL expression)", "when")
     try:
         return compile_when(value)
     except CelError as exc:
         error = loc.error(i, f"rule {name!r}: {exc.reason}", "when")
-        if error.line is not None and exc.line > 1 and "\n" in value:
-            # A multi-line string: CEL counts from the string's first line.
-            error.line += exc.line - (0 if value.startswith("\n") else 1)
+        if error.line is not None and exc.line > 1 and error.line <= len(lines):
+            # A multi-line string: CEL counts lines from the string's first one, which
+            # is the key's line unless the opening quotes end it (TOML drops that newline).
+            opening = lines[error.line - 1].rstrip()
+            error.line += exc.line - (0 if opening.endswith(("'''", '"""')) else 1)
         raise error from None
 
 
@@ -150,7 +152,7 @@ def _events(loc: Locator, i: int, value: Any) -> frozenset[str]:
     return frozenset(items)
 
 
-def _rule(loc: Locator, i: int, table: Any, names: dict[str, int]) -> Rule:
+def _rule(loc: Locator, lines: list[str], i: int, table: Any, names: dict[str, int]) -> Rule:
     table = loc.table(i, table, RULE_KEYS)
     for key in ("name", "when", "action"):
         if key not in table:
@@ -178,7 +180,7 @@ def _rule(loc: Locator, i: int, table: Any, names: dict[str, int]) -> Rule:
         index=i,
         name=name,
         action=action,
-        when=_when(loc, i, name, table["when"]),
+        when=_when(loc, lines, i, name, table["when"]),
         reason=loc.text(i, "reason", table["reason"]) if "reason" in table else None,
         code=code,
         message=loc.text(i, "message", table["message"]) if "message" in table else None,
@@ -213,7 +215,8 @@ def parse_policy(path: str, data: bytes | None = None) -> Policy:
         raise ConfigError(path, "'rule' must be an array of tables ([[rule]])")
     loc = Locator(path, text, "rule")
     names: dict[str, int] = {}
-    policy = Policy(tuple(_rule(loc, i, table, names) for i, table in enumerate(rules)))
+    lines = text.splitlines()
+    policy = Policy(tuple(_rule(loc, lines, i, t, names) for i, t in enumerate(rules)))
     for event_type in EVENTS:
         policy.program(event_type)  # the combined programs compile at load, not on a request
     return policy

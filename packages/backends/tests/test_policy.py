@@ -1,0 +1,750 @@
+"""``ahp-backend policy``: CEL rules, transports, both clients, notes, reload, bad files.
+
+What this file shows, with real processes (fixtures in ``conftest.py``):
+
+- one table of tool calls -> expected verdict, run over stdio ``persistent``, stdio
+  ``per_event`` and HTTP, through our client (``Dispatcher``) and the official SDK's
+  (``Hooks``), for a harness that accepts every effect and one that accepts only
+  deny: the first matching deny wins, messages ride along where accepted, ask and
+  allow are sent only where advertised;
+- ``hooks/configuration``: a registration without ``subscriptions`` is served the
+  defaults, and both clients then intercept on every transport;
+- an unadvertised action is skipped with one note per rule; a rule that fails at run
+  time does not match, with one note per rule that names no event value;
+- bad policy files stop the process before it serves anything, naming the file, the
+  line, the rule and what is wrong (syntax, keys, actions, CEL that does not parse or
+  type-check, a bad regex literal, a multi-line expression's own line);
+- reload keeps the last good policy; a duplicate delivery gets the first answer;
+- ``ahp-conformance backend`` passes on it; the README's policy example and its
+  calls run as written; ``policy test`` routes to the test-table runner.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+README = REPO / "packages" / "backends" / "README.md"
+
+RULES = r"""
+[[rule]]
+name = "no-force-push"
+when = 'event.tool.kind == "shell" && event.tool.input.command.matches(r"\bgit\s+push\b.*--force")'
+action = "deny"
+reason = "Force pushes rewrite shared history."
+code = "com.example.policy.force-push"
+message = "Open a pull request instead."
+
+[[rule]]
+name = "no-rm-rf"
+when = 'event.tool.kind == "shell" && event.tool.input.command.matches(r"rm\s+-rf")'
+action = "deny"
+reason = "Recursive force deletes are not allowed here."
+code = "com.example.policy.rm-rf"
+
+[[rule]]
+name = "sudo-is-logged"
+when = 'event.tool.kind == "shell" && event.tool.input.command.startsWith("sudo ")'
+action = "message"
+message = "sudo calls are logged."
+
+[[rule]]
+name = "no-secrets"
+when = 'has(event.tool.input.file_path) && glob(event.tool.input.file_path, "/etc/**")'
+action = "deny"
+reason = "Secrets are off limits."
+
+[[rule]]
+name = "downloads-need-a-look"
+when = 'event.tool.kind == "shell" && event.tool.input.command.matches(r"^curl\b")'
+action = "ask"
+reason = "Downloads are reviewed."
+
+[[rule]]
+name = "docs-are-fine"
+when = 'event.tool.kind == "file_read" && glob(event.tool.input.file_path, "docs/*.md")'
+action = "allow"
+
+[[rule]]
+name = "no-deletes-at-permission"
+when = 'event.tool.kind == "shell" && event.tool.input.command.startsWith("rm ")'
+action = "deny"
+reason = "Deletes are refused at the permission stage."
+code = "com.example.policy.permission-rm"
+events = ["tool.permission.request"]
+"""
+
+PUSH = ("Force pushes rewrite shared history.", "com.example.policy.force-push")
+RM_RF = ("Recursive force deletes are not allowed here.", "com.example.policy.rm-rf")
+SECRETS = ("Secrets are off limits.", None)
+PERMISSION_RM = ("Deletes are refused at the permission stage.", "com.example.policy.permission-rm")
+PUSH_MESSAGE = "Open a pull request instead."
+SUDO = "sudo calls are logged."
+DOWNLOADS = "Downloads are reviewed."
+
+
+def shell(command: str) -> dict[str, Any]:
+    return {"name": "Bash", "kind": "shell", "input": {"command": command}, "origin": "native"}
+
+
+def reader(**tool_input: Any) -> dict[str, Any]:
+    return {"name": "Read", "kind": "file_read", "input": tool_input, "origin": "native"}
+
+
+NONE: tuple[Any, ...] = ("none", None, None, ())
+BEFORE, PERMISSION = "tool.before", "tool.permission.request"
+
+# name, tool, event type, verdict with every effect accepted, verdict with deny only
+TABLE: list[tuple[str, dict[str, Any], str, tuple[Any, ...], tuple[Any, ...]]] = [
+    (
+        "force_push",
+        shell("git push --force origin main"),
+        BEFORE,
+        ("deny", *PUSH, (PUSH_MESSAGE,)),
+        ("deny", *PUSH, ()),
+    ),
+    (
+        # Two denies match: the first in file order wins; both messages (in file order).
+        "sudo_force_push_rm",
+        shell("sudo git push --force && rm -rf /"),
+        BEFORE,
+        ("deny", *PUSH, (PUSH_MESSAGE, SUDO)),
+        ("deny", *PUSH, ()),
+    ),
+    ("rm_rf", shell("rm -rf /tmp/x"), BEFORE, ("deny", *RM_RF, ()), ("deny", *RM_RF, ())),
+    ("sudo_ls", shell("sudo ls"), BEFORE, ("none", None, None, (SUDO,)), NONE),
+    ("curl_ask", shell("curl https://x.example"), BEFORE, ("ask", None, None, (DOWNLOADS,)), NONE),
+    (
+        "etc",
+        reader(file_path="/etc/shadow"),
+        BEFORE,
+        ("deny", *SECRETS, ()),
+        ("deny", *SECRETS, ()),
+    ),
+    ("docs_allow", reader(file_path="docs/a.md"), BEFORE, ("allow", None, None, ()), NONE),
+    ("docs_deeper", reader(file_path="docs/x/a.md"), BEFORE, NONE, NONE),
+    # No file_path: docs-are-fine fails at run time and does not match.
+    ("read_no_path", reader(path="docs/a.md"), BEFORE, NONE, NONE),
+    ("ls", shell("ls -la"), BEFORE, NONE, NONE),
+    ("rm_before", shell("rm a.txt"), BEFORE, NONE, NONE),
+    (
+        "rm_permission",
+        shell("rm a.txt"),
+        PERMISSION,
+        ("deny", *PERMISSION_RM, ()),
+        ("deny", *PERMISSION_RM, ()),
+    ),
+    # ask is not advertised at tool.permission.request (the host profile): skipped.
+    ("curl_permission", shell("curl https://x.example"), PERMISSION, NONE, NONE),
+    ("docs_permission", reader(file_path="docs/a.md"), PERMISSION, ("allow", None, None, ()), NONE),
+    (
+        "push_permission",
+        shell("git push -v --force"),
+        PERMISSION,
+        ("deny", *PUSH, (PUSH_MESSAGE,)),
+        ("deny", *PUSH, ()),
+    ),
+]
+
+
+@pytest.fixture
+def rules_file(tmp_path: Path) -> Path:
+    path = tmp_path / "policy.toml"
+    path.write_text(RULES, "utf-8")
+    return path
+
+
+def cases(clients: Any) -> list[Any]:
+    return [clients.Case(name, tool, event_type) for name, tool, event_type, _, _ in TABLE]
+
+
+def summary(verdicts: list[Any]) -> list[Any]:
+    assert not [v for v in verdicts if v.failed], verdicts
+    return [(v.permission, v.reason, v.code, v.messages) for v in verdicts]
+
+
+TRANSPORT_PROFILES = [
+    ("persistent", "full"),
+    ("persistent", "deny_only"),
+    ("per_event", "full"),
+    ("http", "full"),
+    ("http", "deny_only"),
+]
+
+
+@pytest.mark.anyio
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize(("kind", "profile"), TRANSPORT_PROFILES)
+async def test_both_clients_settle_the_table(
+    kind: str,
+    profile: str,
+    rules_file: Path,
+    clients: Any,
+    hook: Callable[..., dict[str, Any]],
+    http_backend: Callable[..., Any],
+) -> None:
+    args = ("--rules", str(rules_file))
+    server = http_backend("policy", *args) if kind == "http" else None
+    hooks = [hook("policy", *args, kind=kind, http=server, subscriptions=[clients.subscription()])]
+    table = cases(clients)
+    ours, ours_diagnostics = await clients.ours(hooks, table, profile)
+    sdk, sdk_diagnostics = await clients.sdk(hooks, table, profile)
+    assert ours_diagnostics == [] and sdk_diagnostics == []
+    column = 3 if profile == "full" else 4
+    for row, got_ours, got_sdk in zip(TABLE, summary(ours), summary(sdk), strict=True):
+        assert got_ours == row[column], row[0]
+        assert got_sdk == row[column], row[0]
+
+
+@pytest.mark.anyio
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("kind", ["persistent", "per_event", "http"])
+async def test_registration_without_subscriptions_uses_the_served_defaults(
+    kind: str,
+    rules_file: Path,
+    clients: Any,
+    hook: Callable[..., dict[str, Any]],
+    http_backend: Callable[..., Any],
+) -> None:
+    args = ("--rules", str(rules_file))
+    server = http_backend("policy", *args) if kind == "http" else None
+    hooks = [hook("policy", *args, kind=kind, http=server)]  # no subscriptions
+    table = [clients.Case("rm_rf", shell("rm -rf /")), clients.Case("ls", shell("ls"))]
+    for run in (clients.ours, clients.sdk):
+        verdicts, diagnostics = await run(hooks, table, "full")
+        assert diagnostics == []
+        assert summary(verdicts) == [("deny", *RM_RF, ()), NONE]
+
+
+def test_configuration_defaults_are_the_deny_lists(
+    rules_file: Path, run_backend: Callable[..., subprocess.CompletedProcess[bytes]]
+) -> None:
+    request = {
+        "jsonrpc": "2.0",
+        "id": "cfg-1",
+        "method": "hooks/configuration",
+        "params": {"protocolVersion": "draft"},
+    }
+    done = run_backend(
+        "policy", "--rules", str(rules_file), "--once", input=json.dumps(request).encode() + b"\n"
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["result"]["configuration"]["subscriptions"] == [
+        {
+            "mode": "intercept",
+            "events": ["tool.before"],
+            "timeoutMs": 5000,
+            "failurePolicy": "fail-closed",
+            "content": {"default": "metadata"},
+        }
+    ]
+
+
+# --------------------------------------------------------------------------- raw requests
+
+
+def intercept(
+    event: dict[str, Any], effects: tuple[str, ...] = ("allow", "ask", "deny", "message")
+) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": event["id"],
+        "method": "hooks/intercept",
+        "params": {
+            "protocolVersion": "draft",
+            "event": event,
+            "capabilities": {"effects": list(effects)},
+        },
+    }
+
+
+def event_for(
+    clients: Any, tool: dict[str, Any], event_id: str | None = None, event_type: str = BEFORE
+) -> dict[str, Any]:
+    event: dict[str, Any] = clients.tool_event(
+        clients.Case("raw", tool, event_type), "urn:example:raw", event_id
+    )
+    return event
+
+
+def effects_of(response: dict[str, Any]) -> list[dict[str, Any]]:
+    assert "result" in response, response
+    found: list[dict[str, Any]] = response["result"]["effects"]
+    return found
+
+
+def deny_of(reason_code: tuple[str, str | None]) -> list[dict[str, Any]]:
+    effect: dict[str, Any] = {"type": "deny", "reason": reason_code[0]}
+    if reason_code[1] is not None:
+        effect["code"] = reason_code[1]
+    return [effect]
+
+
+def test_an_unadvertised_action_is_skipped_with_one_note_per_rule(
+    rules_file: Path, clients: Any, stdio_backend: Callable[..., Any]
+) -> None:
+    backend = stdio_backend("policy", "--rules", str(rules_file))
+    curl = shell("curl https://x.example")
+    for _ in range(3):
+        got = backend.request(intercept(event_for(clients, curl), ("deny", "message")))
+        assert effects_of(got) == []  # neither the ask nor its reason
+    note = backend.wait_for_stderr("does not accept ask")
+    assert "rule 'downloads-need-a-look' (rule[4])" in note
+    # The same for allow, and for a message the request does not accept.
+    docs = reader(file_path="docs/a.md")
+    assert effects_of(backend.request(intercept(event_for(clients, docs), ("deny",)))) == []
+    sudo = intercept(event_for(clients, shell("sudo ls")), ("deny",))
+    assert effects_of(backend.request(sudo)) == []
+    assert effects_of(backend.request(intercept(event_for(clients, docs), ("deny",)))) == []
+    backend.wait_for_stderr("does not accept allow")
+    backend.wait_for_stderr("does not accept message")
+    text = backend.stderr_text()
+    assert text.count("does not accept ask") == 1
+    assert text.count("does not accept allow") == 1
+
+
+def test_the_ask_reason_never_rides_without_the_ask(
+    rules_file: Path, clients: Any, stdio_backend: Callable[..., Any]
+) -> None:
+    backend = stdio_backend("policy", "--rules", str(rules_file))
+    curl = shell("curl https://x.example")
+    got = effects_of(backend.request(intercept(event_for(clients, curl), ("deny", "message"))))
+    assert got == []
+    got = effects_of(backend.request(intercept(event_for(clients, curl), ("ask", "message"))))
+    assert got == [{"type": "ask"}, {"type": "message", "text": DOWNLOADS}]
+
+
+def test_a_rule_failing_at_run_time_does_not_match_and_is_noted_once(
+    tmp_path: Path, clients: Any, stdio_backend: Callable[..., Any]
+) -> None:
+    path = tmp_path / "policy.toml"
+    path.write_text(
+        "[[rule]]\n"
+        'name = "unguarded"\n'
+        "when = 'event.tool.input.command.contains(\"DROP\")'\n"
+        'action = "deny"\nreason = "No drops."\n\n'
+        "[[rule]]\n"
+        'name = "typed"\n'
+        "when = 'event.tool.input.timeout > 10'\n"
+        'action = "deny"\nreason = "Too long."\n\n'
+        "[[rule]]\n"
+        'name = "fail-closed"\n'
+        "when = 'event.tool.kind == \"shell\" && !has(event.tool.input.command)'\n"
+        'action = "deny"\nreason = "No command."\n',
+        "utf-8",
+    )
+    backend = stdio_backend("policy", "--rules", str(path))
+    secret_value = "s3cr3t-value-in-the-event"
+    for _ in range(2):
+        # command absent: 'unguarded' fails (no match); timeout a string: 'typed' fails.
+        tool = reader(file_path="/x", note=secret_value)
+        tool["input"]["timeout"] = secret_value
+        assert effects_of(backend.request(intercept(event_for(clients, tool)))) == []
+    shellless = {"name": "Bash", "kind": "shell", "input": {}, "origin": "native"}
+    assert effects_of(backend.request(intercept(event_for(clients, shellless)))) == deny_of(
+        ("No command.", None)
+    )
+    drop = shell("psql -c 'DROP TABLE x'")
+    assert effects_of(backend.request(intercept(event_for(clients, drop)))) == deny_of(
+        ("No drops.", None)
+    )
+    first = backend.wait_for_stderr("rule 'unguarded'")
+    assert "did not match at tool.before: a field it reads is absent ('command'" in first
+    second = backend.wait_for_stderr("rule 'typed'")
+    assert "did not match at tool.before: a value has another type" in second
+    text = backend.stderr_text()
+    assert text.count("rule 'unguarded'") == 1 and text.count("rule 'typed'") == 1
+    assert secret_value not in text
+
+
+# --------------------------------------------------------------------------- bad files
+
+HEAD = '[[rule]]\nname = "a"\naction = "deny"\nreason = "r"\n'
+
+BAD_FILES: list[tuple[str, bytes, list[str]]] = [
+    ("toml_syntax", b'[[rule]]\nname = "a\nwhen = "true"\n', [":2:", "invalid TOML"]),
+    (
+        "unknown_key",
+        (HEAD + "when = 'true'\nkidn = 1\n").encode(),
+        [":6:", "rule[0].kidn", "unknown key 'kidn'"],
+    ),
+    ("no_name", b"[[rule]]\nwhen = 'true'\naction = \"deny\"\n", [":1:", "'name' is required"]),
+    ("no_when", HEAD.encode(), [":1:", "rule[0]", "'when' is required"]),
+    (
+        "no_action",
+        b"[[rule]]\nname = \"a\"\nwhen = 'true'\n",
+        [":1:", "rule[0]", "'action' is required"],
+    ),
+    (
+        "duplicate_name",
+        (HEAD + "when = 'true'\n\n" + HEAD + "when = 'false'\n").encode(),
+        [":8:", "rule[1].name", "already used by rule[0]"],
+    ),
+    (
+        "bad_action",
+        b'[[rule]]\nname = "a"\nwhen = \'true\'\naction = "block"\n',
+        [":4:", "rule[0].action", "must be one of deny, message, ask, allow"],
+    ),
+    (
+        "does_not_parse",
+        (HEAD + "when = 'event.tool.kind == '\n").encode(),
+        [":5:", "rule[0].when", "rule 'a'", "column 20", "Syntax error"],
+    ),
+    (
+        "type_error",
+        (HEAD + "when = '1 + \"x\" == 2'\n").encode(),
+        [":5:", "rule[0].when", "rule 'a'", "no matching overload for '_+_'", "(int, string)"],
+    ),
+    (
+        "not_bool",
+        (HEAD + "when = 'event.tool.kind'\n").encode(),
+        [":5:", "rule[0].when", "gives dyn, not bool"],
+    ),
+    (
+        "undeclared_variable",
+        (HEAD + "when = 'tool.kind == \"shell\"'\n").encode(),
+        [":5:", "rule[0].when", "undeclared reference to 'tool.kind'"],
+    ),
+    (
+        "unknown_function",
+        (HEAD + "when = 'globb(event.x, \"a\")'\n").encode(),
+        [":5:", "undeclared reference to 'globb'"],
+    ),
+    (
+        "matches_wrong_argument",
+        (HEAD + "when = 'event.tool.input.command.matches(1)'\n").encode(),
+        [":5:", "no matching overload for 'matches'"],
+    ),
+    (
+        "bad_regex_literal",
+        (HEAD + "when = 'event.tool.input.command.matches(\"rm([\")'\n").encode(),
+        [":5:", "rule[0].when", "rule 'a'", "invalid regex in matches()"],
+    ),
+    (
+        "multi_line_expression",
+        (
+            HEAD + "when = '''\n"
+            'event.tool.kind == "shell"\n'
+            "  && event.tool.input.command.matches(1)\n"
+            "'''\n"
+        ).encode(),
+        [":7:", "rule[0].when", "no matching overload for 'matches'"],
+    ),
+    (
+        "empty_when",
+        (HEAD + "when = '  '\n").encode(),
+        [":5:", "rule[0].when", "non-empty string"],
+    ),
+    (
+        "code_on_a_message_rule",
+        b'[[rule]]\nname = "a"\nwhen = \'true\'\naction = "message"\nmessage = "m"\n'
+        b'code = "com.example.x"\n',
+        [":6:", "rule[0].code", "does not apply to a message rule"],
+    ),
+    (
+        "deny_without_reason",
+        b'[[rule]]\nname = "a"\nwhen = \'true\'\naction = "deny"\n',
+        [":1:", "'reason' is required for a deny rule"],
+    ),
+    (
+        "message_without_text",
+        b'[[rule]]\nname = "a"\nwhen = \'true\'\naction = "message"\n',
+        [":1:", "'message' is required for a message rule"],
+    ),
+    (
+        "bad_code",
+        (HEAD + "when = 'true'\ncode = \"force_push\"\n").encode(),
+        [":6:", "rule[0].code", "reverse-DNS"],
+    ),
+    (
+        "bad_event",
+        (HEAD + "when = 'true'\nevents = [\"tool.after\"]\n").encode(),
+        [":6:", "rule[0].events", "must be one of tool.before, tool.permission.request"],
+    ),
+    (
+        "reserved_name",
+        (HEAD + 'when = \'ahp_rx_("a", "b")\'\n').encode(),
+        [":5:", "reserved name"],
+    ),
+    ("not_utf8", b"\xff\xfe[[rule]]\n", ["not UTF-8"]),
+    (
+        # A deny-list file given to the policy backend.
+        "deny_list_file",
+        b'[[rules]]\nreason = "r"\ncode = "com.example.a"\nkind = "shell"\n',
+        ["unknown top-level key 'rules' (only [[rule]] tables)"],
+    ),
+    ("no_rules", b"# nothing\n", ["no [[rule]] tables"]),
+]
+
+
+@pytest.mark.parametrize(("name", "content", "fragments"), BAD_FILES, ids=[b[0] for b in BAD_FILES])
+def test_a_bad_policy_file_stops_it_before_serving(
+    name: str,
+    content: bytes,
+    fragments: list[str],
+    tmp_path: Path,
+    clients: Any,
+    run_backend: Callable[..., subprocess.CompletedProcess[bytes]],
+) -> None:
+    path = tmp_path / f"{name}.toml"
+    path.write_bytes(content)
+    message = json.dumps(intercept(event_for(clients, shell("rm -rf /")))).encode() + b"\n"
+    for mode in (["--check"], ["--once"]):
+        done = run_backend("policy", "--rules", str(path), *mode, input=message)
+        assert done.returncode == 2
+        assert done.stdout == b""  # nothing served
+        err = done.stderr.decode()
+        assert err.startswith(f"error: {path}")
+        for fragment in fragments:
+            assert fragment in err, (fragment, err)
+        assert "Traceback" not in err
+        assert "\n |" not in err  # cel-cpp's snippet (the expression) is not echoed
+
+
+def test_a_missing_policy_file_and_a_bad_http_bind_are_named(
+    tmp_path: Path, rules_file: Path, run_backend: Callable[..., subprocess.CompletedProcess[bytes]]
+) -> None:
+    absent = tmp_path / "absent.toml"
+    done = run_backend("policy", "--rules", str(absent))
+    assert done.returncode == 2 and done.stdout == b""
+    assert done.stderr.decode().strip() == (
+        f"error: {absent}: cannot read the policy file (No such file or directory)"
+    )
+    done = run_backend("policy", "--rules", str(rules_file), "--http", "0.0.0.0:0")
+    assert done.returncode == 2
+    assert "--allow-remote" in done.stderr.decode()
+
+
+def test_check_and_serve_and_help(
+    rules_file: Path, run_backend: Callable[..., subprocess.CompletedProcess[bytes]]
+) -> None:
+    done = run_backend("policy", "--rules", str(rules_file), "--check")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode() == f"{rules_file}: 7 rules, valid\n"
+    done = run_backend("policy", "serve", "--rules", str(rules_file), "--check")
+    assert done.returncode == 0 and b"7 rules, valid" in done.stdout
+    done = run_backend("policy", "--help")
+    assert done.returncode == 0
+    text = done.stdout.decode()
+    for fragment in ("[[rule]]", "first matching deny", "has(", "glob(path, pattern)", "--once"):
+        assert fragment in text, fragment
+
+
+def test_policy_test_routes_to_the_test_table_runner(
+    run_backend: Callable[..., subprocess.CompletedProcess[bytes]],
+) -> None:
+    done = run_backend("policy", "test", "--help")
+    assert done.returncode == 0, done.stderr
+    assert "usage: ahp-backend policy test" in done.stdout.decode()
+
+
+# --------------------------------------------------------------------------- reload
+
+
+def test_a_broken_edit_keeps_the_last_good_policy(
+    rules_file: Path, clients: Any, stdio_backend: Callable[..., Any]
+) -> None:
+    backend = stdio_backend("policy", "--rules", str(rules_file))
+    rm_rf = shell("rm -rf /")
+    assert effects_of(backend.request(intercept(event_for(clients, rm_rf)))) == deny_of(RM_RF)
+
+    # 1. An expression that does not type-check: the old policy stays, stderr says so once.
+    rules_file.write_text(RULES + "\n" + HEAD.replace('"a"', '"b"') + "when = '1 == \"x\"'\n")
+    for _ in range(2):
+        got = effects_of(backend.request(intercept(event_for(clients, rm_rf))))
+        assert got == deny_of(RM_RF)
+    warning = backend.wait_for_stderr("keeping the last good rules")
+    assert warning.startswith(f"ahp-backend policy: warning: {rules_file}:")
+    assert "rule 'b'" in warning and "no matching overload" in warning
+    assert backend.stderr_text().count("keeping the last good rules") == 1
+
+    # 2. A good edit takes effect: rm -rf is let through, ls is denied.
+    rules_file.write_text(
+        '[[rule]]\nname = "ls"\nwhen = \'event.tool.input.command.startsWith("ls")\'\n'
+        'action = "deny"\nreason = "No listing."\ncode = "com.example.ls"\n',
+        "utf-8",
+    )
+    assert effects_of(backend.request(intercept(event_for(clients, rm_rf)))) == []
+    ls = effects_of(backend.request(intercept(event_for(clients, shell("ls -la")))))
+    assert ls == deny_of(("No listing.", "com.example.ls"))
+    assert "(1 rules)" in backend.wait_for_stderr("reloaded")
+    assert backend.close() == 0
+
+
+# --------------------------------------------------------------------------- duplicates
+
+OTHER_POLICY = '[[rule]]\nname = "x"\nwhen = \'false\'\naction = "deny"\nreason = "x"\n'
+
+
+def test_a_duplicate_gets_the_first_answer_after_the_policy_changed_stdio(
+    rules_file: Path, clients: Any, stdio_backend: Callable[..., Any]
+) -> None:
+    backend = stdio_backend("policy", "--rules", str(rules_file))
+    event = event_for(clients, shell("rm -rf /"), "evt_duplicate")
+    first = backend.request(intercept(event))
+    assert effects_of(first) == deny_of(RM_RF)
+    rules_file.write_text(OTHER_POLICY, "utf-8")
+    assert backend.request(intercept(event)) == first  # same source and id: same answer
+    assert effects_of(backend.request(intercept(dict(event, id="evt_other")))) == []
+    foreign = dict(event, source="urn:example:another-harness")
+    assert effects_of(backend.request(intercept(foreign))) == []
+
+
+def test_a_duplicate_gets_the_first_answer_after_the_policy_changed_http(
+    rules_file: Path, clients: Any, http_backend: Callable[..., Any]
+) -> None:
+    server = http_backend("policy", "--rules", str(rules_file))
+    event = event_for(clients, shell("git push --force"), "evt_http_duplicate")
+    first = server.post(intercept(event))
+    assert effects_of(first) == [*deny_of(PUSH), {"type": "message", "text": PUSH_MESSAGE}]
+    rules_file.write_text(OTHER_POLICY, "utf-8")
+    assert server.post(intercept(event)) == first
+    assert effects_of(server.post(intercept(dict(event, id="evt_http_new")))) == []
+
+
+# --------------------------------------------------------------------------- conformance
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("mode", ["persistent", "per_event"])
+def test_ahp_conformance_backend_passes(
+    mode: str, rules_file: Path, backend_argv: Callable[..., list[str]]
+) -> None:
+    command = [str(Path(sys.executable).parent / "ahp-conformance"), "backend", "--json"]
+    if mode == "per_event":
+        command.append("--per-event")
+    argv = backend_argv("policy", "--rules", str(rules_file))
+    if mode == "per_event":
+        argv.append("--once")
+    done = subprocess.run(
+        [*command, "--", *argv], capture_output=True, timeout=200, stdin=subprocess.DEVNULL
+    )
+    assert done.returncode == 0, done.stdout.decode()[-4000:] + done.stderr.decode()[-2000:]
+    report = json.loads(done.stdout)
+    assert report, report
+
+
+# --------------------------------------------------------------------------- README
+
+
+def readme_policy_section() -> str:
+    text = README.read_text("utf-8")
+    start = text.index("\n## Policy rules (CEL)\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end != -1 else len(text)]
+
+
+def readme_example() -> tuple[str, list[tuple[str, dict[str, Any], list[dict[str, Any]]]]]:
+    """The README's example policy, and its calls with the effects it says they get."""
+    section = readme_policy_section()
+    block = section.split("<!-- policy-example -->\n```toml\n", 1)[1].split("\n```", 1)[0]
+    table = section.split("<!-- policy-example-calls -->\n", 1)[1].split("\n\n", 1)[0]
+    calls = []
+    for line in table.splitlines()[2:]:
+        event_type, tool, outcome = (cell.strip() for cell in line.strip("|").split(" | "))
+        effects: list[dict[str, Any]] = []
+        for part in outcome.split("; "):
+            word, _, rest = part.partition(" ")
+            if word == "deny":
+                effects.append({"type": "deny", "reason": None, "code": rest.strip("`")})
+            elif word == "message":
+                effects.append({"type": "message", "text": json.loads(rest)})
+            elif word in ("ask", "allow"):
+                effects.append({"type": word})
+            else:
+                assert word == "none", line
+        calls.append((event_type, json.loads(tool.strip("`")), effects))
+    return block, calls
+
+
+def test_the_readme_example_policy_runs_as_documented(
+    tmp_path: Path, clients: Any, stdio_backend: Callable[..., Any]
+) -> None:
+    block, calls = readme_example()
+    assert len(calls) >= 8
+    path = tmp_path / "policy.toml"
+    path.write_text(block + "\n", "utf-8")
+    backend = stdio_backend("policy", "--rules", str(path))
+    for event_type, tool, want in calls:
+        event = event_for(clients, dict(tool, origin="native"), event_type=event_type)
+        effects: tuple[str, ...] = ("allow", "ask", "deny", "message")
+        if event_type == PERMISSION:
+            effects = ("allow", "deny", "message")
+        got = effects_of(backend.request(intercept(event, effects)))
+        for effect in got:
+            if effect["type"] == "deny":  # the README names the code; the reason is the file's
+                assert effect["reason"]
+                effect["reason"] = None
+        assert got == want, (tool, got)
+    # The rule without has() failed on a call without file_path once, and said so.
+    assert backend.close() == 0
+
+
+def test_every_toml_block_of_the_readme_policy_section_loads(
+    tmp_path: Path, run_backend: Callable[..., subprocess.CompletedProcess[bytes]]
+) -> None:
+    blocks = re.findall(r"```toml\n(.*?)\n```", readme_policy_section(), re.S)
+    assert blocks
+    for i, block in enumerate(blocks):
+        path = tmp_path / f"block{i}.toml"
+        path.write_text(block + "\n", "utf-8")
+        done = run_backend("policy", "--rules", str(path), "--check")
+        assert done.returncode == 0, (block, done.stderr)
+
+
+def test_the_help_example_rule_loads(
+    tmp_path: Path, run_backend: Callable[..., subprocess.CompletedProcess[bytes]]
+) -> None:
+    from ahp_backends.policy import RULES_FORMAT
+
+    example = RULES_FORMAT.split("example:\n", 1)[1]
+    path = tmp_path / "help.toml"
+    path.write_text("\n".join(line[2:] for line in example.splitlines()) + "\n", "utf-8")
+    done = run_backend("policy", "--rules", str(path), "--check")
+    assert done.returncode == 0, done.stderr
+
+
+# --------------------------------------------------------------------------- unit level
+
+
+def test_matches_inside_strings_and_comments_is_left_alone() -> None:
+    from ahp_backends.policy_cel import compile_when
+
+    program = compile_when(
+        'event.tool.input.command == "matches(x)" // a comment: .matches("[")\n'
+        '|| event.tool.input.command.matches(r"^a\\d")'
+    ).program
+
+    def run(command: str) -> Any:
+        return program.eval(data={"event": {"tool": {"input": {"command": command}}}}).plain_value()
+
+    assert run("matches(x)") is True
+    assert run("a1") is True
+    assert run("b1") is False
+
+
+@pytest.mark.parametrize(
+    ("path", "pattern", "matches"),
+    [
+        ("/etc/passwd", "/etc/**", True),
+        ("/repo/app/.env", "**/.env", True),
+        ("app/../.env", ".env", True),
+        ("docs/a.md", "docs/*.md", True),
+        ("docs/x/a.md", "docs/*.md", False),
+        ("/repo/certs/server.pem", "*.pem", True),
+        ("", "*", False),
+    ],
+)
+def test_glob_helper(path: str, pattern: str, matches: bool) -> None:
+    from ahp_backends.policy_cel import compile_when
+
+    program = compile_when(f"glob(event.p, {json.dumps(pattern)})").program
+    assert program.eval(data={"event": {"p": path}}).plain_value() is matches
