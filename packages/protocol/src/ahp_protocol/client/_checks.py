@@ -1,13 +1,11 @@
 """What a harness checks before its first event: its own declaration and the registration.
 
-Owns :func:`check_declaration` (the host's per-event capabilities, checked at
-construction rather than at the first event) and :func:`check_registration` (the
-harness-side registration rules of draft §9: every credential resolvable from the
-environment, every intercept selector served by the declaration). Each problem
-raises at once with the JSON path, the rule and what is allowed instead.
-
-Never: narrows capabilities (that is per request, :mod:`ahp_protocol.wire.capabilities`)
-or reads a credential's value beyond whether it is set.
+Owns :func:`check_declaration` (the host's per-event capabilities) and
+:func:`check_registration` (the harness-side rules of draft §9: every credential
+resolvable from the environment, every intercept selector served by the declaration).
+Each problem raises at once with the JSON path, the rule and what is allowed instead.
+Never narrows capabilities (that is per request) or reads a credential beyond whether
+it is set.
 """
 
 from __future__ import annotations
@@ -33,10 +31,9 @@ def check_declaration(capabilities: object) -> dict[str, dict[str, Any]]:
     """The host's per-event capabilities, checked now rather than at the first event.
 
     Each key must be an interceptable standard event, each value a well-formed wire
-    capabilities object (known effect names, each block its effect needs). What the
-    draft does not allow at an event is not an error: it is narrowed away per request
-    (:meth:`~ahp_protocol.client.Dispatcher.grant`). Raises :class:`DeclarationError`
-    naming the entry, what is wrong and what is allowed there.
+    capabilities object. What the draft does not allow at an event is not an error: it
+    is narrowed away per request. Raises :class:`DeclarationError` naming the entry, what
+    is wrong and what is allowed there.
     """
     from ahp_protocol.wire.capabilities import parse_capabilities
     from ahp_protocol.wire.effects import EVENT_EFFECTS

@@ -34,7 +34,7 @@ from ahp_protocol.client._checks import (
     check_subscription,
 )
 from ahp_protocol.client._failures import FailureClass, OperationalFailure
-from ahp_protocol.client._result import Diagnostic, HookResult, Outcome
+from ahp_protocol.client._result import Diagnostic, HookResult, Mode, Outcome
 from ahp_protocol.client.chain import ChainState, fold_response
 from ahp_protocol.client.transports.stdio import DISCARDED
 from ahp_protocol.wire import jsonrpc, routing
@@ -201,12 +201,8 @@ class Dispatcher:
         self._warm()
 
     def _warm(self) -> None:
-        """Do before the first event what would otherwise count against its deadline.
-
-        Imports the wire modules acceptance needs, creates each transport (nothing is
-        spawned or connected yet) and computes every route's grant, so a backend's
-        ``timeoutMs`` is spent on the exchange, not on the harness's own start-up.
-        """
+        """Import the wire modules acceptance needs, create each transport (nothing is spawned
+        or connected) and build every grant now, so no ``timeoutMs`` pays for our start-up."""
         from ahp_protocol.wire import content, effects  # noqa: F401
 
         for event_type in self.capabilities:
@@ -226,12 +222,9 @@ class Dispatcher:
                 await transport.aclose()
 
     def stderr_tail(self, backend_id: str) -> str:
-        """The most recent stderr of a stdio backend's processes (``""`` for HTTP, or none yet).
-
-        For showing a user why a backend failed (a missing rules file, a traceback). The
-        backend's own words: it may echo what it was given, so show it to the operator,
-        never to the model, and never put it into an event.
-        """
+        """The most recent stderr of a stdio backend's processes (``""`` for HTTP, or none yet):
+        why a backend failed, in its own words (it may echo what it was given), for the
+        operator only, never for the model or an event."""
         tail = self._stderr.get(backend_id)
         return tail().decode("utf-8", "replace") if tail is not None else ""
 
@@ -280,18 +273,12 @@ class Dispatcher:
         except (WireError, WireErrors):
             failure, detail = FailureClass.CONFIGURATION_FAILED, "invalid configuration"
         if failure is not None:
-            self.configuration_diagnostics.append(
-                Diagnostic(
-                    hook.id,
-                    -1,
-                    "intercept",
-                    "failed",
-                    (time.perf_counter() - started) * 1000,
-                    failure,
-                    None,
-                    f"hooks/configuration: {detail}; backend skipped",
-                )
+            latency = (time.perf_counter() - started) * 1000
+            why = f"hooks/configuration: {detail}; backend skipped"
+            diagnostic = Diagnostic(
+                hook.id, -1, "intercept", "failed", latency, failure, detail=why
             )
+            self.configuration_diagnostics.append(diagnostic)
             log.warning("backend %s skipped: hooks/configuration %s (%s)", hook.id, failure, detail)
         return subscriptions
 
@@ -324,14 +311,11 @@ class Dispatcher:
     # -- one exchange --------------------------------------------------------------
 
     def grant(self, event_type: str, route: Route) -> dict[str, Any]:
-        """Per-request capabilities: the host's declaration narrowed to this event and route.
-
-        A pure function of the declaration and the route: computed once per route.
-        """
+        """Per-request capabilities: the host's declaration narrowed to this event and route."""
         return self._granted(event_type, route)[0]
 
     def _granted(self, event_type: str, route: Route) -> tuple[dict[str, Any], Grants]:
-        """:meth:`grant` and what ``check_effects`` reads of it, built together once."""
+        """:meth:`grant` and what ``check_effects`` reads of it: built once per route."""
         key = (event_type, route.hook.id, route.index)
         cached = self._grants.get(key)
         if cached is None:
@@ -397,7 +381,8 @@ class Dispatcher:
 
     async def _exchange(
         self, route: Route, event_type: str, state: ChainState
-    ) -> tuple[ChainState, int]:
+    ) -> tuple[ChainState, Outcome]:
+        """The state after one interceptor's accepted answer, and the answer's outcome."""
         event = state.event
         grant, judge = self._granted(event_type, route)
         params: dict[str, Any] = {
@@ -416,7 +401,7 @@ class Dispatcher:
             response = await transport.request(message)  # same ids, same content, same deadline
         effects = self._accept(event_type, judge, response)
         folded = fold_response(state, effects, backend=route.hook.id, subscription=route.index)
-        return folded, len(effects)
+        return folded, "denied" if folded.denial else "accepted" if effects else "no_effect"
 
     # -- the chain -----------------------------------------------------------------
 
@@ -458,7 +443,7 @@ class Dispatcher:
             failure: OperationalFailure | None = None
             try:
                 with anyio.fail_after(route.timeout_s):
-                    folded, count = await self._exchange(route, event_type, state)
+                    state, outcome = await self._exchange(route, event_type, state)
             except TimeoutError:
                 failure = OperationalFailure(FailureClass.DEADLINE_EXCEEDED, "no answer in time")
             except OperationalFailure as exc:
@@ -466,39 +451,25 @@ class Dispatcher:
             finally:
                 DISCARDED.reset(token)
             latency = (time.perf_counter() - started) * 1000
-            if failure is None:
-                outcome: Outcome = "accepted" if count else "no_effect"
-                if folded.denial is not None:
-                    outcome = "denied"
-                diagnostics.append(
-                    Diagnostic(
-                        route.hook.id,
-                        route.index,
-                        "intercept",
-                        outcome,
-                        latency,
-                        discarded=len(discarded),
-                    )
-                )
-                state = folded
-                continue
+            if failure is not None:
+                outcome = "failed"
+                failures.append((route, failure.failure))
+                log.info("backend %s failed: %s (%s)", route.hook.id, failure.failure, route.policy)
+                if route.fail_closed:
+                    state = state.deny_synthetic(route.hook.id, route.index)
             diagnostics.append(
                 Diagnostic(
                     route.hook.id,
                     route.index,
                     "intercept",
-                    "failed",
+                    outcome,
                     latency,
-                    failure.failure,
-                    route.policy,
-                    failure.detail,
+                    failure.failure if failure else None,
+                    route.policy if failure else None,
+                    failure.detail if failure else None,
                     len(discarded),
                 )
             )
-            failures.append((route, failure.failure))
-            log.info("backend %s failed: %s (%s)", route.hook.id, failure.failure, route.policy)
-            if route.fail_closed:
-                state = state.deny_synthetic(route.hook.id, route.index)
         observed = await self._deliver(state.event, uncalled, failures)
         return HookResult.settle(event_type, state, diagnostics + observed)
 
@@ -535,7 +506,7 @@ class Dispatcher:
         failures: list[tuple[Route, FailureClass]],
     ) -> list[Diagnostic]:
         """Observations after settlement, concurrently, each bounded by ``observe_timeout``."""
-        deliveries: list[tuple[Route, Mapping[str, Any], str]] = [
+        deliveries: list[tuple[Route, Mapping[str, Any], Mode]] = [
             (r, event, "observe") for r in self.routes(str(event.get("type")), "observe")
         ]
         deliveries += [(r, event, "short-circuit") for r in uncalled]
@@ -548,7 +519,7 @@ class Dispatcher:
         if not deliveries:
             return diagnostics
 
-        async def deliver(route: Route, payload: Mapping[str, Any], mode: str) -> None:
+        async def deliver(route: Route, payload: Mapping[str, Any], mode: Mode) -> None:
             started = time.perf_counter()
             message = jsonrpc.notification(
                 jsonrpc.OBSERVE,
@@ -562,16 +533,12 @@ class Dispatcher:
                     failure = exc.failure
             if scope.cancelled_caught:
                 failure = FailureClass.DEADLINE_EXCEEDED
+            latency = (time.perf_counter() - started) * 1000
+            outcome: Outcome = "failed" if failure else "delivered"
+            detail = "observation not delivered" if failure else None
             diagnostics.append(
                 Diagnostic(
-                    route.hook.id,
-                    route.index,
-                    "short-circuit" if mode == "short-circuit" else "observe",
-                    "failed" if failure else "delivered",
-                    (time.perf_counter() - started) * 1000,
-                    failure,
-                    None,
-                    "observation not delivered" if failure else None,
+                    route.hook.id, route.index, mode, outcome, latency, failure, detail=detail
                 )
             )
 

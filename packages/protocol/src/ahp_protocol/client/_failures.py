@@ -16,7 +16,7 @@ class FailureClass(StrEnum):
     """Why an exchange produced no usable answer (draft §6.2)."""
 
     DEADLINE_EXCEEDED = "deadline_exceeded"
-    """No answer within ``timeoutMs`` (spawn/connect, send, backend time, parsing, acceptance)."""
+    """No answer within ``timeoutMs`` (spawn or connect, send, backend time, acceptance)."""
     SPAWN_FAILED = "spawn_failed"
     """The backend process could not be started."""
     CONNECT_FAILED = "connect_failed"
@@ -28,9 +28,8 @@ class FailureClass(StrEnum):
     MALFORMED_OUTPUT = "malformed_output"
     """Bytes that are not one UTF-8 JSON-RPC object per frame (bad UTF-8, JSON, envelope, size)."""
     ID_MISMATCH = "id_mismatch"
-    """A response whose id is not the request's id where no other answer can follow (HTTP,
-    per_event stdio), or too many of them while one persistent stdio request waits (below
-    that bound persistent stdio discards them and keeps waiting, draft §8.1)."""
+    """A response with another id where no other answer can follow (HTTP, per_event), or
+    too many of them while one persistent stdio request waits (draft §8.1)."""
     RPC_ERROR = "rpc_error"
     """The backend answered with a JSON-RPC error."""
     UNSUPPORTED_VERSION = "unsupported_version"

@@ -1,17 +1,11 @@
 """Where a registration's stdio backends run: the one rule every harness-side reader uses.
 
-A registration file's folder is its backends' home. When the registration is
-given as a file, each stdio backend runs in that file's folder unless it names a
-``cwd`` (a relative ``cwd`` is taken from that folder too), and a ``command``
-written as a relative path (``./bin/policy``) is resolved there. A bare command
-name (``ahp-backend``) is looked up on the backend's ``PATH``: the harness's
-``PATH``, or the registration's ``env.PATH``. The environment is the draft's
-allowlist plus the registration's ``env`` (see :mod:`ahp_protocol.client.transports`).
-A document or a model has no folder: its backends run in the harness's working
-folder, unless ``base_dir`` says otherwise.
-
-:func:`load_anchored` is how ``Hooks``, ``ahp-protocol send`` and the adapters read a
-registration file, so a file means the same thing to all of them. Never spawns
+A registration file's folder is its backends' home: each stdio backend runs there
+unless it names a ``cwd`` (a relative one is taken from that folder), and a
+``command`` written as a relative path (``./bin/policy``) is resolved there; a bare
+name (``ahp-backend``) is looked up on the backend's ``PATH`` (the harness's, or the
+registration's ``env.PATH``). A document or a model has no folder: its backends run
+in the harness's working folder unless ``base_dir`` says otherwise. Never spawns
 anything: it only rewrites ``cwd`` and ``command`` of the stdio transports.
 """
 
@@ -49,10 +43,9 @@ def anchored(registration: Registration, folder: str | os.PathLike[str]) -> Regi
 def load_anchored(
     path: str | os.PathLike[str], base_dir: str | os.PathLike[str] | None = None
 ) -> Registration:
-    """Read and validate a registration file, its stdio backends placed in its folder
-    (or ``base_dir``). Every harness-side reader of a registration file in the kit uses
-    this (``Hooks``, ``ahp-protocol send``, the adapters), so a file means the same
-    thing to all of them. Raises ``WireErrors`` as ``load_registration`` does."""
+    """Read and validate a registration file, its stdio backends placed in its folder (or
+    ``base_dir``). ``Hooks``, ``ahp-protocol send`` and the adapters all read a file so,
+    and it means the same to all of them. Raises ``WireErrors`` as ``load_registration``."""
     from ahp_protocol.wire.registration import load_registration
 
     return anchored(load_registration(path), base_dir or Path(path).resolve().parent)
@@ -68,7 +61,6 @@ def registration_of(
 
     if isinstance(registration, str | os.PathLike):
         return load_anchored(registration, base_dir)
-    model = registration if isinstance(registration, Registration) else None
-    if model is None:
-        model = parse_registration(registration)
-    return anchored(model, base_dir) if base_dir is not None else model
+    if not isinstance(registration, Registration):
+        registration = parse_registration(registration)
+    return anchored(registration, base_dir) if base_dir is not None else registration

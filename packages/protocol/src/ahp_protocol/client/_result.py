@@ -9,7 +9,7 @@ dataclasses; nothing here holds a secret, backend output or exception text.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
 
 from ahp_protocol.client._failures import FailureClass
@@ -84,20 +84,8 @@ class HookResult:
     def settle(
         cls, event_type: str, state: ChainState, diagnostics: list[Diagnostic]
     ) -> HookResult:
-        return cls(
-            event_type=event_type,
-            permission=state.permission,
-            event=state.event,
-            denial=state.denial,
-            candidate=state.candidate,
-            messages=state.messages,
-            injections=state.injections,
-            flow=state.flow,
-            flow_reason=state.flow_reason,
-            instructions=state.instructions,
-            diagnostics=tuple(diagnostics),
-            event_changed=state.event_changed,
-        )
+        carried = {name: getattr(state, name) for name in _CARRIED}
+        return cls(event_type=event_type, diagnostics=tuple(diagnostics), **carried)
 
     @property
     def denied(self) -> bool:
@@ -124,20 +112,11 @@ class HookResult:
         return tool.get("input") if isinstance(tool, Mapping) else None
 
     def to_json(self) -> dict[str, Any]:
-        denial = None
-        if self.denial is not None:
-            denial = {
-                "reason": self.denial.reason,
-                "code": self.denial.code,
-                "backend": self.denial.backend,
-                "subscription": self.denial.subscription,
-                "synthetic": self.denial.synthetic,
-            }
         return {
             "eventType": self.event_type,
             "eventId": self.event.get("id"),
             "permission": self.permission,
-            "denial": denial,
+            "denial": asdict(self.denial) if self.denial else None,
             "flow": self.flow,
             "flowReason": self.flow_reason,
             "candidate": self.candidate.to_wire() if self.candidate else None,
@@ -147,3 +126,7 @@ class HookResult:
             "toolInput": self.tool_input,
             "diagnostics": [d.to_json() for d in self.diagnostics],
         }
+
+
+_CARRIED = tuple(f.name for f in fields(ChainState))
+"""What a settled result takes from the chain state: every field, under the same name."""

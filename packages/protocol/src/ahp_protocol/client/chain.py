@@ -1,19 +1,14 @@
 """The chain state and how one accepted response folds into it, with no I/O.
 
-Owns :class:`ChainState` (the effective event, permission, candidate, flow,
-instructions, injections, messages and denial carried from one interceptor to
-the next), where each ``modify`` target lives in an event, and
-:func:`fold_response`, the pure function that applies one *already validated*
-response (draft §5.4): modifications in order, invalidation of inherited
-approval and candidate when the event changed (by value: :func:`same_json`; a
-modification that leaves the event as it was keeps them), then deny > ask > allow,
-``return``, ``message``, ``inject`` and ``flow``.
+Owns :class:`ChainState` (what one interceptor hands the next), where each ``modify``
+target lives in an event, and :func:`fold_response`, which applies one *already
+validated* response (draft §5.4): modifications in order, inherited approval and
+candidate dropped when the event changed (by value, :func:`same_json`), then
+deny > ask > allow, ``return``, ``message``, ``inject`` and ``flow``.
 
-Never validates effects against capabilities (that is
-:func:`ahp_protocol.wire.effects.check_effects`, run first, atomically) and
-never talks to a backend. A modification that leaves an invalid event raises
-:class:`~ahp_protocol.client.OperationalFailure`: the response is
-then rejected as a whole, as the draft requires.
+Never validates effects against capabilities (``wire.effects.check_effects`` does,
+first) and never talks to a backend. A modification that leaves an invalid event
+raises :class:`~ahp_protocol.client.OperationalFailure`: the whole response is rejected.
 """
 
 from __future__ import annotations

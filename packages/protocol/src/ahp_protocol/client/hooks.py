@@ -1,15 +1,13 @@
 """The harness-facing API: AHP for a harness in a few calls that read like the protocol.
 
 :class:`Hooks` is built from a registration (a file, a document or a model), the
-harness's identity and what the harness enforces at each event, all checked at
-construction. It owns the envelope (event ids, ``time``, ``source``, ``harness``,
-the session and the turn), validates every event it sends to a backend against the
-wire models (an invalid event is the harness's bug, raised at once as
-:class:`InvalidEvent`, never a backend failure; an event no subscription receives is
-not sent, so not checked), and runs it through :class:`~ahp_protocol.client.Dispatcher`,
-which stays the low-level layer. Every call returns the settled
-:class:`~ahp_protocol.client.HookResult`, also for an event nobody intercepts
-(permission ``none``, the event unchanged)::
+harness's identity and what it enforces at each event, all checked at construction.
+It owns the envelope (event ids, ``time``, ``source``, ``harness``, the session and
+the turn), checks every event a backend will receive against the wire models (an
+invalid one is the harness's bug: :class:`InvalidEvent`, raised before anything is
+sent) and runs it through :class:`~ahp_protocol.client.Dispatcher`, the low-level
+layer. Every call returns the settled :class:`~ahp_protocol.client.HookResult`, also
+for an event nobody intercepts (permission ``none``, the event unchanged)::
 
     async with Hooks("hooks.json", harness={"name": "my-agent", "version": "1.0"},
                      capabilities={"tool.before": {"effects": ["deny"]}}) as hooks:
@@ -19,11 +17,7 @@ which stays the low-level layer. Every call returns the settled
         if result.stopped: ...  # refused: deny, flow stop or fail-closed failure
 
 A result never grants anything: ``none`` and ``allow`` still go through the host's
-own permissions and sandbox. That precedence is the host's; this module knows no
-tool, rule or prompt.
-
-A registration file's folder is its backends' home: its stdio backends run there and
-a relative ``command`` is resolved there (:func:`load_anchored`).
+own permissions and sandbox; this module knows no tool, rule or prompt.
 """
 
 from __future__ import annotations
@@ -32,7 +26,7 @@ import os
 import uuid
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from ahp_protocol.client._checks import check_declaration
@@ -141,15 +135,13 @@ def _identity(harness: Mapping[str, str]) -> dict[str, str]:
 class Hooks:
     """AHP for one harness process: the registration's backends, the envelope, validation.
 
-    ``registration``: a file path (its folder is its backends' home, see the module
-    docstring), a registration document or a validated model; ``None`` runs no
-    backend (every event settles with no effect). ``harness``: ``{"name", "version"}``.
-    ``capabilities``: what the harness enforces, per interceptable event (wire form, e.g.
-    ``{"tool.before": {"effects": ["deny"]}}``); declare only what your code honours.
-    ``validate`` (default on) checks every outgoing event (one that some subscription
-    receives) against the wire models; turning it off saves the check's cost
-    (``bench/client_stdio.py`` measures it) and lets a malformed event reach backends,
-    which then fail it as invalid params.
+    ``registration``: a file path (its stdio backends run in its folder and a relative
+    ``command`` is resolved there: :func:`load_anchored`), a registration document or a
+    validated model; ``None`` runs no backend (every event settles with no effect).
+    ``harness``: ``{"name", "version"}``. ``capabilities``: what the harness enforces,
+    per interceptable event (wire form, e.g. ``{"tool.before": {"effects": ["deny"]}}``);
+    declare only what your code honours. ``validate=False`` skips checking outgoing
+    events: a malformed one then reaches backends, which fail it as invalid params.
 
     Raises at construction: ``WireErrors`` (the registration, with JSON paths),
     :class:`~ahp_protocol.client.DeclarationError` (``capabilities``),
@@ -311,15 +303,15 @@ class Hooks:
         return HookResult.settle(event_type, state, diagnostics)
 
 
+@dataclass(eq=False, repr=False)
 class SessionHooks:
     """One session's envelope and events; turns are opened and closed here."""
 
-    def __init__(self, hooks: Hooks, session_id: str, cwd: str, roots: list[str]) -> None:
-        self.hooks = hooks
-        self.id = session_id
-        self.cwd = cwd
-        self.roots = roots
-        self.turn_id: str | None = None
+    hooks: Hooks
+    id: str
+    cwd: str
+    roots: list[str]
+    turn_id: str | None = None
 
     def event(self, event_type: str, **fields: Any) -> dict[str, Any]:
         """A complete event of this session (and of the open turn, if any); not sent."""
@@ -413,6 +405,7 @@ class SessionHooks:
 _SAME: Any = object()
 
 
+@dataclass(eq=False, repr=False)
 class ToolCall:
     """``tool.before`` → ``tool.permission.request``/``resolved`` → ``tool.after`` of one call.
 
@@ -421,27 +414,17 @@ class ToolCall:
     result (AHP ``return``), dropped when the input changes.
     """
 
-    def __init__(
-        self,
-        session: SessionHooks,
-        call_id: str,
-        name: str,
-        kind: str | None,
-        input: Any,
-        origin: str,
-        path: str,
-    ) -> None:
-        self.session = session
-        self.id = call_id
-        self.name = name
-        self.kind = kind
-        self.input = input
-        self.origin = origin
-        self.path = path
-        self.permission: Permission = "none"
-        self.candidate: Candidate | None = None
-        self.file_changed: HookResult | None = None
-        self._judged = False
+    session: SessionHooks
+    id: str
+    name: str
+    kind: str | None
+    input: Any
+    origin: str
+    path: str
+    permission: Permission = "none"
+    candidate: Candidate | None = None
+    file_changed: HookResult | None = None
+    _judged: bool = field(default=False, init=False)
 
     def _fields(self, tool_input: Any) -> dict[str, Any]:
         tool: dict[str, Any] = {"name": self.name, "input": tool_input, "origin": self.origin}

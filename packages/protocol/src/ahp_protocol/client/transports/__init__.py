@@ -1,16 +1,12 @@
 """Client transports: how one JSON-RPC message reaches a backend and its answer comes back.
 
-Owns the :class:`Transport` contract the dispatcher uses and
-:func:`open_transport`, which maps a registration ``Hook`` onto a stdio
-(:class:`StdioTransport`, ``persistent`` or ``per_event``) or HTTP
-(:class:`HttpTransport`) transport. A transport moves bytes and checks framing,
-the JSON-RPC envelope and id correlation; every problem is an
-:class:`~ahp_protocol.client.OperationalFailure` with a fixed detail.
-
-Never: decides what a response means (JSON-RPC errors, versions and effects are
-the caller's), implements the deadline (the caller wraps each call in
-``anyio.fail_after``; a cancelled call leaves the transport usable), or leaves
-a child process or connection behind after ``aclose()``.
+Owns the :class:`Transport` contract the dispatcher uses and :func:`open_transport`,
+which maps a registration ``Hook`` onto :class:`StdioTransport` or
+:class:`HttpTransport`. A transport moves bytes and checks framing, the envelope and
+id correlation; every problem is an :class:`~ahp_protocol.client.OperationalFailure`
+with a fixed detail. Never: decides what a response means (errors, versions and
+effects are the caller's), implements the deadline (a call cancelled by the caller's
+leaves the transport usable), or leaves a child or connection behind ``aclose()``.
 """
 
 from __future__ import annotations

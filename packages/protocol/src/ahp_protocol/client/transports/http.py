@@ -1,36 +1,29 @@
 """The HTTP transport: one JSON-RPC message per ``POST`` (draft §8.2), over httpx.
 
-Owns one ``httpx.AsyncClient`` per backend (keep-alive; redirects never
-followed; ``trust_env=False`` so no proxy, netrc or CA variables from the
-environment apply; cookies never stored), the request headers, and the rules
-for what counts as an answer:
+Owns one ``httpx.AsyncClient`` per backend (keep-alive; redirects never followed;
+``trust_env=False``: no proxy, netrc or CA variables apply; no cookies), the request
+headers, and what counts as an answer:
 
-- a request succeeds only with ``200``, ``Content-Type: application/json``, an
-  uncompressed body of at most ``max_frame_bytes`` (checked while streaming,
-  so an endless body fails as soon as the limit is passed) holding one
-  JSON-RPC response whose id is the request's. Any other status, a ``3xx``
-  included, is ``HTTP_STATUS``; a wrong type or a bad body is
-  ``MALFORMED_OUTPUT``; another id is ``ID_MISMATCH``. JSON-RPC error
-  responses are returned: the caller classifies them;
-- a notification succeeds only with ``202`` or ``204`` and an empty body (a
-  body is ``MALFORMED_OUTPUT``, any other status ``HTTP_STATUS``);
-- a refused, reset or lost connection is ``CONNECT_FAILED``.
+- a request: ``200``, ``Content-Type: application/json``, an uncompressed body of at
+  most ``max_frame_bytes`` (checked while streaming) holding one JSON-RPC response
+  with the request's id. Any other status (``3xx`` too) is ``HTTP_STATUS``, a wrong
+  type or body ``MALFORMED_OUTPUT``, another id ``ID_MISMATCH``; JSON-RPC errors are
+  returned for the caller to classify;
+- a notification: ``202`` or ``204`` with an empty body (a body is
+  ``MALFORMED_OUTPUT``, another status ``HTTP_STATUS``);
+- a refused, reset or lost connection: ``CONNECT_FAILED``.
 
-Credentials are resolved from ``environ`` at each send: the bearer
-``tokenEnv`` (sent as ``Authorization: Bearer …``), then the registration
-headers (literal, ``valueEnv``; ``valueRef`` is not supported here), merged
-last and case-insensitively, so a registration ``Authorization`` header
-replaces the bearer binding (which is then not consulted at all). A credential
-that cannot be resolved is ``AUTH_FAILED`` and nothing is sent. Token and
-header values never appear in failures, logs or ``repr``.
+Credentials are resolved from ``environ`` at each send: the bearer ``tokenEnv``
+(``Authorization: Bearer …``), then the registration headers (literal or
+``valueEnv``; no ``valueRef``) merged last, ignoring case, so a registration
+``Authorization`` header replaces the bearer binding. One that cannot be resolved is
+``AUTH_FAILED`` and nothing is sent; values never appear in failures, logs or ``repr``.
 
-Plain ``http`` is accepted only for loopback hosts (``localhost``,
-``127.0.0.0/8``, ``::1``); any other ``http`` URL is refused at construction
-(``ValueError``): remote endpoints need TLS. Never implements a deadline (the
-caller wraps calls in ``anyio.fail_after``); never retries; no OAuth.
-
-httpx comes with the ``http`` extra (``pip install 'ahp-protocol[http]'``); without it
-this module raises an ``ImportError`` that says so, and stdio backends still work.
+Plain ``http`` only to a loopback host (``localhost``, ``127.0.0.0/8``, ``::1``); any
+other ``http`` URL is a ``ValueError`` at construction. Never implements a deadline
+(the caller wraps calls in ``anyio.fail_after``), never retries, no OAuth. httpx comes
+with the ``http`` extra (``pip install 'ahp-protocol[http]'``); without it this
+module's ``ImportError`` says so, and stdio backends still work.
 """
 
 from __future__ import annotations
@@ -38,7 +31,8 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any, Final, Literal, Protocol
@@ -130,10 +124,6 @@ def _credential_bytes(value: str) -> bytes:
     if raw is None:
         raise OperationalFailure(FailureClass.AUTH_FAILED, "credential is not a valid header value")
     return raw
-
-
-def _no_cookies() -> CookieJar:
-    return CookieJar(policy=DefaultCookiePolicy(allowed_domains=[]))
 
 
 class HttpTransport:
@@ -265,14 +255,13 @@ class HttpTransport:
                 follow_redirects=False,
                 trust_env=False,
                 timeout=httpx.Timeout(None),
-                cookies=_no_cookies(),
+                cookies=CookieJar(policy=DefaultCookiePolicy(allowed_domains=[])),
             )
         return self._client
 
-    def _post(self, message: dict[str, Any]) -> _Exchange:
+    def _post(self, message: dict[str, Any]) -> AbstractAsyncContextManager[httpx.Response]:
         headers = self._resolve_headers()  # before anything is sent
-        body = jsonrpc.encode(message)[:-1]
-        return _Exchange(self._ready(), self.url, headers, body)
+        return _exchange(self._ready(), self.url, headers, jsonrpc.encode(message)[:-1])
 
     async def _response(self, response: httpx.Response, key: tuple[str, object]) -> dict[str, Any]:
         if response.status_code != 200:
@@ -308,31 +297,24 @@ class HttpTransport:
         return decoded
 
 
-class _Exchange:
-    """``async with``: one streamed POST; httpx errors become ``CONNECT_FAILED``."""
-
-    def __init__(
-        self, client: httpx.AsyncClient, url: str, headers: list[tuple[bytes, bytes]], body: bytes
-    ) -> None:
-        self._client = client
-        self._request = client.build_request("POST", url, headers=headers, content=body)
-        self._response: httpx.Response | None = None
-
-    async def __aenter__(self) -> httpx.Response:
-        try:
-            self._response = await self._client.send(self._request, stream=True)
-        except httpx.ConnectError:
-            raise OperationalFailure(
-                FailureClass.CONNECT_FAILED, "connection refused or not established"
-            ) from None
-        except (httpx.HTTPError, OSError):
-            raise OperationalFailure(FailureClass.CONNECT_FAILED, "connection lost") from None
-        return self._response
-
-    async def __aexit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
-        response, self._response = self._response, None
-        if response is not None:
-            with contextlib.suppress(httpx.HTTPError, OSError):
-                await response.aclose()
-        if isinstance(exc, httpx.HTTPError | OSError):
-            raise OperationalFailure(FailureClass.CONNECT_FAILED, "connection lost") from None
+@contextlib.asynccontextmanager
+async def _exchange(
+    client: httpx.AsyncClient, url: str, headers: list[tuple[bytes, bytes]], body: bytes
+) -> AsyncIterator[httpx.Response]:
+    """One streamed POST; httpx errors become ``CONNECT_FAILED``."""
+    request = client.build_request("POST", url, headers=headers, content=body)
+    try:
+        response = await client.send(request, stream=True)
+    except httpx.ConnectError:
+        raise OperationalFailure(
+            FailureClass.CONNECT_FAILED, "connection refused or not established"
+        ) from None
+    except (httpx.HTTPError, OSError):
+        raise OperationalFailure(FailureClass.CONNECT_FAILED, "connection lost") from None
+    try:
+        yield response
+    except (httpx.HTTPError, OSError):
+        raise OperationalFailure(FailureClass.CONNECT_FAILED, "connection lost") from None
+    finally:
+        with contextlib.suppress(httpx.HTTPError, OSError):
+            await response.aclose()

@@ -1,56 +1,36 @@
 """The stdio transport: NDJSON JSON-RPC over a backend process's stdin and stdout.
 
-Owns the backend child processes of one registered stdio backend: spawning them
-(``command`` + ``args`` exec'd directly, never through a shell, in a new session
-so the whole process group can be killed), their environment (a minimal
-allowlist of the host environment plus the registration's literal ``env``),
+Owns the child processes of one stdio backend: spawning them (``command`` +
+``args`` exec'd directly, never through a shell, each in a new session so its whole
+process group can be killed), their environment (:func:`child_environment`),
 framing (one UTF-8 JSON-RPC object per ``\\n``-terminated line, at most
-``max_frame_bytes`` per frame, an over-long frame detected as soon as the limit
-is passed), response correlation by id, and killing and reaping every child.
+``max_frame_bytes``, an over-long frame failed as soon as the limit is passed),
+correlation by id, and killing and reaping every child. Two lifecycles (draft §8.1):
 
-Two lifecycles (draft §8.1):
-
-- ``persistent``: one long-lived child, spawned on first use and replaced on
-  the next use after it exits or misbehaves. At most one request is
-  outstanding; a notification is written without waiting for anything.
-  Responses are correlated by id, and an uncorrelated response (a stray frame,
-  a late duplicate of an earlier answer) is discarded, as the stdio binding
-  says: its size is logged (never its content) and counted in
-  :data:`DISCARDED` for the caller's diagnostics, and the request keeps waiting
-  for its own answer within the caller's deadline. A backend that answers only
-  with other ids therefore ends at that deadline; more than
-  :data:`MAX_UNCORRELATED` uncorrelated responses while one request waits is
-  ``ID_MISMATCH`` at once (so a flood costs bounded, linear work). A request
-  abandoned by the caller's cancellation (its deadline) leaves the child in
-  place and its id remembered: its late answer is discarded too (not counted
-  against that bound), and a new request reusing that id gets a fresh child, so
-  the late answer can never pass for the new one. Malformed output (bytes that
-  are not UTF-8, not JSON, not a response envelope, a pretty-printed multi-line
-  object, an over-long or unterminated frame) is ``MALFORMED_OUTPUT`` at once;
-  EOF is ``ABNORMAL_EXIT``. After any failure the child is killed and replaced
-  on next use. Lines holding only whitespace are skipped.
-- ``per_event``: one child per message. It gets one line, then EOF; at most one
-  response line is read, then the child must exit 0 (a nonzero exit or no
-  response is ``ABNORMAL_EXIT``, even after a valid answer). That one response
-  must carry the request's id (else ``ID_MISMATCH``: the child answers one
-  message, so another id means its answer is missing). A child that
-  answers but does not exit within ``exit_grace`` seconds is killed and the
-  answer counts. A notification child is not awaited: it is reaped when it
-  exits, killed once older than ``notify_grace`` seconds (checked on each later
-  call) or when more than ``MAX_LINGERING`` are alive, and always by
+- ``persistent``: one child, spawned on first use and replaced on the next use after
+  it exits or fails. One request at a time; a notification is written without
+  waiting. A response with another id is discarded, as the stdio binding says (its
+  size logged and counted in :data:`DISCARDED`, never its content) and the request
+  keeps waiting within the caller's deadline; more than :data:`MAX_UNCORRELATED`
+  of them is ``ID_MISMATCH``. A request abandoned by the caller's deadline keeps
+  the child and its id is remembered: its late answer is discarded too (uncounted), and a new
+  request reusing that id gets a fresh child, so a late answer never passes for a
+  new one. Malformed output (not UTF-8, not JSON, not a response, a multi-line
+  object, an over-long or unterminated frame) is ``MALFORMED_OUTPUT``; EOF is
+  ``ABNORMAL_EXIT``; blank lines are skipped.
+- ``per_event``: one child per message: one line, then EOF. The one response must
+  carry the request's id (else ``ID_MISMATCH``) and the child must then exit 0
+  (else ``ABNORMAL_EXIT``, even after a valid answer); one still running after
+  ``exit_grace`` is killed and its answer counts. A notification child is not
+  awaited; it is killed past ``notify_grace``, beyond :data:`MAX_LINGERING`, or by
   :meth:`StdioTransport.aclose`.
 
-``aclose()`` closes every child's stdin, waits at most ``close_grace`` seconds
-for them to exit (so notifications already written are still delivered), then
-kills each whole process group and reaps everything before returning.
-
-Never: implements a deadline (the caller wraps calls in ``anyio.fail_after``);
-puts backend output, stderr or exception text in a failure (details are fixed
-phrases; a spawn failure also names the command, its working folder and, for a
-bare name, the ``PATH`` it was looked up on); logs frame content or environment
-values. Child stderr is drained continuously (a thread per child, so a chatty
-child never blocks on a full pipe) and only a bounded tail is kept for local
-debugging (:meth:`StdioTransport.stderr_tail`).
+Never: implements a deadline (the caller wraps calls in ``anyio.fail_after``); puts
+backend output, stderr or exception text in a failure (a spawn failure names only the
+command, its working folder and, for a bare name, the ``PATH`` searched); logs frame
+content or environment values. Child stderr is drained by a thread per child (a
+chatty child never blocks) and only a bounded tail is kept, for the operator
+(:meth:`StdioTransport.stderr_tail`).
 """
 
 from __future__ import annotations
@@ -135,9 +115,8 @@ recorded. A context variable, so concurrent callers in their own tasks never mix
 
 
 def is_path_command(command: str) -> bool:
-    """Whether ``command`` names a file (it holds a path separator) rather than a program
-    to look up on ``PATH``: the one test, for the spawn and for placing a registration's
-    backends (:func:`ahp_protocol.client.hooks.anchored`)."""
+    """Whether ``command`` names a file (it holds a path separator), not a program on
+    ``PATH``: the one test, for the spawn and for :func:`~ahp_protocol.client.hooks.anchored`."""
     return os.sep in command or bool(os.altsep and os.altsep in command)
 
 
@@ -230,14 +209,11 @@ class _Child:
 
     def kill(self) -> None:
         """SIGKILL the whole process group (the child runs in its own session)."""
-        pid = self.process.pid
         try:
-            os.killpg(pid, signal.SIGKILL)
-            return
+            os.killpg(self.process.pid, signal.SIGKILL)
         except (OSError, AttributeError):  # gone, not ours to signal, or no killpg
-            pass
-        with contextlib.suppress(OSError):
-            self.process.kill()
+            with contextlib.suppress(OSError):
+                self.process.kill()
 
     async def close(self) -> None:
         """Kill the group, reap the child, close its pipes, join the drain. Idempotent."""
