@@ -5,11 +5,13 @@ The main test generates a project into a temporary folder and runs
 environment (ahp-protocol from this source tree, pytest from the uv cache or the
 index) and the project's tests start its backend as a process through
 ahp-protocol's client. That takes seconds with a warm uv cache; the bound is
-generous for a cold one.
+generous for a cold one. ``--kind policy`` projects (CEL rules, a test table, no code)
+get the same checks, and their own tests run ``ahp-backend policy test`` on the table.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -188,3 +190,171 @@ def test_without_a_source_tree_the_readme_says_where_it_comes_from(tmp_path: Pat
     files = template.plan(project)
     assert "[tool.uv.sources]" not in files["pyproject.toml"]
     assert "no local source tree was" in files["README.md"]
+
+
+# --------------------------------------------------------------------------- --kind policy
+
+BACKENDS = REPO / "packages" / "backends"
+AHP_BACKEND = [PY, "-m", "ahp_backends.cli"]
+
+
+@pytest.fixture
+def policy_project(tmp_path: Path) -> Path:
+    target = tmp_path / "projects" / "team-policy"
+    done = new("team-policy", "--kind", "policy", "--dir", str(target))
+    assert done.returncode == 0, done.stderr
+    assert "uv run ahp-backend policy test policy_tests.toml" in done.stdout
+    return target
+
+
+def test_a_policy_project_has_every_file(policy_project: Path) -> None:
+    project = policy_project
+    files = sorted(str(p.relative_to(project)) for p in project.rglob("*") if p.is_file())
+    assert files == [
+        ".gitignore",
+        "README.md",
+        "policy.toml",
+        "policy_tests.toml",
+        "pyproject.toml",
+        "registration.json",
+        "tests/test_policy.py",
+    ]
+    text = "".join(p.read_text() for p in project.rglob("*") if p.is_file())
+    assert re.search(r"\{\{[a-z_]+\}\}", text) is None  # every placeholder filled
+
+    pyproject = tomllib.loads((project / "pyproject.toml").read_text())
+    assert pyproject["project"]["name"] == "team-policy"
+    assert pyproject["project"]["dependencies"] == ["ahp-backends"]
+    assert pyproject["tool"]["uv"]["package"] is False  # nothing of its own to build
+    assert pyproject["tool"]["uv"]["sources"] == {
+        "ahp-backends": {"path": str(BACKENDS), "editable": True},
+        "ahp-protocol": {"path": str(PROTOCOL), "editable": True},
+    }
+
+    policy = (project / "policy.toml").read_text()
+    assert 'code = "com.example.team-policy.force-push"' in policy
+    table = tomllib.loads((project / "policy_tests.toml").read_text())
+    assert table["policy"] == "policy.toml"
+    assert len(table["case"]) >= 6
+
+    registration = load_registration(project / "registration.json")
+    (hook,) = registration.hooks
+    assert hook.id == "com.example.team-policy"
+    assert not hook.subscriptions  # the served configuration, the one the table runs against
+    transport = json.loads((project / "registration.json").read_text())["hooks"][0]["transport"]
+    assert transport["command"] == str(project / ".venv" / "bin" / "ahp-backend")
+    assert transport["args"] == ["policy", "--rules", str(project / "policy.toml")]
+
+    readme = (project / "README.md").read_text()
+    for needle in (
+        "uv run pytest",
+        "ahp-backend policy test policy_tests.toml",
+        "[tool.uv.sources]",
+    ):
+        assert needle in readme
+    assert "Once both are published" in readme
+
+
+def test_the_generated_policy_passes_its_table(policy_project: Path) -> None:
+    # The generated policy and table, run by this workspace's ahp-backend: quick, no uv.
+    check = subprocess.run(
+        [*AHP_BACKEND, "policy", "--rules", str(policy_project / "policy.toml"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert check.returncode == 0, check.stderr
+    done = subprocess.run(
+        [*AHP_BACKEND, "policy", "test", "policy_tests.toml"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=policy_project,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    cases = len(tomllib.loads((policy_project / "policy_tests.toml").read_text())["case"])
+    assert done.stdout.splitlines()[-1] == f"{cases} cases: {cases} passed, 0 failed"
+    # Its comment says so: without "ask" advertised, the recursive-delete case fails.
+    table = policy_project / "policy_tests.toml"
+    table.write_text(table.read_text().replace('"deny", "ask", "message"', '"deny", "message"'))
+    done = subprocess.run(
+        [*AHP_BACKEND, "policy", "test", "policy_tests.toml"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=policy_project,
+    )
+    assert done.returncode == 1
+    assert "  FAIL  a recursive delete asks" in done.stdout
+
+
+def test_the_generated_policy_project_is_lint_clean(policy_project: Path) -> None:
+    ruff = Path(PY).parent / "ruff"
+    config = REPO / "pyproject.toml"
+    for command in (["check"], ["format", "--check"]):
+        done = subprocess.run(
+            [str(ruff), *command, "--config", str(config), str(policy_project)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stdout
+
+
+@pytest.mark.timeout(300)
+def test_a_fresh_policy_project_passes_its_own_tests(policy_project: Path) -> None:
+    started = time.monotonic()
+    done = subprocess.run(
+        [
+            *uv(),
+            "run",
+            "--directory",
+            str(policy_project),
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=clean_environment(),
+        stdin=subprocess.DEVNULL,
+    )
+    elapsed = time.monotonic() - started
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    summary = re.search(r"(\d+) passed", done.stdout)
+    assert summary is not None, done.stdout
+    assert int(summary.group(1)) == 4  # the table, a failing table, --check, the registration
+    assert "failed" not in done.stdout and "error" not in done.stdout.lower()
+    assert (policy_project / ".venv" / "bin" / "ahp-backend").exists()
+    print(f"uv run pytest in a fresh policy project: {elapsed:.1f} s")
+
+
+def test_policy_options_are_checked(tmp_path: Path) -> None:
+    done = new("ok", "--dir", str(tmp_path / "a"), "--backends", str(BACKENDS))
+    assert done.returncode == 2
+    assert "--backends applies to --kind policy only" in done.stderr
+    done = new("ok", "--kind", "policy", "--dir", str(tmp_path / "b"), "--backends", "/nonexistent")
+    assert done.returncode == 2
+    assert "--backends /nonexistent: not an ahp-backends project folder" in done.stderr
+    done = new("ok", "--kind", "nonsense", "--dir", str(tmp_path / "c"))
+    assert done.returncode == 2
+    assert "invalid choice: 'nonsense'" in done.stderr
+    assert not any((tmp_path / d).exists() for d in "abc")
+    # A policy project has no module of its own: a name that would clash as one is fine.
+    assert new("json", "--kind", "policy", "--dir", str(tmp_path / "d")).returncode == 0
+
+
+def test_backends_source_is_found() -> None:
+    assert template.find_backends_source() == BACKENDS
+
+
+def test_without_source_trees_the_policy_readme_says_where_they_come_from(tmp_path: Path) -> None:
+    project = template.Project(
+        "x-policy", "x_policy", "com.example.x-policy", tmp_path, None, "policy", None
+    )
+    files = template.plan(project)
+    assert "[tool.uv.sources]" not in files["pyproject.toml"]
+    assert "no local source trees were" in files["README.md"]
+    tomllib.loads(files["pyproject.toml"])  # still valid TOML

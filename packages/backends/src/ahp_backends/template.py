@@ -1,16 +1,22 @@
-"""``ahp-backend new NAME --dir DIR``: create a ready-to-run backend project.
+"""``ahp-backend new NAME --dir DIR [--kind backend|policy]``: create a ready-to-run project.
 
-The project (from the files under ``ahp_backends/templates/backend``) holds a
+``--kind backend`` (the default; the files under ``ahp_backends/templates/backend``): a
 ``pyproject.toml`` depending on ``ahp-protocol``, one handler module
 (``src/<module>/backend.py``, a commented ``tool.before`` example that denies force
 pushes), a README (run, register, test), a sample ``registration.json`` and tests
 that run the backend as a process through ahp-protocol's client and pass as
 generated (``uv run pytest`` inside it).
 
-``ahp-protocol`` is not on a package index yet, so the project gets a
-``[tool.uv.sources]`` entry pointing at the ``ahp-protocol`` source tree this
-command runs from (found from ``ahp_protocol.__file__``, or ``--protocol PATH``);
-the README says how to drop it once the package is published.
+``--kind policy`` (``templates/policy``): a policy with no Python code of its own: a
+``policy.toml`` of CEL rules served by ``ahp-backend policy --rules policy.toml``, a
+``policy_tests.toml`` test table, a ``registration.json`` running it, a README, and a
+project test that runs ``ahp-backend policy test policy_tests.toml``; its
+``pyproject.toml`` depends on ``ahp-backends`` (a virtual project: nothing is built).
+
+``ahp-protocol`` and ``ahp-backends`` are not on a package index yet, so the project
+gets ``[tool.uv.sources]`` entries pointing at the source trees this command runs
+from (found from the packages' ``__file__``, or ``--protocol PATH`` and
+``--backends PATH``); the README says how to drop them once they are published.
 
 Never overwrites anything: the target folder must be missing or empty. Writes only
 inside it. Names are checked first (a project name such as ``my-policy`` gives the
@@ -35,11 +41,20 @@ from ahp_protocol.wire.names import is_reverse_dns
 
 from ahp_backends.serving import fail
 
-__all__ = ["Project", "find_protocol_source", "main", "plan", "render", "write_project"]
+__all__ = [
+    "KINDS",
+    "Project",
+    "find_backends_source",
+    "find_protocol_source",
+    "main",
+    "plan",
+    "render",
+    "write_project",
+]
 
 _NAME: Final = re.compile(r"^[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*$")
 _RESERVED: Final = frozenset({"ahp_protocol", "ahp_backends", "ahp_harness", "tests", "test"})
-_TEMPLATE_ROOT: Final = ("templates", "backend")
+KINDS: Final = ("backend", "policy")
 
 _PUBLISHED_NOTE: Final = """\
 `ahp-protocol` is not on a package index yet, so `pyproject.toml` takes it from a
@@ -65,6 +80,32 @@ ahp-protocol = { path = "/path/to/ahp-reference-kit/packages/protocol", editable
 ```"""
 
 
+_POLICY_PUBLISHED_NOTE: Final = """\
+`ahp-backends` and `ahp-protocol` are not on a package index yet, so
+`pyproject.toml` takes them from local source trees:
+
+```toml
+[tool.uv.sources]
+{entries}
+```
+
+Change the paths if those trees move. Once both are published, delete the
+`[tool.uv.sources]` table (and pin a version in `dependencies`, e.g.
+`"ahp-backends>=0.1"`); `uv lock` then takes them from the index."""
+
+_POLICY_INDEX_NOTE: Final = """\
+`pyproject.toml` depends on `ahp-backends` by name, and no local source trees were
+found when this project was generated, so uv looks for it (and `ahp-protocol`) on your
+package index. If they are not published there yet, point uv at a checkout of the AHP
+reference kit:
+
+```toml
+[tool.uv.sources]
+ahp-backends = { path = "/path/to/ahp-reference-kit/packages/backends", editable = true }
+ahp-protocol = { path = "/path/to/ahp-reference-kit/packages/protocol", editable = true }
+```"""
+
+
 @dataclass(frozen=True, slots=True)
 class Project:
     """The names of one generated project."""
@@ -74,6 +115,8 @@ class Project:
     backend_id: str
     directory: Path
     protocol: Path | None
+    kind: str = "backend"  # one of KINDS: the template folder
+    backends: Path | None = None  # the ahp-backends source tree (kind policy)
 
     @property
     def code_prefix(self) -> str:
@@ -87,16 +130,31 @@ def find_protocol_source() -> Path | None:
         import ahp_protocol
     except ImportError:  # pragma: no cover - ahp-backends depends on it
         return None
-    if ahp_protocol.__file__ is None:  # pragma: no cover - a namespace package
+    return _source_of(ahp_protocol.__file__, "ahp-protocol")
+
+
+def find_backends_source() -> Path | None:
+    """The ``ahp-backends`` project folder this code runs from, if it is a source tree."""
+    import ahp_backends
+
+    return _source_of(ahp_backends.__file__, "ahp-backends")
+
+
+def _source_of(module_file: str | None, name: str) -> Path | None:
+    if module_file is None:  # pragma: no cover - a namespace package
         return None
-    package = Path(ahp_protocol.__file__).resolve().parent  # .../src/ahp_protocol
+    package = Path(module_file).resolve().parent  # .../src/<package>
     for candidate in (package.parent.parent, package.parent):
-        if _is_protocol_project(candidate):
+        if _is_project(candidate, name):
             return candidate
     return None
 
 
 def _is_protocol_project(folder: Path) -> bool:
+    return _is_project(folder, "ahp-protocol")
+
+
+def _is_project(folder: Path, name: str) -> bool:
     pyproject = folder / "pyproject.toml"
     if not pyproject.is_file():
         return False
@@ -107,7 +165,7 @@ def _is_protocol_project(folder: Path) -> bool:
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
         return False
     project = data.get("project")
-    return isinstance(project, dict) and project.get("name") == "ahp-protocol"
+    return isinstance(project, dict) and project.get("name") == name
 
 
 def _toml_string(text: str) -> str:
@@ -121,11 +179,9 @@ def _json_string(text: str) -> str:
     return json.dumps(text)[1:-1]
 
 
-def _template_files() -> list[tuple[str, Traversable]]:
-    """Every template file as (relative path with ``/``, resource), sorted."""
-    root = resources.files("ahp_backends")
-    for part in _TEMPLATE_ROOT:
-        root = root.joinpath(part)
+def _template_files(kind: str = "backend") -> list[tuple[str, Traversable]]:
+    """Every template file of ``kind`` as (relative path with ``/``, resource), sorted."""
+    root = resources.files("ahp_backends").joinpath("templates", kind)
     found: list[tuple[str, Traversable]] = []
 
     def walk(node: Traversable, prefix: str) -> None:
@@ -160,7 +216,38 @@ def render(text: str, values: Mapping[str, str]) -> str:
     return re.sub(r"\{\{([a-z_]+)\}\}", substitute, text)
 
 
+def _policy_values(project: Project) -> dict[str, str]:
+    trees = [("ahp-backends", project.backends), ("ahp-protocol", project.protocol)]
+    entries = "\n".join(
+        f'{name} = {{ path = "{_toml_string(path.as_posix())}", editable = true }}'
+        for name, path in trees
+        if path is not None
+    )
+    if entries:
+        sources = (
+            "\n[tool.uv.sources]\n"
+            "# ahp-backends and ahp-protocol are not on a package index yet: these are the\n"
+            "# source trees the project was generated from. Delete this table once they are\n"
+            "# published.\n"
+            f"{entries}\n"
+        )
+        note = _POLICY_PUBLISHED_NOTE.format(entries=entries)
+    else:
+        sources, note = "", _POLICY_INDEX_NOTE
+    return {
+        "project": project.name,
+        "backend_id": project.backend_id,
+        "code_prefix": project.code_prefix,
+        "command": _json_string(str(project.directory / ".venv" / "bin" / "ahp-backend")),
+        "rules": _json_string(str(project.directory / "policy.toml")),
+        "sources": sources,
+        "source_note": note,
+    }
+
+
 def _values(project: Project) -> dict[str, str]:
+    if project.kind == "policy":
+        return _policy_values(project)
     command = str(project.directory / ".venv" / "bin" / project.name)
     if project.protocol is not None:
         path = project.protocol.as_posix()
@@ -190,7 +277,7 @@ def plan(project: Project) -> dict[str, str]:
     values = _values(project)
     return {
         _target(rel, project): render(resource.read_text("utf-8"), values)
-        for rel, resource in _template_files()
+        for rel, resource in _template_files(project.kind)
     }
 
 
@@ -212,12 +299,14 @@ def write_project(project: Project) -> list[str]:
     return sorted(files)
 
 
-def _check_name(name: str) -> str | None:
+def _check_name(name: str, kind: str = "backend") -> str | None:
     if not _NAME.match(name):
         return (
             f"NAME {name!r}: use lower-case letters, digits and single '-' or '_' between "
             "them, starting with a letter (e.g. my-policy)"
         )
+    if kind == "policy":  # no module of its own: only the name's shape matters
+        return None
     module = name.replace("-", "_")
     if keyword.iskeyword(module) or module in _RESERVED or module in sys.stdlib_module_names:
         return f"NAME {name!r}: its module {module!r} would clash with an existing module"
@@ -231,10 +320,18 @@ def _parser() -> argparse.ArgumentParser:
             "Create a ready-to-run AHP backend project: pyproject.toml (depends on "
             "ahp-protocol), src/<module>/backend.py with a commented tool.before example, "
             "a README, a sample registration.json and tests that pass as generated "
-            "(run 'uv run pytest' inside it)."
+            "(run 'uv run pytest' inside it). With --kind policy: a CEL policy project "
+            "instead (policy.toml served by 'ahp-backend policy', a policy_tests.toml test "
+            "table, registration.json, README, and a test that runs the table)."
         ),
     )
     parser.add_argument("name", metavar="NAME", help="the project name, e.g. my-policy")
+    parser.add_argument(
+        "--kind",
+        choices=KINDS,
+        default="backend",
+        help="backend: Python handler code (default); policy: CEL rules and a test table, no code",
+    )
     parser.add_argument(
         "--dir",
         metavar="DIR",
@@ -250,13 +347,20 @@ def _parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="the ahp-protocol source folder to depend on (default: the one running this)",
     )
+    parser.add_argument(
+        "--backends",
+        metavar="PATH",
+        help="with --kind policy: the ahp-backends source folder to depend on (default: the "
+        "one running this)",
+    )
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     name: str = args.name
-    problem = _check_name(name)
+    kind: str = args.kind
+    problem = _check_name(name, kind)
     if problem is not None:
         return fail(problem)
     backend_id: str = args.id or f"com.example.{name}"
@@ -269,8 +373,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             return fail(f"--protocol {args.protocol}: not an ahp-protocol project folder")
     else:
         protocol = find_protocol_source()
+    backends: Path | None = None
+    if args.backends and kind != "policy":
+        return fail("--backends applies to --kind policy only")
+    if args.backends:
+        backends = Path(args.backends).resolve()
+        if not _is_project(backends, "ahp-backends"):
+            return fail(f"--backends {args.backends}: not an ahp-backends project folder")
+    elif kind == "policy":
+        backends = find_backends_source()
     directory = Path(args.dir if args.dir else name).resolve()
-    project = Project(name, name.replace("-", "_"), backend_id, directory, protocol)
+    module = name.replace("-", "_")
+    project = Project(name, module, backend_id, directory, protocol, kind, backends)
     try:
         files = write_project(project)
     except FileExistsError as exc:
@@ -280,10 +394,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"created {name} ({backend_id}) in {directory}:")
     for rel in files:
         print(f"  {rel}")
-    if protocol is None:
+    if kind == "policy" and (protocol is None or backends is None):
+        print(
+            "note: no ahp-backends or ahp-protocol source tree found; see the README on where "
+            "they come from"
+        )
+    elif protocol is None:
         print("note: no ahp-protocol source tree found; see the README on where it comes from")
     print("\nnext:")
     print(f"  cd {directory}")
+    if kind == "policy":
+        print("  uv run pytest    # runs the test table against the policy, served as a process")
+        print("  uv run ahp-backend policy test policy_tests.toml    # the table alone")
+        print("  uv run ahp-backend policy --rules policy.toml       # serve over stdio")
+        return 0
     print("  uv run pytest    # the backend's own tests: it runs as a process")
     print(f"  uv run {name}    # serve over stdio (or --once, --http HOST:PORT)")
     return 0
