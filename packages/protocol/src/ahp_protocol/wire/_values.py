@@ -119,10 +119,8 @@ def content_error(kind: Literal["messages", "text_parts"], value: object) -> Wir
             content.parse_messages(value)
         else:
             content.parse_text_parts(value)
-    except WireErrors as exc:
+    except (WireError, WireErrors) as exc:
         return exc.first
-    except WireError as exc:
-        return exc
     return None
 
 

@@ -41,7 +41,7 @@ from ahp_protocol.wire._legality import (
     at_event,
 )
 from ahp_protocol.wire.errors import WireError, WireErrors
-from ahp_protocol.wire.model import WireModel, to_wire_errors
+from ahp_protocol.wire.model import NonNegativeInt, StrictBool, WireModel, to_wire_errors
 from ahp_protocol.wire.names import is_reverse_dns
 
 __all__ = [
@@ -57,10 +57,6 @@ __all__ = [
 ]
 
 H = TypeVar("H", bound=Hashable)
-
-NonNegativeInt = Annotated[int, Field(ge=0, strict=True)]
-NonEmptyStr = Annotated[str, Field(min_length=1, strict=True)]
-StrictBool = Annotated[bool, Field(strict=True)]
 
 
 def _unique(values: list[H]) -> list[H]:
@@ -148,19 +144,6 @@ class ElicitationGrant(_Open):
 _BLOCKS: Final = ("modify", "flow", "inject")
 
 
-def _coupled(value: object, info: ValidationInfo) -> object:
-    """A ``modify``/``flow``/``inject`` block is present iff its name is in ``effects``."""
-    effects = info.data.get("effects")
-    if effects is None:  # effects itself was invalid; reported there
-        return value
-    name = info.field_name
-    if value is None and name in effects:
-        raise ValueError(f"is required when effects contains '{name}'")
-    if value is not None and name not in effects:
-        raise ValueError(f"is allowed only when effects contains '{name}'")
-    return value
-
-
 class Capabilities(_Open):
     """The per-request grant (``params.capabilities``); unknown fields grant nothing."""
 
@@ -186,7 +169,16 @@ class Capabilities(_Open):
     @field_validator(*_BLOCKS, mode="after")
     @classmethod
     def _coupling(cls, value: object, info: ValidationInfo) -> object:
-        return _coupled(value, info)
+        """A ``modify``/``flow``/``inject`` block is present iff its name is in ``effects``."""
+        effects = info.data.get("effects")
+        if effects is None:  # effects itself was invalid; reported there
+            return value
+        name = info.field_name
+        if value is None and name in effects:
+            raise ValueError(f"is required when effects contains '{name}'")
+        if value is not None and name not in effects:
+            raise ValueError(f"is allowed only when effects contains '{name}'")
+        return value
 
     def grants(self, effect: str) -> bool:
         return effect in self.effects

@@ -30,9 +30,12 @@ from pydantic import AfterValidator, Discriminator, Field, PlainValidator
 from ahp_protocol.wire._projection import CATEGORIES, WITHHELD_REASON, part_category, project_event
 from ahp_protocol.wire.model import (
     ClosedModel,
+    NonEmptyStr,
+    NonNegativeInt,
     Omittable,
     OpenModel,
     WireConstants,
+    member,
     native_pattern,
     rule,
     union_tag,
@@ -123,8 +126,6 @@ def _number(minimum: float | None) -> Callable[[object], int | float]:
     return check
 
 
-NonEmptyStr: TypeAlias = Annotated[str, Field(min_length=1)]
-NonNegativeInt: TypeAlias = Annotated[int, Field(ge=0)]
 PositiveInt: TypeAlias = Annotated[int, Field(ge=1)]
 NonNegativeNumber: TypeAlias = Annotated[int | float, PlainValidator(_number(0))]
 Sha256: TypeAlias = Annotated[str, AfterValidator(_sha256)]
@@ -225,15 +226,8 @@ class AttachmentOmittedPart(_AttachmentPart):
     sha256: Omittable[Sha256] = None
 
 
-def _field(value: Any, wire: str, python: str) -> Any:
-    if isinstance(value, Mapping):
-        return value.get(wire)
-    return getattr(value, python, None)
-
-
 def _part_tag(value: Any) -> str | None:
-    kind = _field(value, "kind", "kind")
-    selection = _field(value, "selection", "selection")
+    kind, selection = member(value, "kind"), member(value, "selection")
     if kind not in ("text", "attachment") or selection not in ("body", "metadata", "omit"):
         return None
     if selection == "body":

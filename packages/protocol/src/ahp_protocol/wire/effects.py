@@ -17,7 +17,7 @@ from functools import cache
 from types import MappingProxyType
 from typing import Annotated, Any, Final, Literal, cast, get_args
 
-from pydantic import ConfigDict, Field, ValidationError, field_validator
+from pydantic import BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
 from ahp_protocol.wire._legality import (
     DELIVER_AT,
@@ -47,7 +47,7 @@ from ahp_protocol.wire._values import (
     to_json_value,
 )
 from ahp_protocol.wire.errors import EffectError, json_path, rebase
-from ahp_protocol.wire.model import WireModel, rule, to_wire_errors
+from ahp_protocol.wire.model import NonEmptyStr, WireModel, rule, to_wire_errors
 from ahp_protocol.wire.names import REVERSE_DNS, is_reverse_dns
 
 __all__ = [  # with the names of _legality and _values, re-exported (import paths kept)
@@ -85,7 +85,6 @@ __all__ = [  # with the names of _legality and _values, re-exported (import path
 
 # --------------------------------------------------------------------------- models
 
-NonEmptyStr = Annotated[str, Field(min_length=1, strict=True)]
 ReverseDnsStr = Annotated[str, Field(pattern=REVERSE_DNS.pattern, strict=True)]
 
 
@@ -108,6 +107,10 @@ def _json_field(value: object) -> Any:
         return to_json_value(value)
     except RecursionError:
         raise ValueError("is nested too deeply") from None
+
+
+JsonValue = Annotated[Any, BeforeValidator(_json_field)]
+"""Any JSON value; a wire model inside becomes its wire form (:func:`to_json_value`)."""
 
 
 class DenyEffect(BaseEffect):
@@ -159,24 +162,14 @@ class ModifyEffect(BaseEffect):
     type: Literal["modify"] = "modify"
     target: ModifyTarget
     operation: EditOperation
-    value: Any
-
-    @field_validator("value", mode="before")
-    @classmethod
-    def _value(cls, value: object) -> Any:
-        return _json_field(value)
+    value: JsonValue
 
 
 class ReturnEffect(BaseEffect):
     """Supply a candidate result instead of original execution."""
 
     type: Literal["return"] = "return"
-    value: Any
-
-    @field_validator("value", mode="before")
-    @classmethod
-    def _value(cls, value: object) -> Any:
-        return _json_field(value)
+    value: JsonValue
 
 
 class FlowStopEffect(BaseEffect):

@@ -13,10 +13,7 @@ Standard library only.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Literal
-
-if TYPE_CHECKING:
-    from pydantic import ValidationError
+from typing import Literal
 
 PathPart = str | int
 ErrorKind = Literal["malformed", "unknown", "unadvertised", "illegal"]
@@ -56,6 +53,11 @@ class WireError(ValueError):
         head = json_path(prefix)
         return self if head == "$" else WireError(rebase(self.path, head), self.reason)
 
+    @property
+    def first(self) -> WireError:
+        """This error: a :class:`WireError` and a :class:`WireErrors` both have a ``first``."""
+        return self
+
 
 class WireErrors(ValueError):
     """Several violations found in one document, first one first."""
@@ -90,10 +92,3 @@ class EffectError(WireError):
     def at(self, *prefix: PathPart) -> EffectError:
         moved = super().at(*prefix)
         return EffectError(moved.path, moved.reason, self.kind)
-
-
-def from_validation_error(exc: ValidationError, *prefix: PathPart) -> WireErrors:
-    """:func:`ahp_protocol.wire.model.to_wire_errors` (this name is kept for callers)."""
-    from ahp_protocol.wire.model import to_wire_errors
-
-    return to_wire_errors(exc, *prefix)

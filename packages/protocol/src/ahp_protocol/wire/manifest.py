@@ -17,17 +17,9 @@ from typing import Annotated, Literal, Self
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
-from ahp_protocol.wire.capabilities import (
-    Capabilities,
-    NonEmptyStr,
-    NonNegativeInt,
-    StrictBool,
-    _bounds_errors,
-    _Open,
-    _parse,
-    _unique,
-)
+from ahp_protocol.wire.capabilities import Capabilities, _bounds_errors, _Open, _parse, _unique
 from ahp_protocol.wire.catalogue import is_event_type, is_interceptable
+from ahp_protocol.wire.model import NonEmptyStr, NonNegativeInt, StrictBool
 
 __all__ = ["Gap", "Limits", "ManagedPolicy", "Manifest", "ManifestEvent", "parse_manifest"]
 

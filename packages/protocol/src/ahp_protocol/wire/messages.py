@@ -65,7 +65,7 @@ def _within(check: Callable[[], _T], *prefix: str | int) -> _T:
     try:
         return check()
     except (WireError, WireErrors) as exc:
-        raise (exc.first if isinstance(exc, WireErrors) else exc).at(*prefix) from None
+        raise exc.first.at(*prefix) from None
 
 
 def _version(container: Mapping[str, Any], where: str) -> None:

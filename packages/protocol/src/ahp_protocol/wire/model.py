@@ -40,11 +40,12 @@ No I/O; importing this module creates only these classes.
 
 from collections.abc import Callable, Mapping
 from functools import cache
-from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final, TypeAlias, TypeVar
 
 from pydantic import (
     BaseModel,
     ConfigDict,
+    Field,
     StringConstraints,
     Tag,
     ValidationError,
@@ -63,10 +64,14 @@ __all__ = [
     "RULE_ERROR",
     "WIRE_CONTEXT",
     "ClosedModel",
+    "NonEmptyStr",
+    "NonNegativeInt",
     "Omittable",
     "OpenModel",
+    "StrictBool",
     "WireConstants",
     "WireModel",
+    "member",
     "native_pattern",
     "rule",
     "to_wire_errors",
@@ -74,6 +79,10 @@ __all__ = [
     "unknown_stay_unknown",
     "validate_wire",
 ]
+
+NonEmptyStr: TypeAlias = Annotated[str, Field(min_length=1, strict=True)]
+NonNegativeInt: TypeAlias = Annotated[int, Field(ge=0, strict=True)]
+StrictBool: TypeAlias = Annotated[bool, Field(strict=True)]
 
 WIRE_CONTEXT: Final[Mapping[str, Any]] = {"ahp": "wire"}
 """Validation context meaning "this is wire JSON" (constant fields must be present)."""
@@ -246,6 +255,12 @@ def union_tag(name: str) -> Tag:
     """A tag for a member of a discriminated union; it never shows in error paths."""
     _TAGS.add(name)
     return Tag(name)
+
+
+def member(value: Any, name: str) -> Any:
+    """What a union discriminator reads: ``value[name]`` of wire JSON, or an attribute of a
+    model (``None`` when absent)."""
+    return value.get(name) if isinstance(value, Mapping) else getattr(value, name, None)
 
 
 _PATTERN_REASONS: dict[str, Callable[[object], str]] = {}

@@ -15,9 +15,6 @@ from typing import Final
 REVERSE_DNS: Final = re.compile(r"^(?:[A-Za-z][A-Za-z0-9_-]*\.)+[A-Za-z][A-Za-z0-9_-]*$")
 """A reverse-DNS name (a pydantic ``pattern`` may use ``REVERSE_DNS.pattern``)."""
 
-REVERSE_DNS_REASON: Final = "must be a reverse-DNS name (e.g. com.example.policy)"
-"""The reason every check of a reverse-DNS name gives."""
-
 
 def is_reverse_dns(value: object) -> bool:
     """Whether ``value`` is a string that is a reverse-DNS name."""

@@ -8,13 +8,13 @@ state is. Unknown fields are kept and round-tripped. No I/O.
 """
 
 from collections.abc import Mapping
-from typing import Annotated, Any, Final, Literal, get_args
+from typing import Any, Final, Literal, get_args
 
-from pydantic import ConfigDict, Field, ValidationError, field_validator
+from pydantic import ConfigDict, ValidationError, field_validator
 
 from ahp_protocol.wire import effects as fx
 from ahp_protocol.wire.errors import WireError, WireErrors
-from ahp_protocol.wire.model import WireModel, to_wire_errors
+from ahp_protocol.wire.model import NonEmptyStr, WireModel, to_wire_errors
 
 __all__ = ["Candidate", "FlowState", "Permission", "State", "is_plain_state", "parse_state"]
 
@@ -59,7 +59,7 @@ class State(_Open):
     permission: Permission = "none"
     candidate: Candidate | None = None
     flow: FlowState | None = None
-    instructions: list[Annotated[str, Field(min_length=1, strict=True)]] | None = None
+    instructions: list[NonEmptyStr] | None = None
     injections: list[fx.InjectEffect] | None = None
 
 

@@ -29,6 +29,7 @@ from ahp_protocol.wire.content import (
     native_pattern,
     rule,
 )
+from ahp_protocol.wire.names import REVERSE_DNS
 
 # --------------------------------------------------------------------------- scalars
 
@@ -102,12 +103,9 @@ def _http_url(value: str) -> str:
     return value
 
 
-_EXTENSION_KEY = re.compile(r"(?:[A-Za-z][A-Za-z0-9_-]*\.)+[A-Za-z][A-Za-z0-9_-]*")
-
-
 def _extensions(value: dict[str, Any]) -> dict[str, Any]:
     for key in value:
-        if not _EXTENSION_KEY.fullmatch(key):
+        if not REVERSE_DNS.fullmatch(key):
             raise rule("keys must be reverse-DNS names (for example com.example.flag)")
     return value
 

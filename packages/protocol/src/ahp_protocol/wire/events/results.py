@@ -10,7 +10,6 @@ Imports only :mod:`.envelope`, never a family module. No I/O. Import from
 :mod:`ahp_protocol.wire.events`, which re-exports every public name here.
 """
 
-from collections.abc import Mapping
 from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import Discriminator, Field, PlainValidator
@@ -26,6 +25,7 @@ from ahp_protocol.wire.content import (
     union_tag,
 )
 from ahp_protocol.wire.events.envelope import Currency
+from ahp_protocol.wire.model import member
 
 # --------------------------------------------------------------------------- execution
 
@@ -51,10 +51,7 @@ class Skipped(WireConstants):
 
 
 def _execution_tag(value: Any) -> str | None:
-    if isinstance(value, Mapping):
-        status, reason = value.get("status"), value.get("reason")
-    else:
-        status, reason = getattr(value, "status", None), getattr(value, "reason", None)
+    status, reason = member(value, "status"), member(value, "reason")
     if status == "executed":
         return "execution:executed"
     if status == "skipped":

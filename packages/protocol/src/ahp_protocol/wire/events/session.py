@@ -41,7 +41,7 @@ class SessionStart(Event):
         try:
             parse_manifest(value)
         except (WireError, WireErrors) as exc:
-            first = exc.first if isinstance(exc, WireErrors) else exc
+            first = exc.first
             raise rule(first.reason, *(() if first.path == "$" else (first.path,))) from None
         return value
 

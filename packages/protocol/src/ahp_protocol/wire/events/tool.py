@@ -9,7 +9,6 @@ on first use by :mod:`ahp_protocol.wire.events` (import the names from there). N
 """
 
 import re
-from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal, Self, TypeAlias
 
 from pydantic import AfterValidator, Discriminator, Field, field_validator, model_validator
@@ -24,6 +23,7 @@ from ahp_protocol.wire.content import (
     union_tag,
 )
 from ahp_protocol.wire.events.envelope import Event, HttpUrl, JsonObject, Ref
+from ahp_protocol.wire.model import member
 
 # --------------------------------------------------------------------------- tool detail
 
@@ -93,9 +93,7 @@ class ExtensionConnection(_Connection):
 
 
 def _connection_tag(value: Any) -> str | None:
-    transport = (
-        value.get("transport") if isinstance(value, Mapping) else getattr(value, "transport", None)
-    )
+    transport = member(value, "transport")
     if transport in ("http", "sse", "stdio"):
         return f"connection:{transport}"
     if isinstance(transport, str) and transport.startswith("_"):
