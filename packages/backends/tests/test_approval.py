@@ -45,6 +45,7 @@ from ahp_backends.approval import (
     parse_requirement,
     subject_of,
 )
+from ahp_backends.db import shown
 from ahp_backends.denylist import ConfigError
 from hypothesis import given
 from hypothesis import strategies as st
@@ -81,9 +82,11 @@ def ok(done: subprocess.CompletedProcess[bytes]) -> str:
 
 
 @pytest.fixture
-def store(tmp_path: Path, run_backend: Run) -> Path:
-    """A store with grants made by the CLI: 1 push main, 2 docs fetches, 3 Read, 4 revoked."""
-    path = tmp_path / "approvals.db"
+def store(database: str, run_backend: Run) -> str:
+    """A store with grants made by the CLI: 1 push main, 2 docs fetches, 3 Read, 4 revoked.
+
+    On either engine (``database``: a fresh SQLite file or PostgreSQL database)."""
+    path = database
     grants = [
         ["--tool", "Bash", "--match", "git push origin main"],
         ["--tool", "WebFetch", "--match", r"https://docs\.example/.*", "--expires", "1h"],
@@ -91,10 +94,8 @@ def store(tmp_path: Path, run_backend: Run) -> Path:
         ["--tool", "Bash", "--match", "git push origin old"],
     ]
     for number, args in enumerate(grants, start=1):
-        assert f"granted #{number}:" in ok(
-            run_backend("approval", "grant", "--store", str(path), *args)
-        )
-    assert ok(run_backend("approval", "revoke", "--store", str(path), "4")).strip() == "revoked #4"
+        assert f"granted #{number}:" in ok(run_backend("approval", "grant", "--db", path, *args))
+    assert ok(run_backend("approval", "revoke", "--store", path, "4")).strip() == "revoked #4"
     return path
 
 
@@ -105,10 +106,10 @@ def config(tmp_path: Path) -> Path:
     return path
 
 
-def serve_args(store: Path, config: Path) -> tuple[str, ...]:
+def serve_args(store: str, config: Path) -> tuple[str, ...]:
     return (
         "--store",
-        str(store),
+        store,
         "--require",
         PUSH,
         "--require",
@@ -118,17 +119,15 @@ def serve_args(store: Path, config: Path) -> tuple[str, ...]:
     )
 
 
-def command_for(store: Path, tool: str, subject: str) -> str:
+def command_for(store: str, tool: str, subject: str) -> str:
     quoted = shlex.quote(literal_regex(subject))
     return (
-        f"ahp-backend approval grant --store {shlex.quote(str(store))} --tool {tool} "
+        f"ahp-backend approval grant --db {shlex.quote(shown(store))} --tool {tool} "
         f"--match {quoted} --expires 1h"
     )
 
 
-def denied(
-    store: Path, requirement: str, tool: str, subject: str, why: str = ""
-) -> tuple[Any, ...]:
+def denied(store: str, requirement: str, tool: str, subject: str, why: str = "") -> tuple[Any, ...]:
     reason = (
         f"Approval required ({requirement}){why}. No live grant covers this {tool} call; "
         f"to approve it, run: {command_for(store, tool, subject)}"
@@ -136,7 +135,7 @@ def denied(
     return ("deny", reason, DENY_CODE, ())
 
 
-def asked(store: Path, requirement: str, tool: str, subject: str, why: str = "") -> tuple[Any, ...]:
+def asked(store: str, requirement: str, tool: str, subject: str, why: str = "") -> tuple[Any, ...]:
     message = (
         f"Approval required ({requirement}){why}. Approve this {tool} call when asked, or "
         f"approve it ahead of time: {command_for(store, tool, subject)}"
@@ -148,7 +147,7 @@ NONE: tuple[Any, ...] = ("none", None, None, ())
 ALLOW: tuple[Any, ...] = ("allow", None, None, ())
 WHY = ": New dependencies need review"
 
-Expect = Callable[[Path, str], tuple[Any, ...]]
+Expect = Callable[[str, str], tuple[Any, ...]]
 
 
 def needs(requirement: str, tool: str, subject: str, why: str = "") -> Expect:
@@ -156,7 +155,7 @@ def needs(requirement: str, tool: str, subject: str, why: str = "") -> Expect:
     return lambda s, p: (asked if p == "full" else denied)(s, requirement, tool, subject, why)
 
 
-def granted(s: Path, p: str) -> tuple[Any, ...]:
+def granted(s: str, p: str) -> tuple[Any, ...]:
     return ALLOW if p == "full" else NONE
 
 
@@ -191,19 +190,25 @@ def summary(verdicts: list[Any]) -> list[tuple[Any, ...]]:
 @pytest.mark.anyio
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize(
-    ("kind", "profile"),
+    ("engine", "kind", "profile"),
     [
-        ("persistent", "full"),
-        ("persistent", "deny_only"),
-        ("per_event", "full"),
-        ("http", "full"),
-        ("http", "deny_only"),
+        ("sqlite", "persistent", "full"),
+        ("sqlite", "persistent", "deny_only"),
+        ("sqlite", "per_event", "full"),
+        ("sqlite", "http", "full"),
+        ("sqlite", "http", "deny_only"),
+        # The store's answers do not depend on the transport: PostgreSQL runs the table
+        # on a persistent and an HTTP server (per_event on PostgreSQL, ~0.3 s of driver
+        # import per process, runs the shorter test below).
+        ("postgresql", "persistent", "full"),
+        ("postgresql", "http", "deny_only"),
     ],
 )
 async def test_both_clients_settle_the_table(
+    engine: str,
     kind: str,
     profile: str,
-    store: Path,
+    store: str,
     config: Path,
     clients: Any,
     hook: Callable[..., dict[str, Any]],
@@ -227,10 +232,20 @@ async def test_both_clients_settle_the_table(
 
 @pytest.mark.anyio
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("kind", ["persistent", "per_event", "http"])
+@pytest.mark.parametrize(
+    ("engine", "kind"),
+    [
+        ("sqlite", "persistent"),
+        ("sqlite", "per_event"),
+        ("sqlite", "http"),
+        ("postgresql", "per_event"),  # one connection (and schema check) per process
+        ("postgresql", "http"),
+    ],
+)
 async def test_registration_without_subscriptions_uses_the_served_defaults(
+    engine: str,
     kind: str,
-    store: Path,
+    store: str,
     config: Path,
     clients: Any,
     hook: Callable[..., dict[str, Any]],
@@ -283,12 +298,12 @@ def effects_of(response: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def test_the_grant_command_in_a_deny_reason_approves_that_call(
-    tmp_path: Path,
+    database: str,
     clients: Any,
     stdio_backend: Callable[..., Any],
     backend_argv: Callable[..., list[str]],
 ) -> None:
-    path = tmp_path / "store.db"
+    path = database
     backend = stdio_backend("approval", "--store", str(path), "--require", "Bash:deploy")
     subject = "deploy --env 'prod' $(whoami) [a.b]*?"
     first = effects_of(backend.request(call(clients, bash(subject))))
@@ -305,9 +320,9 @@ def test_the_grant_command_in_a_deny_reason_approves_that_call(
 
 
 def test_a_duplicate_gets_the_first_answer_after_a_grant(
-    tmp_path: Path, clients: Any, stdio_backend: Callable[..., Any], run_backend: Run
+    database: str, clients: Any, stdio_backend: Callable[..., Any], run_backend: Run
 ) -> None:
-    path = tmp_path / "store.db"
+    path = database
     backend = stdio_backend("approval", "--store", str(path), "--require", "Bash")
     message = call(clients, bash("make release"), event_id="evt_dup")
     first = backend.request(message)
@@ -323,9 +338,9 @@ def test_a_duplicate_gets_the_first_answer_after_a_grant(
 
 
 def test_grants_expire_and_revocation_takes_effect_in_a_running_server(
-    tmp_path: Path, clients: Any, stdio_backend: Callable[..., Any], run_backend: Run
+    database: str, clients: Any, stdio_backend: Callable[..., Any], run_backend: Run
 ) -> None:
-    path = tmp_path / "store.db"
+    path = database
     backend = stdio_backend("approval", "--store", str(path), "--require", "Bash:^make")
     grant = json.loads(ok(run_backend(
         "approval", "grant", "--store", str(path), "--tool", "Bash", "--match", "make a",
@@ -366,9 +381,9 @@ def test_grants_expire_and_revocation_takes_effect_in_a_running_server(
 
 
 def test_the_store_survives_a_restart(
-    tmp_path: Path, clients: Any, stdio_backend: Callable[..., Any], run_backend: Run
+    database: str, clients: Any, stdio_backend: Callable[..., Any], run_backend: Run
 ) -> None:
-    path = tmp_path / "store.db"
+    path = database
     ok(run_backend("approval", "grant", "--store", str(path), "--tool", "Bash", "--match", "make"))
     for _ in range(2):
         backend = stdio_backend("approval", "--store", str(path), "--require", "Bash")
@@ -386,12 +401,12 @@ def test_the_store_survives_a_restart(
 
 @pytest.mark.timeout(120)
 def test_concurrent_grants_while_the_server_answers(
-    tmp_path: Path,
+    database: str,
     clients: Any,
     http_backend: Callable[..., Any],
     backend_argv: Callable[..., list[str]],
 ) -> None:
-    path = tmp_path / "store.db"
+    path = database
     server = http_backend("approval", "--store", str(path), "--require", "Bash")
     count = 8
     processes = [
@@ -511,7 +526,7 @@ def test_bad_arguments_and_stores_are_refused_with_reasons(
     )
     not_db = tmp_path / "notes.txt"
     not_db.write_text("hello, this is not a database\n" * 10)
-    assert f"{not_db}: cannot use the store (not an SQLite database)" in refused(
+    assert f"{not_db}: cannot use the approval store (not an SQLite database)" in refused(
         "--store", str(not_db)
     )
     other = tmp_path / "other.db"
@@ -541,9 +556,9 @@ class Clock:
         return self.now
 
 
-def test_grants_expire_on_the_injected_clock(tmp_path: Path) -> None:
+def test_grants_expire_on_the_injected_clock(database: str) -> None:
     clock = Clock()
-    store = Store(str(tmp_path / "s.db"), clock=clock)
+    store = Store(database, clock=clock)
     approvals = Approvals(store, [parse_requirement(r"Bash:^git push")], store_hint="/s.db")
     grant = store.add("Bash", "git push origin main", timedelta(minutes=30))
     assert grant.expires == clock.now + timedelta(minutes=30)
@@ -569,8 +584,8 @@ def test_grants_expire_on_the_injected_clock(tmp_path: Path) -> None:
     store.close()
 
 
-def test_a_wildcard_grant_and_a_wildcard_requirement(tmp_path: Path) -> None:
-    store = Store(str(tmp_path / "s.db"), clock=Clock())
+def test_a_wildcard_grant_and_a_wildcard_requirement(database: str) -> None:
+    store = Store(database, clock=Clock())
     approvals = Approvals(store, [parse_requirement("*")])
     everything = frozenset({"allow", "deny"})
     assert [e.type for e in approvals.effects("Any", {}, everything)] == ["deny"]
@@ -636,7 +651,7 @@ def test_grant_command_round_trips_through_the_shell(subject: str) -> None:
     import re
 
     argv = shlex.split(grant_command("/tmp/my store.db", "My Tool", subject))
-    assert argv[argv.index("--store") + 1] == "/tmp/my store.db"
+    assert argv[argv.index("--db") + 1] == "/tmp/my store.db"
     assert argv[argv.index("--tool") + 1] == "My Tool"
     assert re.fullmatch(argv[argv.index("--match") + 1], subject, re.DOTALL)
 

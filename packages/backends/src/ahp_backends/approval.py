@@ -1,9 +1,11 @@
 """``ahp-backend approval``: an approval service stub, and the commands that manage its grants.
 
-Owns the "requires approval" patterns, the grant store (SQLite in WAL mode with a
-busy timeout: it survives restarts and is safe under concurrent use by the server
-and the ``grant``/``list``/``revoke`` commands), and the decision for one
-``tool.before`` or ``tool.permission.request`` event:
+Owns the "requires approval" patterns, the grant store (``--db``: an SQLite file in
+WAL mode with a busy timeout, or a PostgreSQL database shared by any number of
+servers; the schema, versioned, is :data:`SCHEMA`, opened through
+:mod:`ahp_backends.db`; it survives restarts and is safe under concurrent use by the
+servers and the ``grant``/``list``/``revoke`` commands, and no process caches a grant),
+and the decision for one ``tool.before`` or ``tool.permission.request`` event:
 
 1. a live grant (not expired, not revoked) whose tool is the call's tool (or ``*``)
    and whose ``--match`` regex matches the call's subject *in full* -> ``allow``
@@ -33,11 +35,12 @@ import os
 import re
 import sys
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
+from ahp_backends.db import DatabaseError, Schema, Session, Step, is_url, open_database
 from ahp_backends.serving import (
     SERVED_TIMEOUT_MS,
     Replies,
@@ -48,8 +51,6 @@ from ahp_backends.serving import (
 from ahp_backends.toml_lines import ConfigError, Locator, only_key, read_toml
 
 if TYPE_CHECKING:
-    import sqlite3
-
     from ahp_protocol.server import Backend, InterceptRequest
 
 __all__ = [
@@ -87,8 +88,8 @@ SUBJECT_FIELDS: Final = (
 )
 SUBCOMMANDS: Final = ("serve", "grant", "list", "revoke")
 SUGGESTED_EXPIRY: Final = "1h"
-SCHEMA_VERSION: Final = "1"
 BUSY_TIMEOUT_MS: Final = 10_000
+SERVING_POOL_SIZE: Final = 2
 
 DEFAULT_SUBSCRIPTIONS: Final[list[dict[str, Any]]] = [
     {
@@ -126,10 +127,15 @@ WHOLE subject, not expired or revoked) gets allow; else a required call gets ask
 when the harness accepts ask, otherwise a deny whose reason gives the exact
 'ahp-backend approval grant' command line to approve it.
 
-manage grants (the store is SQLite; safe to use while the server runs):
-  ahp-backend approval grant  --store FILE --tool NAME --match REGEX [--expires 30m]
-  ahp-backend approval list   --store FILE [--json] [--all]
-  ahp-backend approval revoke --store FILE ID [ID ...] | --all
+manage grants (safe to use while servers run; --store is another name for --db):
+  ahp-backend approval grant  --db DB --tool NAME --match REGEX [--expires 30m]
+  ahp-backend approval list   --db DB [--json] [--all]
+  ahp-backend approval revoke --db DB ID [ID ...] | --all
+
+DB is a file path (SQLite, created on first use) or a postgresql://USER@HOST/DBNAME
+URL (a shared PostgreSQL database; needs ahp-backends[postgres]). Every process using
+the same DB sees the same grants at once. A URL in a deny reason loses its password:
+give credentials through PGPASSWORD or ~/.pgpass rather than in the URL.
 """
 )
 
@@ -185,7 +191,7 @@ def grant_command(store: str, tool: str, subject: str) -> str:
     import shlex
 
     return (
-        f"ahp-backend approval grant --store {shlex.quote(store)} --tool {shlex.quote(tool)} "
+        f"ahp-backend approval grant --db {shlex.quote(store)} --tool {shlex.quote(tool)} "
         f"--match {shlex.quote(literal_regex(subject))} --expires {SUGGESTED_EXPIRY}"
     )
 
@@ -249,16 +255,12 @@ def load_requirements(path: str) -> list[Requirement]:
 # --------------------------------------------------------------------------- the store
 
 
-class StoreError(Exception):
-    """The store cannot be used (``path: reason``), or an operation on it was refused."""
+class StoreError(DatabaseError):
+    """The store cannot be used (``target: reason``), or an operation on it was refused."""
 
-    def __init__(self, path: str, reason: str) -> None:
-        super().__init__(reason)
-        self.path = path
-        self.reason = reason
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.reason}"
+    @property
+    def path(self) -> str:
+        return self.target
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,18 +304,69 @@ class Grant:
         }
 
 
-_SCHEMA: Final = (
-    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS grants ("
-    " id INTEGER PRIMARY KEY AUTOINCREMENT,"
+def _legacy_version(session: Session, tables: set[str]) -> int | None:
+    """The version of an SQLite store made before ``ahp_schema``: its ``meta`` rows."""
+    if "meta" not in tables:
+        return None
+    meta = dict(session.rows("SELECT key, value FROM meta"))
+    if meta.get("app") != "ahp-approval":
+        return None
+    version = str(meta.get("schema"))
+    return int(version) if version.isdigit() else None
+
+
+# Version 1 is the schema of the first release, verbatim for SQLite (a ``meta`` table
+# held its version). Version 2 keeps the version in ``ahp_schema`` (that ``meta`` row now
+# says so, which older code refuses as an unsupported version) and indexes exactly what
+# candidates() reads: the unrevoked grants of a tool, in id order.
+_GRANTS_PG: Final = (
+    "CREATE TABLE grants ("
+    " id BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,"
     " tool TEXT NOT NULL,"
     " match TEXT NOT NULL,"
     " created TEXT NOT NULL,"
     " expires TEXT,"
     " revoked TEXT,"
-    " note TEXT)",
-    "CREATE INDEX IF NOT EXISTS grants_by_tool ON grants (tool, revoked)",
+    " note TEXT)"
 )
+SCHEMA: Final = Schema(
+    app="ahp-approval",
+    steps=(
+        Step(
+            sqlite=(
+                "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+                "CREATE TABLE IF NOT EXISTS grants ("
+                " id INTEGER PRIMARY KEY AUTOINCREMENT,"
+                " tool TEXT NOT NULL,"
+                " match TEXT NOT NULL,"
+                " created TEXT NOT NULL,"
+                " expires TEXT,"
+                " revoked TEXT,"
+                " note TEXT)",
+                "CREATE INDEX IF NOT EXISTS grants_by_tool ON grants (tool, revoked)",
+                "INSERT OR IGNORE INTO meta (key, value) VALUES ('app', 'ahp-approval')",
+                "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema', '1')",
+            ),
+            postgresql=(_GRANTS_PG, "CREATE INDEX grants_by_tool ON grants (tool, revoked)"),
+        ),
+        Step(
+            sqlite=(
+                "UPDATE meta SET value = 'see ahp_schema' WHERE key = 'schema'",
+                "DROP INDEX IF EXISTS grants_by_tool",
+                "CREATE INDEX grants_live ON grants (tool, id) WHERE revoked IS NULL",
+            ),
+            postgresql=(
+                "DROP INDEX IF EXISTS grants_by_tool",
+                "CREATE INDEX grants_live ON grants (tool, id) WHERE revoked IS NULL",
+            ),
+        ),
+    ),
+    tables=frozenset({"grants"}),
+    noun="approval store",
+    missing="no approval store here (a 'grant' creates one)",
+    legacy=_legacy_version,
+)
+SCHEMA_VERSION: Final = str(SCHEMA.version)
 _COLUMNS: Final = "id, tool, match, created, expires, revoked, note"
 
 
@@ -324,97 +377,53 @@ def _moment(text: str | None) -> datetime | None:
 def _row_grant(row: Sequence[Any]) -> Grant:
     created = _moment(row[3])
     assert created is not None
-    return Grant(row[0], row[1], row[2], created, _moment(row[4]), _moment(row[5]), row[6])
+    return Grant(int(row[0]), row[1], row[2], created, _moment(row[4]), _moment(row[5]), row[6])
 
 
 class Store:
-    """The grant store: one SQLite file. Each call is its own transaction.
+    """The grant store: an SQLite file or a PostgreSQL database. Each call is its own
+    transaction, and nothing is cached between calls: every process sharing the
+    database (servers, ``grant``/``list``/``revoke``) sees each committed grant at once.
 
-    ``create=False`` refuses a missing file instead of creating it. ``clock``
-    gives the current UTC time (tests inject one). The connection may be used from
-    several threads; calls are serialized by a lock.
+    ``create=False`` refuses a missing file instead of creating it. ``clock`` gives the
+    current UTC time (tests inject one). ``pool_size`` > 0: a PostgreSQL connection pool
+    (a serving process). Safe to use from several threads.
     """
 
     def __init__(
-        self, path: str, *, create: bool = True, clock: Callable[[], datetime] = utcnow
+        self,
+        path: str,
+        *,
+        create: bool = True,
+        clock: Callable[[], datetime] = utcnow,
+        pool_size: int = 0,
     ) -> None:
-        import sqlite3
-
         self.path = path
         self.clock = clock
-        self._lock = threading.Lock()
-        if not create and not os.path.exists(path):
-            raise StoreError(path, "no approval store here (a 'grant' creates one)")
-        if os.path.isdir(path):
-            raise StoreError(path, "is a directory, not an approval store")
-        parent = os.path.dirname(os.path.abspath(path))
-        if not os.path.isdir(parent):
-            raise StoreError(path, "the directory does not exist")
         try:
-            self._db = sqlite3.connect(
-                path,
-                timeout=BUSY_TIMEOUT_MS / 1000,
-                isolation_level=None,  # autocommit; explicit BEGIN IMMEDIATE for writes
-                check_same_thread=False,
+            self._db = open_database(
+                path, SCHEMA, create=create, pool_size=pool_size, busy_timeout_ms=BUSY_TIMEOUT_MS
             )
-        except sqlite3.Error:
-            raise StoreError(path, "cannot open the store") from None
+        except DatabaseError as exc:
+            raise StoreError(exc.target, exc.reason) from None
+
+    @property
+    def shown(self) -> str:
+        """The store as messages may name it (a URL without its password)."""
+        return self._db.shown
+
+    @contextlib.contextmanager
+    def _transaction(self, *, write: bool = False) -> Iterator[Session]:
         try:
-            self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            self._setup()
+            with self._db.transaction(write=write) as session:
+                yield session
         except StoreError:
-            self._db.close()
             raise
-        except sqlite3.DatabaseError as exc:
-            self._db.close()
-            reason = "not an SQLite database" if "not a database" in str(exc) else "unusable"
-            raise StoreError(path, f"cannot use the store ({reason})") from None
-
-    def _tables(self) -> set[str]:
-        rows = self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-        return {row[0] for row in rows if not str(row[0]).startswith("sqlite_")}
-
-    def _check_meta(self) -> None:
-        meta = dict(self._db.execute("SELECT key, value FROM meta").fetchall())
-        if meta.get("app") != "ahp-approval":
-            raise StoreError(self.path, "an SQLite database that is not an approval store")
-        if meta.get("schema") != SCHEMA_VERSION:
-            raise StoreError(self.path, "an approval store of an unsupported schema version")
-
-    def _setup(self) -> None:
-        tables = self._tables()
-        if "meta" in tables:
-            self._check_meta()
-        elif tables:
-            raise StoreError(self.path, "an SQLite database that is not an approval store")
-        else:
-            with self._transaction():
-                tables = self._tables()  # another process may have created it meanwhile
-                if not tables:
-                    for statement in _SCHEMA:
-                        self._db.execute(statement)
-                    self._db.executemany(
-                        "INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)",
-                        [("app", "ahp-approval"), ("schema", SCHEMA_VERSION)],
-                    )
-                elif "meta" not in tables:
-                    raise StoreError(self.path, "an SQLite database that is not an approval store")
-            self._check_meta()
-        mode = self._db.execute("PRAGMA journal_mode").fetchone()[0]
-        if str(mode).lower() != "wal":
-            import sqlite3
-
-            # Readers then never block the writer (and the reverse). Switching needs a
-            # moment alone with the file; if another process holds it, it switches later.
-            with contextlib.suppress(sqlite3.OperationalError):
-                self._db.execute("PRAGMA journal_mode = WAL")
-
-    def _transaction(self) -> _Transaction:
-        return _Transaction(self._db)
+        except DatabaseError as exc:
+            raise StoreError(exc.target, exc.reason) from None
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
+        self._db.close()
 
     def add(
         self, tool: str, match: str, expires_in: timedelta | None, note: str | None = None
@@ -428,69 +437,55 @@ class Store:
             raise ValueError(f"--match: invalid regex: {exc.msg}") from None
         created = self.clock()
         expires = None if expires_in is None else created + expires_in
-        with self._lock, self._transaction():
-            cursor = self._db.execute(
-                "INSERT INTO grants (tool, match, created, expires, note) VALUES (?, ?, ?, ?, ?)",
+        with self._transaction(write=True) as session:
+            row = session.one(
+                "INSERT INTO grants (tool, match, created, expires, note)"
+                " VALUES (?, ?, ?, ?, ?) RETURNING id",
                 (tool, match, iso(created), None if expires is None else iso(expires), note),
             )
-            grant_id = cursor.lastrowid
-        assert grant_id is not None
-        return Grant(grant_id, tool, match, created, expires, None, note)
+        assert row is not None
+        return Grant(int(row[0]), tool, match, created, expires, None, note)
 
     def grants(self, *, include_revoked: bool = False) -> list[Grant]:
         where = "" if include_revoked else " WHERE revoked IS NULL"
-        with self._lock:
-            rows = self._db.execute(f"SELECT {_COLUMNS} FROM grants{where} ORDER BY id").fetchall()
+        with self._transaction() as session:
+            rows = session.rows(f"SELECT {_COLUMNS} FROM grants{where} ORDER BY id")
         return [_row_grant(row) for row in rows]
 
     def candidates(self, tool: str) -> list[Grant]:
         """Unrevoked grants for ``tool`` or for any tool (``*``), oldest first."""
-        with self._lock:
-            rows = self._db.execute(
+        with self._transaction() as session:
+            rows = session.rows(
                 f"SELECT {_COLUMNS} FROM grants WHERE revoked IS NULL AND tool IN (?, '*') "
                 "ORDER BY id",
                 (tool,),
-            ).fetchall()
+            )
         return [_row_grant(row) for row in rows]
 
     def revoke(self, ids: Iterable[int]) -> list[int]:
         """Revoke the grants ``ids`` (all or none: an unknown or revoked id refuses all)."""
         wanted = sorted(set(ids))
         now = iso(self.clock())
-        with self._lock, self._transaction():
+        with self._transaction(write=True) as session:
             for grant_id in wanted:
-                row = self._db.execute(
-                    "SELECT revoked FROM grants WHERE id = ?", (grant_id,)
-                ).fetchone()
-                if row is None:
-                    raise StoreError(self.path, f"no grant #{grant_id}")
-                if row[0] is not None:
-                    raise StoreError(self.path, f"grant #{grant_id} is already revoked")
-            self._db.executemany(
-                "UPDATE grants SET revoked = ? WHERE id = ?", [(now, i) for i in wanted]
-            )
+                # The update itself decides (it locks the row on PostgreSQL): two
+                # concurrent revokes of one grant cannot both succeed.
+                if session.run(
+                    "UPDATE grants SET revoked = ? WHERE id = ? AND revoked IS NULL",
+                    (now, grant_id),
+                ):
+                    continue
+                if session.one("SELECT id FROM grants WHERE id = ?", (grant_id,)) is None:
+                    raise StoreError(self.shown, f"no grant #{grant_id}")
+                raise StoreError(self.shown, f"grant #{grant_id} is already revoked")
         return wanted
 
     def revoke_all(self) -> int:
         """Revoke every unrevoked grant (expired ones included); how many."""
-        with self._lock, self._transaction():
-            cursor = self._db.execute(
+        with self._transaction(write=True) as session:
+            return session.run(
                 "UPDATE grants SET revoked = ? WHERE revoked IS NULL", (iso(self.clock()),)
             )
-            return cursor.rowcount
-
-
-class _Transaction:
-    """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on error): writers wait, then run."""
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self.db = db
-
-    def __enter__(self) -> None:
-        self.db.execute("BEGIN IMMEDIATE")
-
-    def __exit__(self, kind: object, *_rest: object) -> None:
-        self.db.execute("ROLLBACK" if kind is not None else "COMMIT")
 
 
 # --------------------------------------------------------------------------- serving
@@ -508,7 +503,9 @@ class Approvals:
     ) -> None:
         self.store = store
         self.requirements = tuple(requirements)
-        self.store_hint = store_hint or os.path.abspath(store.path)
+        self.store_hint = store_hint or (
+            store.shown if is_url(store.path) else os.path.abspath(store.path)
+        )
         self.replies = Replies()
         self._lock = threading.Lock()
 
@@ -574,7 +571,14 @@ def build_backend(approvals: Approvals) -> Backend:
 
 
 def _store_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--store", required=True, metavar="FILE", help="the grant store (SQLite)")
+    parser.add_argument(
+        "--db",
+        "--store",
+        dest="db",
+        required=True,
+        metavar="DB",
+        help="the grant store: a file (SQLite) or a postgresql:// URL (--store: the same)",
+    )
 
 
 def _serve_parser() -> argparse.ArgumentParser:
@@ -619,13 +623,22 @@ def _serve(argv: list[str]) -> int:
         except ConfigError as exc:
             return fail(str(exc))
     try:
-        store = Store(args.store)
+        # A serving process shares one pool among the server's threads (decisions are
+        # serialized by Approvals' lock, so two connections are plenty); a one-shot
+        # process uses one connection.
+        pooled = not (args.check or args.once)
+        store = Store(args.db, pool_size=SERVING_POOL_SIZE if pooled else 0)
     except StoreError as exc:
         return fail(str(exc))
     approvals = Approvals(store, requirements)
     if args.check:
-        live = [g for g in store.grants() if g.status(store.clock()) == "live"]
-        print(f"{args.store}: {len(requirements)} requirements, {len(live)} live grants, valid")
+        try:
+            live = [g for g in store.grants() if g.status(store.clock()) == "live"]
+        except StoreError as exc:
+            return fail(str(exc))
+        finally:
+            store.close()
+        print(f"{store.shown}: {len(requirements)} requirements, {len(live)} live grants, valid")
         return 0
     try:
         return serve(build_backend(approvals), args)
@@ -661,12 +674,12 @@ def _grant_command(argv: list[str]) -> int:
     except ValueError as exc:
         return fail(f"--expires {args.expires!r}: {exc}")
     try:
-        store = Store(args.store)
+        store = Store(args.db)
     except StoreError as exc:
         return fail(str(exc))
     try:
         grant = store.add(args.tool, args.match, expires_in, args.note)
-    except ValueError as exc:
+    except (ValueError, StoreError) as exc:
         return fail(str(exc))
     finally:
         store.close()
@@ -687,11 +700,13 @@ def _list(argv: list[str]) -> int:
     parser.add_argument("--all", action="store_true", help="include revoked grants")
     args = parser.parse_args(argv)
     try:
-        store = Store(args.store, create=False)
+        store = Store(args.db, create=False)
     except StoreError as exc:
         return fail(str(exc))
     try:
         grants = store.grants(include_revoked=args.all)
+    except StoreError as exc:
+        return fail(str(exc))
     finally:
         store.close()
     now = store.clock()
@@ -731,7 +746,7 @@ def _revoke(argv: list[str]) -> int:
     if bool(args.ids) == bool(args.all):
         parser.error("give grant ids or --all (not both)")
     try:
-        store = Store(args.store, create=False)
+        store = Store(args.db, create=False)
     except StoreError as exc:
         return fail(str(exc))
     try:

@@ -1,16 +1,20 @@
-"""``ahp-backend audit``: an observer that records every event it is sent in SQLite.
+"""``ahp-backend audit``: an observer that records every event it is sent, in a database.
 
 ``ahp-backend audit [serve] --db FILE`` serves ``hooks/observe`` for ``*`` (any
 transport flag of :mod:`ahp_backends.serving`) and answers ``hooks/configuration``
 with one observe subscription for ``*``. ``ahp-backend audit show --db FILE``
 prints the recorded timeline (a table, or ``--json``).
 
-Owns the database: one ``events`` row per ``(source, event.id)`` (``INSERT OR
-IGNORE`` on a UNIQUE key, so a duplicate delivery or a retry after a crash is
-recorded once), with the columns a timeline needs (type, event time, session,
-turn, call, tool, parent event, receipt time) and the event JSON as stored.
+Owns the database (``--db``: an SQLite file, or a ``postgresql://`` URL that any
+number of audit processes share; the versioned :data:`SCHEMA` is opened through
+:mod:`ahp_backends.db`): one ``events`` row per ``(source, event.id)`` (``INSERT ...
+ON CONFLICT DO NOTHING`` on a UNIQUE key, so a duplicate delivery, a retry after a
+crash or the same event seen by two workers is recorded once, whatever process
+cache there is or is not), with the columns a timeline needs (type, event time,
+session, turn, call, tool, parent event, receipt time) and the event JSON as stored.
 
-Durability and bounds:
+Durability and bounds (PostgreSQL: each event is one committed transaction, durable
+on return with the server's default ``synchronous_commit``; the rest is SQLite's):
 
 - WAL journal, ``synchronous=NORMAL``, ``busy_timeout``. Each event is its own
   transaction, committed before the next message is read, so a ``kill -9``
@@ -37,15 +41,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
-import sqlite3
 import sys
-import threading
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from ahp_backends.db import DatabaseError, Schema, Session, Step, is_url, open_database, shown
 from ahp_backends.serving import add_transport_arguments, fail, serve
 
 if TYPE_CHECKING:
@@ -53,6 +57,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BACKEND_ID",
+    "SCHEMA",
     "SCHEMA_VERSION",
     "AuditStore",
     "Record",
@@ -64,31 +69,75 @@ __all__ = [
 ]
 
 BACKEND_ID: Final = "com.example.ahp.audit"
-SCHEMA_VERSION: Final = 1
 CONTENT_CHOICES: Final = ("metadata", "body", "omit")
 DEFAULT_BUSY_MS: Final = 5000
+SERVING_POOL_SIZE: Final = 4  # the HTTP server writes from worker threads
 IN_MEMORY: Final = Path(":memory:")  # ``--db :memory:``: SQLite's own name for a private database
 
-_SCHEMA: Final = """
-CREATE TABLE IF NOT EXISTS events (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    source TEXT NOT NULL,
-    event_id TEXT NOT NULL,
-    type TEXT NOT NULL,
-    time TEXT,
-    ts REAL NOT NULL,
-    session_id TEXT,
-    turn_id TEXT,
-    call_id TEXT,
-    tool TEXT,
-    parent_event_id TEXT,
-    received_at TEXT NOT NULL,
-    event TEXT NOT NULL,
-    UNIQUE (source, event_id)
-);
-CREATE INDEX IF NOT EXISTS events_by_session ON events (session_id, ts);
-CREATE INDEX IF NOT EXISTS events_by_type ON events (type, ts);
-"""
+
+def _legacy_version(session: Session, tables: set[str]) -> int | None:
+    """The version of an SQLite database made before ``ahp_schema``: its ``user_version``."""
+    if session.engine != "sqlite" or "events" not in tables:
+        return None
+    row = session.one("PRAGMA user_version")
+    return int(row[0]) if row is not None and int(row[0]) > 0 else None
+
+
+# Version 1 is the first release's schema, verbatim for SQLite (which kept the version
+# in PRAGMA user_version, still set so that earlier code refuses a newer database).
+# PostgreSQL spells the same columns with its types (ts in double precision, like
+# SQLite's REAL; PostgreSQL's real has 24 bits, too few for epoch milliseconds).
+SCHEMA: Final = Schema(
+    app="ahp-audit",
+    steps=(
+        Step(
+            sqlite=(
+                "CREATE TABLE IF NOT EXISTS events ("
+                " seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+                " source TEXT NOT NULL,"
+                " event_id TEXT NOT NULL,"
+                " type TEXT NOT NULL,"
+                " time TEXT,"
+                " ts REAL NOT NULL,"
+                " session_id TEXT,"
+                " turn_id TEXT,"
+                " call_id TEXT,"
+                " tool TEXT,"
+                " parent_event_id TEXT,"
+                " received_at TEXT NOT NULL,"
+                " event TEXT NOT NULL,"
+                " UNIQUE (source, event_id))",
+                "CREATE INDEX IF NOT EXISTS events_by_session ON events (session_id, ts)",
+                "CREATE INDEX IF NOT EXISTS events_by_type ON events (type, ts)",
+                "PRAGMA user_version = 1",
+            ),
+            postgresql=(
+                "CREATE TABLE events ("
+                " seq BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,"
+                " source TEXT NOT NULL,"
+                " event_id TEXT NOT NULL,"
+                " type TEXT NOT NULL,"
+                " time TEXT,"
+                " ts DOUBLE PRECISION NOT NULL,"
+                " session_id TEXT,"
+                " turn_id TEXT,"
+                " call_id TEXT,"
+                " tool TEXT,"
+                " parent_event_id TEXT,"
+                " received_at TEXT NOT NULL,"
+                " event TEXT NOT NULL,"
+                " UNIQUE (source, event_id))",
+                "CREATE INDEX events_by_session ON events (session_id, ts)",
+                "CREATE INDEX events_by_type ON events (type, ts)",
+            ),
+        ),
+    ),
+    tables=frozenset({"events"}),
+    noun="audit database",
+    missing="no such database",
+    legacy=_legacy_version,
+)
+SCHEMA_VERSION: Final = SCHEMA.version
 
 _TYPE_FILTER: Final = re.compile(r"^(\*|[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*(\.\*)?)$")
 
@@ -128,11 +177,14 @@ def _get(event: Mapping[str, Any], *path: str) -> str | None:
 
 
 class AuditStore:
-    """The SQLite file: opened (and created) once, one committed transaction per event.
+    """The audit database (an SQLite file or PostgreSQL): one committed transaction per
+    event, and exactly one row per ``(source, event.id)``, which the database's UNIQUE
+    key enforces (``ON CONFLICT DO NOTHING``), so any number of processes may write.
 
-    Safe to share between threads (one connection behind a lock; the HTTP server
-    runs sync handlers in worker threads) and between processes (WAL; per_event
-    runs one process per event, all writing to the same file).
+    Safe to share between threads (SQLite: one connection behind a lock; PostgreSQL: a
+    pool when ``pool_size`` > 0) and between processes (SQLite in WAL; per_event runs
+    one process per event, all writing to the same file). Raises
+    :class:`~ahp_backends.db.DatabaseError` when it cannot be opened or written.
     """
 
     def __init__(
@@ -141,44 +193,18 @@ class AuditStore:
         *,
         synchronous: str = "normal",
         busy_timeout_ms: int = DEFAULT_BUSY_MS,
+        pool_size: int = 0,
     ) -> None:
         if synchronous not in ("normal", "full"):
             raise ValueError("synchronous must be 'normal' or 'full'")
-        self.path = Path(path)
-        self._lock = threading.Lock()
-        self._db = sqlite3.connect(
+        self.path = os.fspath(path)
+        self._db = open_database(
             self.path,
-            timeout=busy_timeout_ms / 1000,
-            isolation_level=None,  # autocommit: each INSERT is one committed transaction
-            check_same_thread=False,
+            SCHEMA,
+            pool_size=pool_size,
+            busy_timeout_ms=busy_timeout_ms,
+            synchronous=synchronous,
         )
-        try:
-            self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-            mode = self._db.execute("PRAGMA journal_mode = WAL").fetchone()
-            if self.path != IN_MEMORY and (not mode or str(mode[0]).lower() != "wal"):
-                raise sqlite3.OperationalError("WAL journal mode is not available")
-            self._db.execute(f"PRAGMA synchronous = {synchronous.upper()}")
-            self._create()
-        except BaseException:
-            self._db.close()
-            raise
-
-    def _create(self) -> None:
-        db = self._db
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            version = int(db.execute("PRAGMA user_version").fetchone()[0])
-            if version > SCHEMA_VERSION:
-                raise sqlite3.DatabaseError("the database was written by a newer version")
-            for statement in _SCHEMA.split(";"):
-                if statement.strip():
-                    db.execute(statement)
-            if version < SCHEMA_VERSION:
-                db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
 
     def add(self, event: Mapping[str, Any], *, received: datetime | None = None) -> bool:
         """Record one event (committed on return); ``False`` when it was already there."""
@@ -203,22 +229,25 @@ class AuditStore:
             _rfc3339(received),
             text,
         )
-        with self._lock:
-            cursor = self._db.execute(
-                "INSERT OR IGNORE INTO events (source, event_id, type, time, ts, session_id,"
-                " turn_id, call_id, tool, parent_event_id, received_at, event)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                row,
+        with self._db.transaction(write=True) as session:
+            return (
+                session.run(
+                    "INSERT INTO events (source, event_id, type, time, ts, session_id,"
+                    " turn_id, call_id, tool, parent_event_id, received_at, event)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                    " ON CONFLICT (source, event_id) DO NOTHING",
+                    row,
+                )
+                == 1
             )
-            return cursor.rowcount == 1
 
     def count(self) -> int:
-        with self._lock:
-            return int(self._db.execute("SELECT count(*) FROM events").fetchone()[0])
+        with self._db.transaction() as session:
+            found = session.one("SELECT count(*) FROM events")
+        return 0 if found is None else int(found[0])
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
+        self._db.close()
 
 
 def configuration(content: str = "metadata") -> list[dict[str, Any]]:
@@ -244,6 +273,8 @@ def build_backend(store: AuditStore, *, content: str = "metadata") -> Backend:
 
                 kept = project_event(event, selection)
             store.add(kept)
+        except DatabaseError as exc:  # a fixed reason, naming the engine error's type
+            _note(f"event not recorded: {exc.reason}")
         except Exception as exc:  # never raise into the server; never echo the text
             _note(f"event not recorded ({type(exc).__name__})")
 
@@ -264,16 +295,16 @@ class Record:
         self.event = event
 
 
-def _type_clause(types: Sequence[str]) -> tuple[str, list[str]]:
+def _type_clause(types: Sequence[str]) -> tuple[str, list[object]]:
     clauses: list[str] = []
-    params: list[str] = []
+    params: list[object] = []
     for selector in types:
         if selector == "*":
             return "", []
         if selector.endswith(".*"):
             prefix = selector[:-1]  # "tool." for "tool.*"
             clauses.append("substr(type, 1, ?) = ?")
-            params += [str(len(prefix)), prefix]
+            params += [len(prefix), prefix]
         else:
             clauses.append("type = ?")
             params.append(selector)
@@ -285,28 +316,32 @@ def read_events(
 ) -> list[Record]:
     """Recorded events in timeline order (event time, then receipt), filtered.
 
-    ``types`` holds exact event types or ``family.*`` selectors (any matches).
-    Raises ``FileNotFoundError`` when there is no database at ``path``.
+    ``path`` is an SQLite file or a PostgreSQL URL. ``types`` holds exact event types or
+    ``family.*`` selectors (any matches). Raises ``FileNotFoundError`` when there is no
+    database file at ``path``, :class:`~ahp_backends.db.DatabaseError` (a fixed reason)
+    when the database cannot be read: one that is not an audit database, newer than this
+    code, an unreachable server.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(str(path))
-    db = sqlite3.connect(path, timeout=DEFAULT_BUSY_MS / 1000)
+    target = os.fspath(path)
+    if not is_url(target) and not os.path.isfile(target):
+        raise FileNotFoundError(target)
+    where: list[str] = []
+    params: list[object] = []
+    if session is not None:
+        where.append("session_id = ?")
+        params.append(session)
+    clause, extra = _type_clause(types)
+    if clause:
+        where.append(clause)
+        params += extra
+    sql = "SELECT seq, received_at, event FROM events"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    sql += " ORDER BY ts, seq"
+    db = open_database(target, SCHEMA, create=False, busy_timeout_ms=DEFAULT_BUSY_MS)
     try:
-        where: list[str] = []
-        params: list[str] = []
-        if session is not None:
-            where.append("session_id = ?")
-            params.append(session)
-        clause, extra = _type_clause(types)
-        if clause:
-            where.append(clause)
-            params += extra
-        sql = "SELECT seq, received_at, event FROM events"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY ts, seq"
-        rows = db.execute(sql, params).fetchall()
+        with db.transaction() as reading:
+            rows = reading.rows(sql, params)
     finally:
         db.close()
     return [Record(int(seq), str(received), json.loads(text)) for seq, received, text in rows]
@@ -448,21 +483,25 @@ def _serve_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ahp-backend audit",
         description=(
-            "Record every observed AHP event in an SQLite database (WAL), once per "
-            "(source, event id). 'ahp-backend audit show --db FILE' prints the timeline."
+            "Record every observed AHP event once per (source, event id), in an SQLite "
+            "file (WAL) or a shared PostgreSQL database. 'ahp-backend audit show --db DB' "
+            "prints the timeline."
         ),
         epilog=(
-            "commands: 'ahp-backend audit [serve] --db FILE ...' serves (the default); "
-            "'ahp-backend audit show --db FILE [--session ID] [--type TYPE] [--json]' prints "
-            "what was recorded. Each event is committed before the next is read: a kill -9 "
-            "loses at most the event being written and never corrupts the file."
+            "commands: 'ahp-backend audit [serve] --db DB ...' serves (the default); "
+            "'ahp-backend audit show --db DB [--session ID] [--type TYPE] [--json]' prints "
+            "what was recorded. DB is a file path (SQLite) or a postgresql://USER@HOST/DBNAME "
+            "URL (needs ahp-backends[postgres]); any number of processes may record into one "
+            "DB, each event is stored once. Each event is committed before the next is read: "
+            "a kill -9 loses at most the event being written and never corrupts the database."
         ),
     )
     parser.add_argument(
         "--db",
         required=True,
-        metavar="FILE",
-        help="the SQLite database (':memory:' keeps the record in this process only)",
+        metavar="DB",
+        help="a file (SQLite; ':memory:' keeps the record in this process only) or a "
+        "postgresql:// URL",
     )
     parser.add_argument(
         "--content",
@@ -475,14 +514,15 @@ def _serve_parser() -> argparse.ArgumentParser:
         choices=("normal", "full"),
         default="normal",
         help="SQLite synchronous mode (normal survives a crash of this process; "
-        "full also a power loss, at one fsync per event)",
+        "full also a power loss, at one fsync per event); PostgreSQL commits durably",
     )
     parser.add_argument(
         "--busy-timeout-ms",
         type=int,
         default=DEFAULT_BUSY_MS,
         metavar="MS",
-        help=f"longest wait for a busy database (default {DEFAULT_BUSY_MS})",
+        help="longest wait for a busy database (SQLite's busy timeout, PostgreSQL's "
+        f"statement_timeout; default {DEFAULT_BUSY_MS})",
     )
     add_transport_arguments(parser)
     return parser
@@ -493,7 +533,9 @@ def _show_parser() -> argparse.ArgumentParser:
         prog="ahp-backend audit show",
         description="Print the recorded events as a timeline (or JSON).",
     )
-    parser.add_argument("--db", required=True, metavar="FILE", help="the SQLite database")
+    parser.add_argument(
+        "--db", required=True, metavar="DB", help="a file (SQLite) or a postgresql:// URL"
+    )
     parser.add_argument("--session", metavar="ID", help="only this session's events")
     parser.add_argument(
         "--type",
@@ -510,19 +552,27 @@ def _serve(argv: Sequence[str]) -> int:
     args = _serve_parser().parse_args(argv)
     if args.busy_timeout_ms < 0:
         return fail("--busy-timeout-ms must not be negative")
-    path = Path(args.db)
-    if path == IN_MEMORY:
+    url = is_url(args.db)
+    if not url and Path(args.db) == IN_MEMORY:
         print(
             "ahp-backend audit: --db :memory: keeps the record in memory; it is gone at exit",
             file=sys.stderr,
             flush=True,
         )
+    elif not url:
+        try:
+            Path(args.db).parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            return fail(f"--db {args.db}: cannot create its directory ({type(exc).__name__})")
     try:
-        if path != IN_MEMORY:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        store = AuditStore(path, synchronous=args.synchronous, busy_timeout_ms=args.busy_timeout_ms)
-    except (OSError, sqlite3.Error) as exc:
-        return fail(f"--db {args.db}: cannot open the audit database ({type(exc).__name__})")
+        store = AuditStore(
+            args.db,
+            synchronous=args.synchronous,
+            busy_timeout_ms=args.busy_timeout_ms,
+            pool_size=0 if args.once else SERVING_POOL_SIZE,
+        )
+    except DatabaseError as exc:
+        return fail(f"--db {exc}")
     try:
         return serve(build_backend(store, content=args.content), args)
     finally:
@@ -538,20 +588,19 @@ def _show(argv: Sequence[str]) -> int:
         records = read_events(args.db, session=args.session, types=args.type)
     except FileNotFoundError:
         return fail(f"--db {args.db}: no such database")
-    except sqlite3.Error as exc:
-        return fail(f"--db {args.db}: cannot read the audit database ({type(exc).__name__})")
+    except DatabaseError as exc:
+        return fail(f"--db {exc}")
+    where = shown(args.db)
     try:
         if args.json:
             print(json.dumps([r.event for r in records], ensure_ascii=False, indent=2))
         elif not records:
             filtered = " (with these filters)" if args.session or args.type else ""
-            print(f"no events recorded in {args.db}{filtered}")
+            print(f"no events recorded in {where}{filtered}")
         else:
-            _print_table(records, f"{len(records)} events in {args.db}")
+            _print_table(records, f"{len(records)} events in {where}")
         sys.stdout.flush()
     except BrokenPipeError:  # `... | head`: the reader left; that is not an error
-        import os
-
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
