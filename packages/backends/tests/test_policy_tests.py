@@ -597,3 +597,32 @@ def test_a_cel_policy_that_does_not_compile(tmp_path: Path, run: Run) -> None:
     ) in done.stderr
     assert f"{tmp_path / 'policy.toml'}:15: rule[2].when: rule 'ls-is-fine'" in done.stderr
     assert processes_naming(str(tmp_path)) == []
+
+
+# --------------------------------------------------------------------------- the README
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def readme_block(marker: str) -> str:
+    """The fenced block right after ``<!-- marker -->`` in the backends README."""
+    text = README.read_text("utf-8")
+    after = text.split(f"<!-- {marker} -->\n", 1)[1]
+    fence, rest = after.split("\n", 1)
+    assert fence.startswith("```"), f"no fenced block after {marker}"
+    return rest.split("\n```\n", 1)[0] + "\n"
+
+
+def test_the_readme_table_runs_against_the_readme_policy(tmp_path: Path, run: Run) -> None:
+    policy = readme_block("policy-example")
+    write(tmp_path, "policy.toml", policy)
+    write(tmp_path, "policy_tests.toml", readme_block("policy-test-example"))
+    done = run("policy_tests.toml", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1] == "4 cases: 4 passed, 0 failed"
+    # The failure the README shows, from the edit it describes, printed as it shows it.
+    assert "(-f|--force)" in policy
+    write(tmp_path, "policy.toml", policy.replace("(-f|--force)", "(--force)"))
+    done = run("policy_tests.toml", cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stdout == readme_block("policy-test-failure")
