@@ -616,3 +616,223 @@ def test_an_interrupted_replay_exits_130_and_leaves_no_backend_running(
     assert out == ""
     with pytest.raises(ProcessLookupError):  # the backend did not outlive the replay
         os.kill(pid, 0)
+
+
+# -- what the record says, and what counts as a change (the command's own functions) -------
+
+
+def _decision(verdict: str = "pass", **fields: Any) -> Any:
+    from ahp_backends.replay import Decision
+
+    permission = fields.pop("permission", "deny" if verdict == "deny" else "none")
+    return Decision(verdict, permission, **fields)  # type: ignore[arg-type]
+
+
+DENY_A = {"code": "com.example.a", "reason": "A.", "backend": "com.example.one"}
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "change"),
+    [
+        (_decision(), _decision(), None),
+        (_decision(), _decision("deny", **DENY_A), "newly denied"),
+        (_decision("deny", **DENY_A), _decision(), "no longer denied"),
+        (_decision("stop", reason="s"), _decision(), "no longer denied"),
+        (_decision("deny", **DENY_A), _decision("deny", **DENY_A), None),
+        (
+            _decision("deny", **DENY_A),
+            _decision("deny", **{**DENY_A, "code": "com.example.b"}),
+            "different deny code",
+        ),
+        (
+            _decision("deny", **DENY_A),
+            _decision("deny", **{**DENY_A, "reason": "B."}),
+            "different deny reason",
+        ),
+        (
+            _decision("deny", **DENY_A),
+            _decision("deny", **{**DENY_A, "backend": "com.example.two"}),
+            "denied by another backend",
+        ),
+        (_decision("deny", **DENY_A), _decision("stop", reason="A."), "different refusal"),
+        (
+            _decision("deny", **DENY_A),
+            _decision("deny", reason="r", backend="com.example.one", synthetic=True),
+            "different refusal",
+        ),
+        (_decision(permission="allow"), _decision(), "permission changed"),
+        (_decision(input={"a": 1}), _decision(input={"a": 2}), "input modified"),
+        (_decision(), _decision(supplied=True), "input modified"),
+    ],
+)
+def test_two_chains_differ_in_exactly_these_ways(old: Any, new: Any, change: str | None) -> None:
+    from ahp_backends.replay import Recorded, judge
+
+    for recorded in (Recorded(True, "ran: ok"), Recorded(False, "refused")):
+        assert judge(recorded, new, old) == (change, False)  # the record does not matter
+
+
+@pytest.mark.parametrize(
+    ("recorded", "new", "expected"),
+    [
+        (("passed", None), _decision(), (None, False)),
+        (("passed", None), _decision("deny", **DENY_A), ("newly denied", False)),
+        (("passed", None), _decision("stop", reason="s"), ("newly denied", False)),
+        (("passed", None), _decision(input_changed=True), ("input modified", False)),
+        (("refused", None), _decision("deny", **DENY_A), (None, False)),
+        (("refused", None), _decision(), (None, True)),  # by a backend or by the host?
+        (("refused", "com.example.one"), _decision(), ("no longer denied", False)),
+        (
+            ("refused", "com.example.one"),
+            _decision("deny", reason="r", backend="com.example.one", synthetic=True),
+            (None, False),
+        ),
+        (("refused", "com.example.one"), _decision("deny", **DENY_A), ("different refusal", False)),
+        (("unknown", None), _decision("deny", **DENY_A), (None, False)),
+    ],
+)
+def test_against_the_record_only_what_it_can_tell(
+    recorded: tuple[str, str | None], new: Any, expected: tuple[str | None, bool]
+) -> None:
+    from ahp_backends.replay import Recorded, judge
+
+    passed = {"passed": True, "refused": False, "unknown": None}[recorded[0]]
+    assert judge(Recorded(passed, recorded[0], recorded[1]), new) == expected
+
+
+def test_what_the_record_says_about_each_call(tmp_path: Path) -> None:
+    """A trail written by the audit store itself: prompts, supplied results, a second
+    tool.before for a changed input, a fail-closed failure, a call with no outcome."""
+    from ahp_backends.audit import AuditStore, read_events
+    from ahp_backends.replay import TRAIL_TYPES, replayable
+
+    source = "urn:uuid:00000000-0000-4000-8000-000000000001"
+    session = {"id": "sess_1", "cwd": "/w"}
+    harness = {"name": "h", "version": "1"}
+    counter = iter(range(1000))
+
+    def event(kind: str, call: str, **fields: Any) -> dict[str, Any]:
+        n = next(counter)
+        return {
+            "id": f"evt_{n}",
+            "source": source,
+            "type": kind,
+            "time": f"2026-12-01T10:00:{n:02d}Z",
+            "harness": harness,
+            "session": session,
+            "tool": {"name": "shell", "input": {"command": call}, "origin": "native"},
+            "call": {"id": call},
+            "path": "native",
+            **fields,
+        }
+
+    denied = {"outcome": "denied", "execution": {"status": "skipped", "reason": "policy"}}
+    trail = [
+        event("tool.before", "ran"),
+        event("tool.after", "ran", outcome="ok", execution={"status": "executed"}),
+        event("tool.before", "supplied"),
+        event(
+            "tool.after",
+            "supplied",
+            outcome="ok",
+            execution={"status": "skipped", "reason": "supplied_result"},
+        ),
+        event("tool.before", "prompted"),
+        event("tool.permission.request", "prompted", suggestions=[], sandboxBypass=False),
+        event("tool.after", "prompted", **denied),
+        event("tool.before", "changed"),
+        event("tool.permission.request", "changed", suggestions=[], sandboxBypass=False),
+        event("tool.before", "changed"),
+        event("tool.after", "changed", outcome="ok", execution={"status": "executed"}),
+        event("tool.before", "failed"),
+        event("tool.after", "failed", **denied),
+        event("tool.before", "refused"),
+        event("tool.after", "refused", **denied),
+        event("tool.before", "lost"),
+    ]
+    failed_before = trail[11]
+    failure = {
+        "id": "evt_failure",
+        "source": source,
+        "type": "hook.failure",
+        "time": failed_before["time"],
+        "harness": harness,
+        "session": session,
+        "parentEventId": failed_before["id"],
+        "failure": {
+            "backendId": "com.example.gate",
+            "reason": "deadline_exceeded",
+            "policy": "fail-closed",
+        },
+    }
+    store = AuditStore(tmp_path / "trail.db")
+    for item in [*trail, failure]:
+        store.add(item)
+    store.close()
+    calls, _notes = replayable(read_events(tmp_path / "trail.db", types=TRAIL_TYPES))
+    said = [(c.event["call"]["id"], c.recorded.passed, c.recorded.outcome) for c in calls]
+    assert said == [
+        ("ran", True, "ran: ok"),
+        ("supplied", True, "result supplied"),
+        ("prompted", True, "refused at the approval prompt"),
+        ("changed", True, "passed; its changed input was judged again"),
+        ("changed", True, "ran: ok"),
+        ("failed", False, "refused: com.example.gate failed (deadline_exceeded, fail-closed)"),
+        ("refused", False, "refused"),
+        ("lost", None, "no outcome recorded"),
+    ]
+    assert [c.recorded.chain_refusal for c in calls][5:7] == ["com.example.gate", None]
+
+
+# -- other transports and effects -----------------------------------------------------------
+
+
+MODIFIER = """
+import sys
+from ahp_protocol.server import Backend
+from ahp_protocol.wire.effects import ModifyEffect
+
+backend = Backend("com.example.tests.modifier")
+
+
+@backend.intercept("tool.before")
+def before(request):
+    if request.tool_name == "shell":  # every shell command runs in a dry-run mode now
+        return ModifyEffect(target="input", operation="merge", value={"dryRun": True})
+    return None
+
+
+backend.run(sys.argv[1:])
+"""
+
+
+def test_over_http_and_with_a_modifying_backend(
+    demo: Demo,
+    tmp_path: Path,
+    http_backend: Callable[..., Any],
+    replay: Callable[..., Replay],
+) -> None:
+    served = http_backend("denylist", "--rules", str(demo.files / "denylist.toml"))
+    script = tmp_path / "modifier.py"
+    script.write_text(MODIFIER)
+    hooks: list[dict[str, Any]] = [
+        {"id": "com.example.ahp.denylist", "transport": {"type": "http", "url": served.url}},
+        {
+            "id": "com.example.tests.modifier",
+            "transport": {"type": "stdio", "command": PY, "args": [str(script)]},
+            "subscriptions": [SUB],
+        },
+    ]
+    hooks[0]["subscriptions"] = [SUB]
+    hooks[1]["transport"]["lifecycle"] = "persistent"
+    registration = write_registration(tmp_path / "http.json", hooks)
+    run = replay("--db", demo.db, "--registration", registration, "--json")
+    assert run.code == 1, run.err
+    # ls ran then; now it would run with a changed input. rm -rf is still denied (over
+    # HTTP, before the modifier is asked); git push was refused then and passes now, so
+    # it is undetermined, as .env is.
+    assert run.changes() == {"call_3": "input modified"}
+    modified = run.report["changes"][0]["replayed"]
+    assert modified["input"] == {"command": "ls", "dryRun": True}
+    assert run.undetermined() == {"call_5", "call_7"}
+    assert any(served.url in n and "HTTP service" in n for n in run.report["notes"])
