@@ -410,6 +410,14 @@ BROKEN = [
         "t.toml:5: case[0].event.tool.origin: not a valid event once completed",
     ),
     (
+        "the same event id twice",
+        'denylist = "rules.toml"\n[[case]]\nname = "x"\nexpect = "none"\n'
+        'event = { id = "evt_1", type = "tool.before", tool = { name = "Bash", input = {} } }\n'
+        '[[case]]\nname = "y"\nexpect = "none"\n'
+        'event = { id = "evt_1", type = "tool.before", tool = { name = "Bash", input = {} } }\n',
+        "t.toml:9: case[1].event: the same event id as case[0]",
+    ),
+    (
         "an event without a type",
         'denylist = "rules.toml"\n[[case]]\nname = "x"\nexpect = "none"\nevent = { tool = {} }\n',
         "t.toml:5: case[0].event: needs a 'type'",
@@ -626,3 +634,44 @@ def test_the_readme_table_runs_against_the_readme_policy(tmp_path: Path, run: Ru
     done = run("policy_tests.toml", cwd=tmp_path)
     assert done.returncode == 1
     assert done.stdout == readme_block("policy-test-failure")
+
+
+def test_each_case_waits_a_bounded_time(tmp_path: Path, run: Run) -> None:
+    # A policy that never answers: matches() backtracks exponentially (Python re).
+    write(
+        tmp_path,
+        "policy.toml",
+        """\
+        [[rule]]
+        name = "backtracks"
+        when = 'event.tool.kind == "shell" && event.tool.input.command.matches("^(a+)+$")'
+        action = "deny"
+        reason = "never reached"
+        """,
+    )
+    write(
+        tmp_path,
+        "t.toml",
+        f"""\
+        policy = "policy.toml"
+
+        [[case]]
+        name = "stuck"
+        event = {shell("a" * 40 + "b")}
+        expect = "none"
+
+        [[case]]
+        name = "after it"
+        event = {shell("ls")}
+        expect = "none"
+        """,
+    )
+    done = run("t.toml", "--timeout", "1", cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert (
+        "  ERROR stuck  (t.toml:3)\n"
+        "        no answer within 1 s\n"
+        "  ERROR after it  (t.toml:8)\n"
+        "        not run: no answer to 'stuck' yet\n"
+    ) in done.stdout
+    assert processes_naming(str(tmp_path)) == []  # the stuck backend was killed

@@ -224,10 +224,21 @@ def parse_table(path: str, *, source: str | None = None) -> Table:
     session = _session(advertise, cwd, source, loc)
     parsed = tuple(_case(loc, i, table, session, source) for i, table in enumerate(cases))
     seen: dict[str, int] = {}
+    ids: dict[str, int] = {}
     for case in parsed:
         if case.name in seen:
             raise loc.error(case.index, f"the same name as case[{seen[case.name]}]", "name")
         seen[case.name] = case.index
+        event_id = str(case.event["id"])
+        if event_id in ids:
+            # a backend answers a repeated (source, id) as it answered the first
+            raise loc.error(
+                case.index,
+                f"the same event id as case[{ids[event_id]}]: the backend would answer it as "
+                "a duplicate delivery of that event",
+                "event",
+            )
+        ids[event_id] = case.index
     return Table(path, kind, rules, _top_line(text, kind), advertise, events, parsed, source)
 
 
@@ -517,7 +528,13 @@ async def run_table(table: Table, timeout_s: float) -> list[CaseResult]:
     stopped: str | None = None
     try:
         stopped = await _start(dispatcher, command, timeout_s)
+        busy: str | None = None  # a case the backend never answered: it may still be at it
         for case in [] if stopped else table.cases:
+            if busy is not None:
+                results.append(
+                    CaseResult(case, "error", None, error=f"not run: no answer to {busy!r} yet")
+                )
+                continue
             event_type = str(case.event["type"])
             if not dispatcher.intercepts(event_type):
                 served = sorted(t for t in _capabilities(table) if dispatcher.intercepts(t))
@@ -541,6 +558,7 @@ async def run_table(table: Table, timeout_s: float) -> list[CaseResult]:
                 results.append(
                     CaseResult(case, "error", None, error=f"no answer within {timeout_s:g} s")
                 )
+                busy = case.name
                 continue
             failed = [d for d in result.diagnostics if d.outcome == "failed"]
             if failed:
@@ -549,6 +567,8 @@ async def run_table(table: Table, timeout_s: float) -> list[CaseResult]:
                 if kind in _DIED:
                     stopped = f"{command} stopped at case {case.name!r} ({kind})"
                     break
+                if kind == "deadline_exceeded":
+                    busy = case.name
                 results.append(
                     CaseResult(
                         case,
