@@ -268,6 +268,17 @@ def test_a_baseline_compares_the_two_chains_codes_and_reasons_included(
     # The same backend id with other rules answered differently: the two chains are
     # separate processes (neither answers from the other's memory of these event ids).
 
+    # A baseline that is not what ran then: no change between the chains, and a note
+    # that the baseline refuses calls the record shows ran.
+    drift = replay("--db", demo.db, "--baseline", stricter, "--registration", stricter, "--json")
+    assert drift.code == 0, drift.err
+    assert drift.report["changes"] == []
+    assert [n for n in drift.report["notes"] if "does not reproduce" in n] == [
+        "the baseline does not reproduce the record for 2 call(s) (call_3, call_6): it is "
+        "not the registration of then, or its backends' state (grants, the clock) has "
+        "changed since"
+    ]
+
 
 def test_a_looser_policy_through_a_baseline_is_no_longer_denied(
     demo: Demo, original: Path, tmp_path: Path, replay: Callable[..., Replay]
@@ -835,4 +846,6 @@ def test_over_http_and_with_a_modifying_backend(
     modified = run.report["changes"][0]["replayed"]
     assert modified["input"] == {"command": "ls", "dryRun": True}
     assert run.undetermined() == {"call_5", "call_7"}
-    assert any(served.url in n and "HTTP service" in n for n in run.report["notes"])
+    assert any("com.example.ahp.denylist is an HTTP service" in n for n in run.report["notes"]), (
+        run.report["notes"]
+    )

@@ -53,6 +53,7 @@ import json
 import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -123,6 +124,12 @@ class Recorded:
 
     def to_json(self) -> dict[str, Any]:
         return {"passed": self.passed, "outcome": self.outcome, "chainRefusal": self.chain_refusal}
+
+
+def _member(event: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """``event[key]`` when it is an object, else an empty one (recorded events are data)."""
+    value = event.get(key)
+    return value if isinstance(value, Mapping) else {}
 
 
 def _call_key(event: Mapping[str, Any]) -> tuple[str, str, str] | None:
@@ -325,20 +332,15 @@ class Call:
 
     def to_json(self) -> dict[str, Any]:
         event = self.event
-        tool = event.get("tool") if isinstance(event.get("tool"), Mapping) else {}
-        assert isinstance(tool, Mapping)
-        session = event.get("session") if isinstance(event.get("session"), Mapping) else {}
-        assert isinstance(session, Mapping)
-        call = event.get("call") if isinstance(event.get("call"), Mapping) else {}
-        assert isinstance(call, Mapping)
+        tool = _member(event, "tool")
         return {
             "change": self.change,
             "undetermined": self.undetermined,
             "eventId": event.get("id"),
             "source": event.get("source"),
             "time": event.get("time"),
-            "session": session.get("id"),
-            "call": call.get("id"),
+            "session": _member(event, "session").get("id"),
+            "call": _member(event, "call").get("id"),
             "tool": tool.get("name"),
             "input": tool.get("input"),
             "recorded": self.recorded.to_json(),
@@ -519,12 +521,11 @@ async def _replay(
     baseline: Registration | None,
     progress: Any,
 ) -> None:
-    """Each call through the new chain (and the baseline's), one dispatcher per grant."""
+    """Each call through the new chain (and the baseline's), one dispatcher per declaration
+    (calls in timeline order within it)."""
     groups: dict[str, list[Call]] = {}
     for call in calls:
         groups.setdefault(json.dumps(call.capabilities, sort_keys=True), []).append(call)
-    from contextlib import AsyncExitStack
-
     for group in groups.values():
         async with AsyncExitStack() as stack:
             new = await stack.enter_async_context(_dispatcher(registration, group[0].capabilities))
@@ -552,8 +553,8 @@ def _freshness_notes(label: str, registration: Registration) -> list[str]:
     from ahp_protocol.wire.registration import HttpTransportConfig
 
     return [
-        f"{label} {hook.id} is an HTTP service ({hook.transport.url}): the replay cannot give "
-        "it a fresh memory; if it saw these events (same source and id) it answers as then"
+        f"{label} {hook.id} is an HTTP service: the replay cannot give it a fresh memory; "
+        "if it saw these events (same source and id) it answers as it did then"
         for hook in registration.hooks
         if isinstance(hook.transport, HttpTransportConfig)
     ]
@@ -687,6 +688,7 @@ def _run(args: argparse.Namespace) -> int:
             "the trail records no deny code or reason: calls refused then and now are "
             "not compared on them (--baseline CURRENT.json compares them)"
         )
+    notes += _drift_notes(calls)
     changes = [c for c in calls if c.change is not None]
     try:
         if args.json:
@@ -717,6 +719,27 @@ def _execute(
     with Progress(console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task("replaying tool.before", total=len(calls))
         anyio.run(_replay, calls, registration, baseline, lambda: bar.advance(task))
+
+
+def _drift_notes(calls: Sequence[Call]) -> list[str]:
+    """Calls where the baseline contradicts what the record shows its chain did."""
+    drifted = [
+        str(_member(c.event, "call").get("id", "?"))
+        for c in calls
+        if c.baseline is not None
+        and (
+            (c.recorded.passed is True and c.baseline.stops)
+            or (c.recorded.chain_refusal is not None and not c.baseline.stops)
+        )
+    ]
+    if not drifted:
+        return []
+    shown = ", ".join(drifted[:5]) + (", ..." if len(drifted) > 5 else "")
+    return [
+        f"the baseline does not reproduce the record for {len(drifted)} call(s) ({shown}): "
+        "it is not the registration of then, or its backends' state (grants, the clock) "
+        "has changed since"
+    ]
 
 
 def _failure_notes(calls: Sequence[Call]) -> list[str]:
@@ -800,12 +823,7 @@ def _columns(table: Any, *extra: str) -> None:
 
 def _row(call: Call, then: str, change: str | None) -> list[str]:
     event = call.event
-    session = event.get("session") if isinstance(event.get("session"), Mapping) else {}
-    assert isinstance(session, Mapping)
-    tool = event.get("tool") if isinstance(event.get("tool"), Mapping) else {}
-    assert isinstance(tool, Mapping)
-    call_field = event.get("call") if isinstance(event.get("call"), Mapping) else {}
-    assert isinstance(call_field, Mapping)
+    session, tool, call_field = (_member(event, k) for k in ("session", "tool", "call"))
     moment = _moment(call.record)
     when = moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S") if moment else "?"
     proposed = f"{tool.get('name', '?')} {summary(event).removeprefix('proposed: ')}"
