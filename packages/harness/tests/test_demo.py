@@ -60,15 +60,14 @@ class Run:
             return conn.execute(sql, params).fetchall()
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
-    root = tmp_path_factory.mktemp("demo")
+def play(root: Path, *options: str) -> Run:
+    """``ahp-harness demo OPTIONS`` from an empty folder, TMPDIR in ``root``."""
     cwd, temp = root / "cwd", root / "tmp"
     cwd.mkdir()
     temp.mkdir()
     env = {**os.environ, "COLUMNS": "220", "NO_COLOR": "1", "TMPDIR": str(temp)}
     done = subprocess.run(
-        [sys.executable, "-m", "ahp_harness.cli", "demo"],
+        [sys.executable, "-m", "ahp_harness.cli", "demo", *options],
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -78,7 +77,12 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     )
     found = re.search(r"work folder: (\S+)", done.stdout)
     assert found is not None, f"{done.stdout}\n{done.stderr}"
-    yield Run(Path(found.group(1)), done, cwd=cwd, temp=temp)
+    return Run(Path(found.group(1)), done, cwd=cwd, temp=temp)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+    yield play(tmp_path_factory.mktemp("demo"))
 
 
 def test_the_demo_writes_nothing_where_it_is_run(run: Run) -> None:
@@ -338,3 +342,78 @@ def test_the_example_registrations_write_nothing_the_user_did_not_name(
         denied = {c["call_id"]: c["denied_by"] for c in calls}
         assert denied["call_4"] == demo.DENYLIST_ID  # the rules file was found and read
     assert not (REPO / "demo-audit.db").exists()
+
+
+# Fields of a transcript call that make its outcome (the guard's id aside).
+OUTCOME_FIELDS = (
+    "tool",
+    "input",
+    "executed",
+    "outcome",
+    "hook_permission",
+    "host_stage",
+    "host_decision",
+    "reason",
+    "synthetic_denial",
+)
+
+
+@pytest.mark.timeout(180)
+def test_the_cel_policy_guard_has_the_same_outcomes(
+    run: Run, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """``--guard policy``: the CEL policy backend in place of the deny-list, same story."""
+    policy = play(tmp_path_factory.mktemp("demo-policy"), "--guard", "policy")
+    assert policy.done.returncode == 0, f"{policy.out}\n{policy.done.stderr}"
+    assert run.done.returncode == 0
+    ours, theirs = policy.transcript(), run.transcript()
+    assert sorted(ours) == sorted(theirs) == sorted(CALLS)
+    guards = {demo.DENYLIST_ID: "guard", demo.POLICY_ID: "guard"}
+    for call_id in CALLS:
+        a, b = ours[call_id], theirs[call_id]
+        # The approval backend's reason names the grants store, in each run's own folder.
+        mine = json.dumps({f: a.get(f) for f in OUTCOME_FIELDS}).replace(str(policy.work), "W")
+        other = json.dumps({f: b.get(f) for f in OUTCOME_FIELDS}).replace(str(run.work), "W")
+        assert json.loads(mine) == json.loads(other), call_id
+        assert guards.get(a["denied_by"], a["denied_by"]) == guards.get(
+            b["denied_by"], b["denied_by"]
+        ), call_id
+    assert ours["call_4"]["denied_by"] == demo.POLICY_ID  # the policy, not the deny-list
+    assert (policy.work / "workspace" / "build" / "output.txt").is_file()
+    registration = json.loads((policy.work / "registration.json").read_text())
+    guard = registration["hooks"][0]
+    assert guard["id"] == demo.POLICY_ID
+    assert guard["transport"]["args"][-3:] == [
+        "policy",
+        "--rules",
+        str(policy.work / "files" / "policy.toml"),
+    ]
+    assert "CEL policy   com.example.ahp.policy: stdio, persistent" in policy.out
+    assert "the CEL policy refused it (Recursive deletes are not allowed" in policy.out
+    assert demo.DENYLIST_ID not in policy.out
+
+
+def test_the_demo_policy_is_the_deny_list_in_cel() -> None:
+    """The two demo rule files deny the same calls with the same reasons and codes."""
+    import tomllib
+
+    denylist = tomllib.loads((DEMO_FILES / "denylist.toml").read_text())["rules"]
+    policy = tomllib.loads((DEMO_FILES / "policy.toml").read_text())["rule"]
+    assert [(r["reason"], r["code"]) for r in denylist] == [
+        (r["reason"], r["code"]) for r in policy
+    ]
+    for deny_rule, cel_rule in zip(denylist, policy, strict=True):
+        assert deny_rule["kind"] == "shell" and 'event.tool.kind == "shell"' in cel_rule["when"]
+        assert f'matches(r"{deny_rule["input"]["command"]}")' in cel_rule["when"]
+
+
+def test_an_unknown_guard_is_refused() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "ahp_harness.cli", "demo", "--guard", "opa"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 2
+    assert "--guard" in done.stderr and "'denylist', 'policy'" in done.stderr

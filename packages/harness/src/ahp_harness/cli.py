@@ -232,6 +232,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="where to put the demo's files (new or empty; default: a new temporary folder, kept)",
     )
+    demo.add_argument(
+        "--guard",
+        choices=("denylist", "policy"),
+        default="denylist",
+        help="the backend that guards tool calls: denylist (ahp-backend denylist, regex "
+        "rules; the default) or policy (ahp-backend policy, the same rules in CEL); the "
+        "outcomes are the same",
+    )
     demo.set_defaults(func=_demo_command)
     return parser
 

@@ -7,7 +7,9 @@ registration ``registration.json``. The demo's files ship inside the package
 where the kit is installed, not only in the repository:
 
 - the deny-list (``ahp-backend denylist``), stdio, one persistent process started
-  by the harness, fail-closed;
+  by the harness, fail-closed; with ``--guard policy`` the CEL policy backend
+  (``ahp-backend policy``, ``policy.toml``: the same rules as CEL) in its place, with
+  the same outcomes;
 - the approval service (``ahp-backend approval``), HTTP on loopback: started here
   as a separate process before the session (port 0; its address is read from its
   stderr) and stopped after it; one grant (``write_file`` under ``notes/``) is
@@ -54,8 +56,10 @@ from typing import IO, Any, Final
 
 __all__ = [
     "DEMO_FILES",
+    "GUARDS",
     "DemoError",
     "DemoPaths",
+    "Guard",
     "backend_command",
     "copy_demo_files",
     "demo_files",
@@ -68,6 +72,7 @@ __all__ = [
 
 APPROVAL_ID: Final = "com.example.ahp.approval"
 DENYLIST_ID: Final = "com.example.ahp.denylist"
+POLICY_ID: Final = "com.example.ahp.policy"
 AUDIT_ID: Final = "com.example.ahp.audit"
 START_TIMEOUT_S: Final = 30.0
 STOP_TIMEOUT_S: Final = 10.0
@@ -80,6 +85,7 @@ DEMO_FILES: Final = (
     "registration-per-event.json",
     "registration-discovered.json",
     "denylist.toml",
+    "policy.toml",
     "approval.toml",
     "permissions.toml",
     "managed.toml",
@@ -95,6 +101,23 @@ WORKSPACE_FILES: Final[Mapping[str, str]] = {
 
 class DemoError(Exception):
     """The demo cannot run; the message says what is missing and what to do."""
+
+
+@dataclass(frozen=True)
+class Guard:
+    """The backend that guards tool calls in the demo (``--guard``)."""
+
+    id: str
+    command: str  # the ahp-backend subcommand
+    rules: str  # its rules file among the demo's files
+    label: str
+
+
+GUARDS: Final[Mapping[str, Guard]] = {
+    "denylist": Guard(DENYLIST_ID, "denylist", "denylist.toml", "deny-list"),
+    "policy": Guard(POLICY_ID, "policy", "policy.toml", "CEL policy"),
+}
+"""``--guard`` choices: the deny-list (the registrations' own) or the CEL policy backend."""
 
 
 @dataclass(frozen=True)
@@ -195,18 +218,33 @@ folder, made absolute)."""
 
 
 def localize(
-    template: Mapping[str, Any], *, backend: Sequence[str], paths: DemoPaths, approval_url: str
+    template: Mapping[str, Any],
+    *,
+    backend: Sequence[str],
+    paths: DemoPaths,
+    approval_url: str,
+    guard: str = "denylist",
 ) -> dict[str, Any]:
     """The demo's registration made runnable from anywhere.
 
     ``ahp-backend`` becomes ``backend`` (absolute), the demo's files after
     ``--rules``/``--config`` become absolute (under ``paths.files``), ``--db`` (the
     audit database) and ``--store`` (the grants) point into the work folder, and the
-    approval backend's URL is the one it is listening on.
+    approval backend's URL is the one it is listening on. With ``guard`` other than
+    ``denylist``, the deny-list's hook runs that backend with its rules file instead
+    (and is named by its id); its transport and subscriptions stay as they are.
     """
     registration: dict[str, Any] = json.loads(json.dumps(template))
+    chosen = GUARDS[guard]
     for hook in registration["hooks"]:
         transport = hook["transport"]
+        if hook["id"] == DENYLIST_ID and chosen.id != DENYLIST_ID:
+            hook["id"] = chosen.id
+            args = list(transport.get("args", []))
+            if args[:1] == ["denylist"] and "--rules" in args[:-1]:
+                args[0] = chosen.command
+                args[args.index("--rules") + 1] = chosen.rules
+            transport["args"] = args
         if transport.get("type") == "http" and hook["id"] == APPROVAL_ID:
             transport["url"] = approval_url
         if transport.get("type") != "stdio" or transport.get("command") != "ahp-backend":
@@ -367,17 +405,21 @@ async def run_session(paths: DemoPaths, registration: Path | None = None) -> int
     return 0
 
 
-def run(directory: str | None = None) -> int:
-    """Play the demo; the exit code (0: the session ran and the audit has it)."""
+def run(directory: str | None = None, guard: str = "denylist") -> int:
+    """Play the demo with ``guard`` (a :data:`GUARDS` key) as the guard; the exit code
+    (0: the session ran and the audit has it)."""
     import anyio
 
+    if guard not in GUARDS:
+        raise DemoError(f"--guard {guard}: choose one of {', '.join(GUARDS)}")
+    chosen = GUARDS[guard]
     backend = backend_command()
     paths = DemoPaths(_work_folder(directory))
     copy_demo_files(paths)
     prepare_workspace(paths)
     _say("AHP demo: one scripted session, three backends, each a separate process.")
     _say(f"  work folder: {paths.work}")
-    _say(f"  deny-list    {DENYLIST_ID}: stdio, persistent, fail-closed (the harness starts it)")
+    _say(f"  {chosen.label:<13}{chosen.id}: stdio, persistent, fail-closed (the harness starts it)")
     granted = grant(backend, paths)
     server = ApprovalServer(backend, paths)
     try:
@@ -385,7 +427,9 @@ def run(directory: str | None = None) -> int:
         _say(f"               pre-approved: {granted}")
         _say(f"  audit        {AUDIT_ID}: stdio, persistent, observes every event")
         template = json.loads((paths.files / "registration.json").read_text("utf-8"))
-        registration = localize(template, backend=backend, paths=paths, approval_url=server.url)
+        registration = localize(
+            template, backend=backend, paths=paths, approval_url=server.url, guard=guard
+        )
         paths.registration.write_text(json.dumps(registration, indent=2) + "\n", "utf-8")
         _say()
         code: int = anyio.run(run_session, paths)
@@ -394,7 +438,7 @@ def run(directory: str | None = None) -> int:
     if code != 0:
         _say(f"the session did not run (exit {code}); see the messages above")
         return code
-    return _report(paths, backend)
+    return _report(paths, backend, chosen)
 
 
 # -- the report ----------------------------------------------------------------------
@@ -474,12 +518,12 @@ def _subject(call: Mapping[str, Any]) -> str:
     return str(call.get("tool"))
 
 
-def _story(call: Mapping[str, Any]) -> str:
+def _story(call: Mapping[str, Any], guard: Guard = GUARDS["denylist"]) -> str:
     """One sentence on why the call ended as it did."""
     denied_by = call.get("denied_by")
     reason = str(call.get("reason", ""))
-    if denied_by == DENYLIST_ID:
-        return f"the deny-list refused it ({reason}); it never ran"
+    if denied_by == guard.id:
+        return f"the {guard.label} refused it ({reason}); it never ran"
     if denied_by == APPROVAL_ID:
         return (
             "it needs approval and nobody can be asked in a non-interactive session, so the "
@@ -514,7 +558,7 @@ def _evidence(paths: DemoPaths) -> list[str]:
     ]
 
 
-def _report(paths: DemoPaths, backend: Sequence[str]) -> int:
+def _report(paths: DemoPaths, backend: Sequence[str], guard: Guard = GUARDS["denylist"]) -> int:
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
@@ -532,7 +576,7 @@ def _report(paths: DemoPaths, backend: Sequence[str]) -> int:
     console = Console(highlight=False)
     table = Table(title="What happened", title_justify="left")
     table.add_column("call")
-    table.add_column("deny-list")
+    table.add_column(guard.label)
     table.add_column("approval")
     table.add_column("host")
     table.add_column("outcome")
@@ -541,7 +585,7 @@ def _report(paths: DemoPaths, backend: Sequence[str]) -> int:
         call_id = str(call.get("call_id"))
         table.add_row(
             escape(_subject(call)),
-            escape(_verdict(exchanges.get((call_id, DENYLIST_ID)), call)),
+            escape(_verdict(exchanges.get((call_id, guard.id)), call)),
             escape(_verdict(exchanges.get((call_id, APPROVAL_ID)), call)),
             escape(_host(call)),
             escape(_outcome(call)),
@@ -550,7 +594,7 @@ def _report(paths: DemoPaths, backend: Sequence[str]) -> int:
     console.print()
     console.print(table)
     for call in calls:
-        console.print(f"- [bold]{escape(_subject(call))}[/]: {escape(_story(call))}")
+        console.print(f"- [bold]{escape(_subject(call))}[/]: {escape(_story(call, guard))}")
 
     console.print()
     for line in _evidence(paths):
@@ -576,9 +620,9 @@ def _report(paths: DemoPaths, backend: Sequence[str]) -> int:
 
 
 def command(args: Any) -> int:
-    """The ``demo`` subcommand's entry point (``args.dir``)."""
+    """The ``demo`` subcommand's entry point (``args.dir``, ``args.guard``)."""
     try:
-        return run(args.dir)
+        return run(args.dir, getattr(args, "guard", "denylist"))
     except DemoError as exc:
         print(f"ahp-harness demo: error: {exc}", file=sys.stderr)
         return 2
