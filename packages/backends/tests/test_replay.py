@@ -503,7 +503,7 @@ def test_bad_input_exits_2_naming_what_to_fix(
     assert "--registration" in capsys.readouterr().err
 
 
-def test_a_failing_backend_is_said_and_its_fail_closed_denials_are_the_replayed_decision(
+def test_a_failing_backend_is_said_and_its_failure_policy_decides(
     demo: Demo, tmp_path: Path, replay: Callable[..., Replay]
 ) -> None:
     hooks = hooks_for(demo, tmp_path / "missing-rules.toml")  # the deny-list cannot start
@@ -513,7 +513,22 @@ def test_a_failing_backend_is_said_and_its_fail_closed_denials_are_the_replayed_
     # every call that passed then is refused now, by a synthetic denial
     assert run.changes() == {c: "newly denied" for c in ("call_2", "call_3", "call_6")}
     assert all(c["replayed"]["synthetic"] for c in run.report["changes"])
-    assert any("com.example.ahp.denylist" in note for note in run.report["notes"])
+    said = [n for n in run.report["notes"] if n.startswith("backend failure")]
+    assert len(said) == 1 and said[0].startswith("backend failure com.example.ahp.denylist: ")
+    assert said[0].endswith(
+        "(fail-closed): 6 time(s); each refused the call (a synthetic denial, as in a harness)"
+    )
+
+    # fail-open: the chain goes on without it, so nothing changes against the record
+    hooks[0]["subscriptions"] = [{**SUB, "failurePolicy": "fail-open"}]
+    registration = write_registration(tmp_path / "failing-open.json", hooks)
+    run = replay("--db", demo.db, "--registration", registration, "--json")
+    assert run.code == 0, run.out + run.err
+    assert run.report["changes"] == []
+    said = [n for n in run.report["notes"] if n.startswith("backend failure")]
+    assert len(said) == 1 and said[0].endswith(
+        "(fail-open): 6 time(s); the chain went on without it"
+    )
 
 
 # -- a long replay shows progress on a terminal -----------------------------------------------

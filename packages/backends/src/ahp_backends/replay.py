@@ -749,8 +749,12 @@ def _failure_notes(calls: Sequence[Call]) -> list[str]:
             for failure in decision.failures if decision else ():
                 counts[failure] = counts.get(failure, 0) + 1
     return [
-        f"backend failure {failure}: {n} time(s); under fail-closed its synthetic denial "
-        "is the decision replayed"
+        f"backend failure {failure}: {n} time(s); "
+        + (
+            "each refused the call (a synthetic denial, as in a harness)"
+            if failure.endswith("(fail-closed)")
+            else "the chain went on without it"
+        )
         for failure, n in sorted(counts.items())
     ]
 
