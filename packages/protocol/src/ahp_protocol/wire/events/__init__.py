@@ -1,53 +1,26 @@
 """The event envelope and the draft's 32 standard events, as strict wire models.
 
-Owns the shape of every event (draft §3, ``event.schema.json`` and the
-schemas it composes): the envelope (``id, source, type, time, harness`` plus
-the optional common fields), one model per standard event with its required
-fields, closed nested objects and the conditional rules the schemas state
-(tool outcome/execution/error consistency, ``resumedFrom`` for ``clear`` and
-``fork``, fields an event forbids, ...), the tool detail of §3.3, and
-:func:`parse_event`, which picks the model by ``type``.
+Owns the shape of every event (draft §3, ``event.schema.json`` and the schemas it
+composes): the envelope, one model per standard event with its required fields, closed
+nested objects and the conditional rules the schemas state, and :func:`parse_event`,
+which picks the model by ``type``. Envelopes are open (unknown top-level fields are
+kept and written back by :meth:`Event.to_wire`); the nested objects the schemas close
+are closed, ``turn`` on the 15 execution events included. Parsing is strict and never
+coerces. A missing, unknown or removed ``type`` raises :class:`UnsupportedEvent`
+(JSON-RPC -32002 at the server); every other problem raises
+:class:`~ahp_protocol.wire.errors.WireErrors` with paths relative to the event
+(``tool.input``), with fixed reasons that never quote input.
 
-Envelopes are open: unknown top-level fields are kept and written back by
-:meth:`Event.to_wire` unchanged. Nested protocol objects the schemas close
-(``harness``, ``call``, ``tool``, ``execution``, ...) are closed, and so is
-``turn`` on the 15 execution events (turn, model, permission, progress,
-batch, compact), as their schema says. ``session.start.manifest`` is checked
-by :func:`ahp_protocol.wire.manifest.parse_manifest`. Parsing is
-strict and never coerces. A missing, unknown or removed ``type`` raises
-:class:`UnsupportedEvent` (JSON-RPC -32002 at the server); every other
-problem raises :class:`~ahp_protocol.wire.errors.WireErrors` with paths
-relative to the event (``tool.input``, ``call.id``). Reasons are fixed texts;
-they never quote input values.
+Import every name from this package. The envelope's names live in ``envelope.py``,
+what several families share in ``results.py``, and each family in its own module
+(``tool.py`` holds ``tool.before``, ``tool_lifecycle.py`` the rest of a call's life).
 
-Import every name from this package; where each lives:
-
-- ``envelope.py``: the scalars (``Time``, ``Source``, ``HttpUrl``, ...,
-  :func:`is_uri`), the common objects (``Harness``, ``Session``, ``Turn``,
-  ``Gap``, ``Ref``, ...) and the :class:`Event` base;
-- ``results.py``: what several families share (``Execution``, ``ErrorInfo``,
-  ``Usage``, ``Cost``);
-- one module per event family with its events and the payloads only it uses:
-  ``tool.py`` (with the §3.3 tool detail), ``session.py``, ``turn.py``,
-  ``model.py``, ``context.py``, ``config.py``, ``task.py``, ``workspace.py``,
-  ``file.py``, ``user.py``, ``hook.py``; the tool family is split in two:
-  ``tool.py`` holds ``tool.before`` and ``tool_lifecycle.py`` the rest of a call's
-  life (permission, progress, outcome), so that ``tool.before`` needs none of their
-  models;
-- here: :data:`EVENT_MODELS`, :func:`parse_event`, :func:`event_validator` and
-  :class:`UnsupportedEvent`.
-
-No I/O. Importing this package creates only the envelope's classes: a family
-module is imported on first use of one of its names (PEP 562
-``__getattr__``), of its entry in :data:`EVENT_MODELS`, or when
-:func:`parse_event` meets one of its events, so a per-event backend pays only
-for the family it receives. Models build on first use (``defer_build``).
-:data:`_FAMILY_NAMES` is the one hand-kept list of the families' names (a test
-checks it against what each family module defines); ``__all__`` and the type
-checkers' view (star imports under ``TYPE_CHECKING``) follow from it and the
-modules, and an event's model is its name in CamelCase (``ToolBefore``).
-Content shapes live in :mod:`ahp_protocol.wire.content`; which events exist
-and which can be intercepted, in :mod:`ahp_protocol.wire.catalogue`.
+No I/O. Importing this package creates only the envelope's classes: a family module is
+imported on first use of one of its names (PEP 562 ``__getattr__``), of its
+:data:`EVENT_MODELS` entry, or when :func:`parse_event` meets one of its events, so a
+per-event backend pays only for the family it receives. :data:`_FAMILY_NAMES` is the one
+hand-kept list of the families' names (a test checks it against the modules); an
+event's model is its name in CamelCase (``ToolBefore``).
 """
 
 from collections.abc import Callable, Iterator, Mapping
@@ -59,60 +32,9 @@ from pydantic import ValidationError
 
 from ahp_protocol.wire.catalogue import EVENT_TYPES, REMOVED
 from ahp_protocol.wire.errors import WireError, WireErrors
-from ahp_protocol.wire.events.envelope import (
-    TIME_PATTERN as TIME_PATTERN,
-)
-from ahp_protocol.wire.events.envelope import (
-    URI_PATTERN as URI_PATTERN,
-)
-from ahp_protocol.wire.events.envelope import (
-    Agent as Agent,
-)
-from ahp_protocol.wire.events.envelope import (
-    ClosedTurn as ClosedTurn,
-)
-from ahp_protocol.wire.events.envelope import (
-    Currency as Currency,
-)
-from ahp_protocol.wire.events.envelope import (
-    Event as Event,
-)
-from ahp_protocol.wire.events.envelope import (
-    Extensions as Extensions,
-)
-from ahp_protocol.wire.events.envelope import (
-    Gap as Gap,
-)
-from ahp_protocol.wire.events.envelope import (
-    Harness as Harness,
-)
-from ahp_protocol.wire.events.envelope import (
-    HttpUrl as HttpUrl,
-)
-from ahp_protocol.wire.events.envelope import (
-    IdOnly as IdOnly,
-)
-from ahp_protocol.wire.events.envelope import (
-    JsonObject as JsonObject,
-)
-from ahp_protocol.wire.events.envelope import (
-    Ref as Ref,
-)
-from ahp_protocol.wire.events.envelope import (
-    Session as Session,
-)
-from ahp_protocol.wire.events.envelope import (
-    Source as Source,
-)
-from ahp_protocol.wire.events.envelope import (
-    Time as Time,
-)
-from ahp_protocol.wire.events.envelope import (
-    Turn as Turn,
-)
-from ahp_protocol.wire.events.envelope import (
-    is_uri as is_uri,
-)
+from ahp_protocol.wire.events.envelope import *  # noqa: F403 (re-exported: its __all__)
+from ahp_protocol.wire.events.envelope import Event
+from ahp_protocol.wire.events.envelope import __all__ as _ENVELOPE
 from ahp_protocol.wire.model import WIRE_CONTEXT, to_wire_errors, unknown_stay_unknown
 
 if TYPE_CHECKING:  # type checkers read the families here; run time imports them lazily
@@ -170,21 +92,13 @@ _HOME: Final[Mapping[str, str]] = {
     name: module for module, names in _FAMILY_NAMES.items() for name in names
 }
 
-_ENVELOPE: Final = (  # noqa: SIM905 (the names imported from envelope.py above)
-    "TIME_PATTERN URI_PATTERN Agent ClosedTurn Currency Event Extensions Gap Harness HttpUrl"
-    " IdOnly JsonObject Ref Session Source Time Turn is_uri"
-).split()
 __all__ = sorted(  # every name below, the families' (lazy) and the envelope's
     [*_HOME, *_ENVELOPE, "EVENT_MODELS", "UnsupportedEvent", "event_validator", "parse_event"]
 )
 
 
 def _submodule(module: str) -> ModuleType:
-    """The family module ``module``, imported on first use.
-
-    ``__import__`` rather than :func:`importlib.import_module`: the same import, and
-    ``python -X importtime`` reports it.
-    """
+    """The family module ``module``, imported on first use."""
     return __import__(f"{__name__}.{module}", fromlist=("_",))
 
 
@@ -298,25 +212,17 @@ _VALIDATORS: Final[dict[str, Callable[[dict[str, Any]], Any]]] = {}
 
 
 def event_validator(name: str) -> Callable[[dict[str, Any]], Any]:
-    """The strict wire validation of the standard event ``name`` as one callable.
+    """The check :func:`parse_event` runs once it has picked the model, as one callable.
 
-    ``event_validator(name)(event_dict)`` is the check :func:`parse_event` runs once
-    it has picked the model: the model's own validator (``model_validate`` without
-    its Python wrapper) on wire names, strictly, with the wire context. It raises
-    pydantic's ``ValidationError`` where :func:`parse_event` raises
-    :class:`~ahp_protocol.wire.errors.WireErrors`, and the model it returns still
-    counts an unknown Python-spelled key as its field given (:func:`parse_event`
-    puts that right). For callers that only need the verdict, such as a backend
-    judging each request. Built on first use per event and kept; ``KeyError`` for a
-    name that is not a standard event.
+    ``event_validator(name)(event_dict)`` raises pydantic's ``ValidationError`` where
+    :func:`parse_event` raises :class:`~ahp_protocol.wire.errors.WireErrors`, and the
+    model it returns still counts an unknown Python-spelled key as its field given: for
+    callers that only need the verdict. ``KeyError`` for a name that is no standard event.
     """
-    try:
-        return _VALIDATORS[name]
-    except KeyError:
-        pass
-    validator = EVENT_MODELS[name].__pydantic_validator__
-    # Reading ``validate_python`` builds a deferred model, so the real method is bound.
-    check = _VALIDATORS[name] = partial(
-        validator.validate_python, strict=True, by_alias=True, by_name=False, context=WIRE_CONTEXT
-    )
-    return check
+    if name not in _VALIDATORS:
+        # Reading ``validate_python`` builds a deferred model, so the real method is bound.
+        validate = EVENT_MODELS[name].__pydantic_validator__.validate_python
+        _VALIDATORS[name] = partial(
+            validate, strict=True, by_alias=True, by_name=False, context=WIRE_CONTEXT
+        )
+    return _VALIDATORS[name]

@@ -31,6 +31,27 @@ from ahp_protocol.wire.content import (
 )
 from ahp_protocol.wire.names import REVERSE_DNS
 
+__all__ = [
+    "TIME_PATTERN",
+    "URI_PATTERN",
+    "Agent",
+    "ClosedTurn",
+    "Currency",
+    "Event",
+    "Extensions",
+    "Gap",
+    "Harness",
+    "HttpUrl",
+    "IdOnly",
+    "JsonObject",
+    "Ref",
+    "Session",
+    "Source",
+    "Time",
+    "Turn",
+    "is_uri",
+]
+
 # --------------------------------------------------------------------------- scalars
 
 
