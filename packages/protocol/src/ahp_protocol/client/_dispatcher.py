@@ -16,6 +16,7 @@ still goes through the host's own permissions and sandbox.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -144,10 +145,8 @@ def new_id(prefix: str) -> str:
 class Dispatcher:
     """Runs events through the subscriptions of one validated registration.
 
-    ``capabilities`` maps each event type the host can intercept to the
-    per-request capabilities it can enforce there (wire form). Events the host
-    does not declare are never intercepted (only observed).
-
+    ``capabilities`` maps each event type the host can intercept to the per-request
+    capabilities it can enforce there (wire form); other events are only observed.
     Use as ``async with Dispatcher(...) as hooks: result = await hooks.intercept(event)``.
     """
 
@@ -259,11 +258,9 @@ class Dispatcher:
             result = self._result(response)
             configuration = parse_configuration(result.get("configuration"))
             for j, sub in enumerate(configuration.subscriptions):
-                try:
+                with contextlib.suppress(RegistrationError):  # a selector the host cannot serve
                     check_subscription(sub, f"configuration.subscriptions[{j}]", self.capabilities)
                     subscriptions.append(sub)
-                except RegistrationError:
-                    continue
             if not subscriptions:
                 failure, detail = FailureClass.CONFIGURATION_FAILED, "no applicable subscriptions"
         except TimeoutError:
@@ -275,10 +272,9 @@ class Dispatcher:
         if failure is not None:
             latency = (time.perf_counter() - started) * 1000
             why = f"hooks/configuration: {detail}; backend skipped"
-            diagnostic = Diagnostic(
-                hook.id, -1, "intercept", "failed", latency, failure, detail=why
+            self.configuration_diagnostics.append(
+                Diagnostic(hook.id, -1, "intercept", "failed", latency, failure, detail=why)
             )
-            self.configuration_diagnostics.append(diagnostic)
             log.warning("backend %s skipped: hooks/configuration %s (%s)", hook.id, failure, detail)
         return subscriptions
 
@@ -330,17 +326,16 @@ class Dispatcher:
 
         declared = parse_capabilities(self.capabilities[event_type])
         granted: dict[str, Any] = capabilities_for(event_type, declared).to_wire()
-        withholds = not route.sees_everything
         modify = granted.get("modify")
-        if withholds and isinstance(modify, dict):
+        if not route.sees_everything and isinstance(modify, dict):
             # Whole-list replace is never granted over content this subscriber could not see.
             for target, ops in list(modify.items()):
-                if target != "input" and target != "workspace" and ops.get("replace"):
-                    ops = {**ops, "replace": False}
-                    if not ops.get("merge"):
-                        del modify[target]
-                        continue
-                    modify[target] = ops
+                if target in ("input", "workspace") or not ops.get("replace"):
+                    continue
+                if ops.get("merge"):
+                    modify[target] = {**ops, "replace": False}
+                else:
+                    del modify[target]
             if not modify:
                 granted.pop("modify")
                 granted["effects"] = [e for e in granted["effects"] if e != "modify"]
@@ -414,14 +409,11 @@ class Dispatcher:
     ) -> HookResult:
         """Run one interceptable event through the chain, then deliver observations.
 
-        ``initial_permission`` and ``initial_candidate`` are the chain's starting
-        state (``params.state`` of the first interceptor): what an earlier run for
-        the same operation settled and carried over (draft §5.4), e.g. a supplied
-        result; both are folded and invalidated as any other state.
-
-        The returned result is settled: an accepted deny, a flow stop or a
-        fail-closed failure has ended the chain; later interceptors received
-        the event through ``hooks/observe`` instead.
+        ``initial_permission`` and ``initial_candidate`` are the first interceptor's
+        ``params.state``: what an earlier run for the same operation settled and carried
+        over (draft §5.4), folded and invalidated as any other state. The result is
+        settled: after an accepted deny, a flow stop or a fail-closed failure, later
+        interceptors received the event through ``hooks/observe`` instead.
         """
         if self._closed:
             raise RuntimeError("dispatcher is closed")

@@ -24,35 +24,31 @@ class SyncDispatcher:
     """``Dispatcher`` with blocking methods. Arguments are those of ``Dispatcher``."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self._dispatcher = Dispatcher(*args, **kwargs)
+        self.dispatcher = Dispatcher(*args, **kwargs)
         self._portal_cm: AbstractContextManager[BlockingPortal] = start_blocking_portal()
         self._portal = self._portal_cm.__enter__()
         try:
-            self._portal.call(self._dispatcher.start)
+            self._portal.call(self.dispatcher.start)
         except BaseException:
             self._portal_cm.__exit__(None, None, None)
             raise
-
-    @property
-    def dispatcher(self) -> Dispatcher:
-        return self._dispatcher
 
     def intercept(
         self, event: Mapping[str, Any], *, initial_permission: Permission = "none"
     ) -> HookResult:
         call = functools.partial(
-            self._dispatcher.intercept, event, initial_permission=initial_permission
+            self.dispatcher.intercept, event, initial_permission=initial_permission
         )
         return self._portal.call(call)
 
     def observe(self, event: Mapping[str, Any]) -> list[Diagnostic]:
-        return self._portal.call(self._dispatcher.observe, event)
+        return self._portal.call(self.dispatcher.observe, event)
 
     def close(self) -> None:
         if self._portal_cm is None:
             return
         try:
-            self._portal.call(self._dispatcher.aclose)
+            self._portal.call(self.dispatcher.aclose)
         finally:
             cm, self._portal_cm = self._portal_cm, None  # type: ignore[assignment]
             cm.__exit__(None, None, None)

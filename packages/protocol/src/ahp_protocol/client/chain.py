@@ -115,12 +115,9 @@ def _set(event: dict[str, Any], path: Sequence[str], value: Any) -> None:
 
 
 def edited(current: Any, operation: str, value: Any) -> Any:
-    """The draft's edit semantics (AHP-EDIT-001).
-
-    ``replace`` substitutes the whole target; ``merge`` appends to a list, in
-    order, and merges an object shallowly (nested values replaced whole,
-    ``null`` kept as a value).
-    """
+    """The draft's edit semantics (AHP-EDIT-001): ``replace`` substitutes the whole target;
+    ``merge`` appends to a list, in order, and merges an object shallowly (nested values
+    replaced whole, ``null`` kept as a value)."""
     if operation == "replace":
         return copy.deepcopy(value)
     if isinstance(current, list) and isinstance(value, list):
@@ -166,10 +163,9 @@ def apply_modify(
 def same_json(a: Any, b: Any) -> bool:
     """Whether two decoded JSON values are the same value (draft §5.4 step 4).
 
-    Object key order is irrelevant; list order is not. Types are compared as JSON
-    types, stricter than Python's ``==``: ``true`` is not ``1``, and an integer is
-    not a float (``1`` vs ``1.0``: a tool sees them differently, so it counts as a
-    change, the safe side). Linear in the size of the values.
+    Object key order is irrelevant; list order is not. Types compare as JSON types,
+    stricter than ``==``: ``true`` is not ``1``, and ``1`` is not ``1.0`` (a tool sees
+    them differently, so it counts as a change, the safe side). Linear in their size.
     """
     if a is b:
         return True
@@ -202,10 +198,8 @@ def fold_response(
     state: ChainState, effects: Sequence[Any], *, backend: str, subscription: int
 ) -> ChainState:
     """Fold one accepted, validated response into the chain state (draft §5.4 steps 3-5).
-
-    Raises :class:`OperationalFailure` when a modification produces an invalid
-    event; nothing of the response is then applied.
-    """
+    Raises :class:`OperationalFailure`, applying nothing, if a modification leaves an
+    invalid event."""
     event: Mapping[str, Any] = state.event
     modified = False
     for effect in effects:
@@ -215,17 +209,15 @@ def fold_response(
     # Prior state is invalidated only when the effective event changed (a merge that
     # rewrites a value with itself keeps inherited approval and candidate).
     changed = modified and not same_json(event, state.event)
-    if changed:
-        _revalidate(dict(event))
-    elif modified:
-        event = state.event
-
     permission: Permission = state.permission
     candidate = state.candidate
     if changed:
+        _revalidate(dict(event))
         candidate = None  # a change to the operation invalidates a supplied result
         if permission == "allow":
             permission = "none"  # approval is bound to the arguments it saw
+    else:
+        event = state.event
     flow, flow_reason = state.flow, state.flow_reason
     instructions = list(state.instructions)
     injections = list(state.injections)

@@ -60,10 +60,8 @@ _OPERATIONS: dict[str, str] = {"created": "create", "modified": "update", "delet
 
 
 class InvalidEvent(ValueError):
-    """An event this harness built breaks the wire contract (a bug in the harness).
-
-    Raised before anything is sent; the message names each JSON path and the rule.
-    """
+    """An event this harness built breaks the wire contract (a bug in the harness); raised
+    before anything is sent, the message names each JSON path and the rule."""
 
 
 class UnknownToolKind(UserWarning):
@@ -206,13 +204,10 @@ class Hooks:
     def manifest(
         self, *, observed: Sequence[str] = (), gaps: Sequence[Mapping[str, str]] = ()
     ) -> dict[str, Any]:
-        """The manifest ``session.start`` carries (and ``hooks/capabilities`` may answer).
-
-        Interception: the declared ``capabilities``; observation: ``observed``. What this
-        API's dispatcher does is declared for you (stdio and HTTP, bearer credentials from
-        the environment, managed subscriptions fail-closed); every standard event the
-        harness does not emit is a gap, with ``gaps`` added.
-        """
+        """The manifest ``session.start`` carries (and ``hooks/capabilities`` may answer):
+        interception as declared, observation of ``observed``, what the dispatcher does
+        (stdio and HTTP, bearer credentials from the environment, managed subscriptions
+        fail-closed), and every standard event not emitted as a gap, then ``gaps``."""
         from ahp_protocol.wire import catalogue
 
         declared = self._declared
@@ -281,11 +276,10 @@ class Hooks:
     ) -> HookResult:
         """Run one complete event: intercepted where subscribed, else observed.
 
-        Always a settled result; for an event nobody intercepts, permission
-        ``initial_permission``, the event unchanged and only observation diagnostics.
-        With ``validate`` on, an event that some backend will receive is checked first
-        (:class:`InvalidEvent`, nothing sent); one no subscription receives goes nowhere
-        and is not checked (call :meth:`check` to check it anyway).
+        Always a settled result (for an event nobody intercepts: ``initial_permission``,
+        the event unchanged, observation diagnostics only). With ``validate`` on, an event
+        some backend will receive is checked first (:class:`InvalidEvent`, nothing sent);
+        one nobody receives is not checked (:meth:`check` checks it anyway).
         """
         event_type = str(event.get("type"))
         dispatcher = self.dispatcher
@@ -446,12 +440,11 @@ class ToolCall:
     async def before(self, input: Any = _SAME) -> HookResult:
         """``tool.before`` for ``input`` (default: the call's current input).
 
-        Run it again when the input changed after the first run (a backend modified it at
-        ``tool.permission.request``): a changed input is a new operation. The second run is
-        seeded with what the first settled, carried over (draft §5.4): its ``ask`` persists,
-        its ``allow`` does not (approval is bound to the arguments it approved); its
-        supplied result is dropped. ``input``, ``permission`` and ``candidate`` become what
-        this run settled.
+        Run it again when a backend changed the input at ``tool.permission.request``: a
+        changed input is a new operation, seeded with what the first run settled (draft
+        §5.4): its ``ask`` persists, its ``allow`` does not (approval is bound to the
+        arguments it saw), its supplied result is dropped. ``input``, ``permission`` and
+        ``candidate`` become what this run settled.
         """
         if input is not _SAME:
             self.input = input

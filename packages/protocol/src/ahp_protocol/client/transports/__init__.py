@@ -75,11 +75,10 @@ def open_transport(
 ) -> Transport:
     """The transport for ``hook``; nothing is spawned or connected until first use.
 
-    ``environ`` (default ``os.environ``) is the host environment: the stdio
-    allowlist is taken from it, and HTTP credentials (``tokenEnv``, ``valueEnv``)
-    are read from it at each send. A bearer ``tokenRef`` or an OAuth binding is
-    not supported: such a transport fails every send with ``AUTH_FAILED`` (unless
-    a registration ``Authorization`` header replaces the binding).
+    ``environ`` (default ``os.environ``) is the host environment: the stdio allowlist
+    and HTTP credentials (``tokenEnv``, ``valueEnv``, read at each send) come from it. A
+    bearer ``tokenRef`` or OAuth binding fails every send with ``AUTH_FAILED`` (unless a
+    registration ``Authorization`` header replaces the binding).
     """
     from ahp_protocol.wire import registration as reg
 
@@ -99,15 +98,10 @@ def open_transport(
         )
     from ahp_protocol.client.transports.http import HttpTransport
 
-    bearer_env: str | None = None
+    bearer_env = (auth.token_env or None) if isinstance(auth, reg.BearerAuthentication) else None
     unsupported: AuthUnsupported | None = None
-    if isinstance(auth, reg.BearerAuthentication):
-        if auth.token_env:
-            bearer_env = auth.token_env
-        else:
-            unsupported = "token_ref"
-    elif auth is not None:
-        unsupported = "oauth"
+    if auth is not None and bearer_env is None:
+        unsupported = "token_ref" if isinstance(auth, reg.BearerAuthentication) else "oauth"
     return HttpTransport(
         spec.url,
         headers=spec.headers,
