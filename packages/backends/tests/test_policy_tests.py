@@ -360,7 +360,7 @@ BROKEN = [
         "bad advertise",
         'denylist = "rules.toml"\nadvertise = ["deny", "teleport"]\n'
         f'[[case]]\nname = "x"\nevent = {shell("ls")}\nexpect = "none"\n',
-        "t.toml: advertise: ",
+        "t.toml:2: advertise: ",
     ),
     (
         "bad events",
@@ -416,6 +416,18 @@ BROKEN = [
         '[[case]]\nname = "y"\nexpect = "none"\n'
         'event = { id = "evt_1", type = "tool.before", tool = { name = "Bash", input = {} } }\n',
         "t.toml:9: case[1].event: the same event id as case[0]",
+    ),
+    (
+        "an observed-only event",
+        'denylist = "rules.toml"\n[[case]]\nname = "x"\nexpect = "none"\n'
+        'event = { type = "session.end", outcome = "completed", reason = "done" }\n',
+        "t.toml:5: case[0].event: session.end events are only observed",
+    ),
+    (
+        "a tool without input",
+        'denylist = "rules.toml"\n[[case]]\nname = "x"\nexpect = "none"\n'
+        'event = { type = "tool.before", tool = { name = "Bash" } }\n',
+        "t.toml:5: case[0].event.tool.input: not a valid event once completed",
     ),
     (
         "an event without a type",

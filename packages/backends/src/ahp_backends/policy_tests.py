@@ -221,7 +221,13 @@ def parse_table(path: str, *, source: str | None = None) -> Table:
         raise ConfigError(path, "no [[case]] tables (a table needs at least one case)")
     source = source or f"urn:uuid:{uuid.uuid4()}"
     loc = Locator(path, text, "case")
-    session = _session(advertise, cwd, source, loc)
+    from ahp_protocol.client import DeclarationError
+
+    try:
+        session = _session(advertise, cwd, source)
+    except DeclarationError as exc:  # an effect name the draft does not know
+        detail = str(exc).replace("capabilities['tool.before']", "advertise")
+        raise top_error("advertise", detail) from None
     parsed = tuple(_case(loc, i, table, session, source) for i, table in enumerate(cases))
     seen: dict[str, int] = {}
     ids: dict[str, int] = {}
@@ -242,21 +248,20 @@ def parse_table(path: str, *, source: str | None = None) -> Table:
     return Table(path, kind, rules, _top_line(text, kind), advertise, events, parsed, source)
 
 
-def _session(advertise: Sequence[str], cwd: str, source: str, loc: Locator) -> Any:
-    """The harness-facing API's session: it builds the envelope of every case's event."""
-    from ahp_protocol.client import DeclarationError
+def _session(advertise: Sequence[str], cwd: str, source: str) -> Any:
+    """The harness-facing API's session: it builds the envelope of every case's event.
+
+    Raises :class:`~ahp_protocol.client.DeclarationError` for an effect name the draft
+    does not know.
+    """
     from ahp_protocol.client.hooks import Hooks
 
-    try:
-        hooks = Hooks(
-            None,
-            harness={"name": "ahp-backend-policy-test", "version": "0"},
-            capabilities={"tool.before": {"effects": list(advertise)}},
-            source=source,
-        )
-    except DeclarationError as exc:
-        detail = str(exc).replace("capabilities['tool.before']", "advertise")
-        raise ConfigError(loc.path, detail, where="advertise") from None
+    hooks = Hooks(
+        None,
+        harness={"name": "ahp-backend-policy-test", "version": "0"},
+        capabilities={"tool.before": {"effects": list(advertise)}},
+        source=source,
+    )
     return hooks.session(cwd=cwd)
 
 
@@ -273,7 +278,7 @@ def _complete(partial: Mapping[str, Any], session: Any, source: str) -> dict[str
         if isinstance(partial.get("path"), str):
             options["path"] = partial["path"]
         kind = tool.get("kind") if isinstance(tool.get("kind"), str) else None
-        call = session.tool_call(tool["name"], tool.get("input", {}), kind=kind, **options)
+        call = session.tool_call(tool["name"], tool.get("input"), kind=kind, **options)
         built = call.event(event_type)
         event.setdefault("call", built["call"])
         event.setdefault("path", built["path"])
@@ -334,6 +339,15 @@ def _case(loc: Locator, i: int, value: Any, session: Any, source: str) -> Case:
             line=line,
             where=f"case[{i}].event{where}",
         ) from None
+    from ahp_protocol.wire import catalogue
+
+    if not catalogue.is_interceptable(str(event["type"])):
+        raise loc.error(
+            i,
+            f"{event['type']} events are only observed: a policy decides interceptable "
+            "events (tool.before, tool.permission.request, ...)",
+            "event",
+        )
     return Case(
         index=i,
         name=name,
