@@ -71,9 +71,9 @@ Top-level keys:
   advertise   effects the simulated harness advertises (default ["deny", "message"]);
               a rule whose action is not advertised has no effect, as in production
   cwd         session.cwd of every case's event (default "/repo")
-  events      register these event types explicitly (default: none given, the
-              backend's own hooks/configuration decides, as when a registration
-              omits subscriptions); e.g. ["tool.before", "tool.permission.request"]
+  events      register these event types explicitly, e.g. ["tool.before",
+              "tool.permission.request"]; without it the backend's own
+              hooks/configuration decides, as when a registration omits subscriptions
 Each [[case]]:
   name        (required) what the case shows, e.g. "force push is denied"
   event       (required) a partial event: at least 'type'; 'id', 'time', 'source',
@@ -84,7 +84,7 @@ Each [[case]]:
               allow, or message (no permission effect, at least one message)
   code        the deny code, exact (only with expect = "deny")
   reason      the deny reason, exact; or reason_contains = "text" (only with deny)
-  messages    every message, exact and in order (default for none: no message)
+  messages    every message, exact and in order (expect = "none" means none already)
 A case fails when the outcome differs, or when the backend failed to answer it
 (deadline, malformed answer, unadvertised effect: the failure is shown).
 
