@@ -6,8 +6,14 @@ stdio persistent, stdio per_event and loopback HTTP, fed through our client
 
 What this file shows:
 
+Every test that is about the store runs on both engines (``db``: an SQLite file or a
+fresh database on a real PostgreSQL server, see ``conftest.py``); the few about
+SQLite's file (integrity after ``kill -9`` on stdio, WAL, a file that is not a
+database) run on SQLite only and say so.
+
 - N distinct events delivered with duplicates (and one id reused by another source)
-  give exactly N (+1) rows, on each transport, with concurrent per_event writers;
+  give exactly N (+1) rows, on each transport, with concurrent per_event writers, and
+  with two servers recording the same events into one database;
 - ``kill -9`` mid-stream: the file passes ``PRAGMA integrity_check``; over HTTP, where
   a ``204`` is sent only after the commit, every acknowledged event is present and at
   most the one in flight is extra; over stdio (no acknowledgement for notifications)
@@ -37,6 +43,7 @@ import anyio
 import httpx
 import pytest
 from ahp_backends import audit
+from ahp_backends.db import is_url
 from ahp_protocol.client import Dispatcher
 from ahp_protocol.client.transports.stdio import StdioTransport
 from ahp_protocol.wire.registration import parse_registration
@@ -142,20 +149,42 @@ def line(message: dict[str, Any]) -> bytes:
 
 # -- the database ------------------------------------------------------------------------
 
-
-def rows(db: Path) -> list[tuple[str, str]]:
-    with sqlite3.connect(db) as conn:
-        return [(s, e) for s, e in conn.execute("SELECT source, event_id FROM events")]
+SQLITE_ONLY = pytest.mark.parametrize("engine", ["sqlite"])  # about SQLite's file itself
 
 
-def integrity(db: Path) -> str:
-    with sqlite3.connect(db) as conn:
-        return str(conn.execute("PRAGMA integrity_check").fetchone()[0])
+def select(db: str, sql: str) -> list[tuple[Any, ...]]:
+    """Rows of ``sql`` read with the engine's own driver, not through the code under test."""
+    if is_url(db):
+        import psycopg
+
+        with psycopg.connect(db, autocommit=True) as conn:
+            return [tuple(r) for r in conn.execute(sql).fetchall()]
+    conn = sqlite3.connect(db, timeout=DEADLINE)
+    try:
+        return [tuple(r) for r in conn.execute(sql).fetchall()]
+    finally:
+        conn.close()
 
 
-def stored(db: Path) -> dict[str, dict[str, Any]]:
-    with sqlite3.connect(db) as conn:
-        return {e: json.loads(t) for e, t in conn.execute("SELECT event_id, event FROM events")}
+def rows(db: str) -> list[tuple[str, str]]:
+    return [(s, e) for s, e in select(db, "SELECT source, event_id FROM events")]
+
+
+def integrity(db: str) -> str:
+    """SQLite's own check of the file (PostgreSQL keeps its files to itself)."""
+    assert not is_url(db)
+    return str(select(db, "PRAGMA integrity_check")[0][0])
+
+
+def stored(db: str) -> dict[str, dict[str, Any]]:
+    return {e: json.loads(t) for e, t in select(db, "SELECT event_id, event FROM events")}
+
+
+def prepare(db: str) -> str:
+    """The directory of an SQLite file made (the serving command makes it itself)."""
+    if not is_url(db):
+        os.makedirs(os.path.dirname(db), exist_ok=True)
+    return db
 
 
 def keys(events: list[dict[str, Any]]) -> set[tuple[str, str]]:
@@ -168,9 +197,9 @@ def keys(events: list[dict[str, Any]]) -> set[tuple[str, str]]:
 class HttpServer:
     """``ahp-backend audit --http 127.0.0.1:0``; ready when it prints its address."""
 
-    def __init__(self, db: Path) -> None:
+    def __init__(self, db: str) -> None:
         self.process = subprocess.Popen(
-            [*AUDIT, "--db", str(db), "--http", "127.0.0.1:0"],
+            [*AUDIT, "--db", db, "--http", "127.0.0.1:0"],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -210,12 +239,16 @@ class HttpServer:
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Path:
-    return tmp_path / "audit" / "events.db"
+def db(engine: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    """A fresh audit database on ``engine`` (SQLite: a file in a directory not made yet)."""
+    if engine == "sqlite":
+        return str(tmp_path / "audit" / "events.db")
+    url: str = request.getfixturevalue("postgres_url")
+    return url
 
 
 @pytest.fixture
-def http_server(db: Path) -> Iterator[HttpServer]:
+def http_server(db: str) -> Iterator[HttpServer]:
     server = HttpServer(db)
     try:
         yield server
@@ -227,10 +260,10 @@ def http_server(db: Path) -> Iterator[HttpServer]:
 
 
 @pytest.mark.anyio
-async def test_stdio_persistent_records_each_event_once(db: Path) -> None:
+async def test_stdio_persistent_records_each_event_once(db: str) -> None:
     events = mixed(40)
     other_source = session_end(0, source="urn:test:another-harness")  # same id, other source
-    transport = StdioTransport(PY, ["-m", "ahp_backends.cli", "audit", "--db", str(db)])
+    transport = StdioTransport(PY, ["-m", "ahp_backends.cli", "audit", "--db", db])
     try:
         for event in [*events, *events[::3], other_source, other_source, *events[::-1]]:
             await transport.notify(observe(event))
@@ -243,12 +276,13 @@ async def test_stdio_persistent_records_each_event_once(db: Path) -> None:
     recorded = rows(db)
     assert len(recorded) == len(events) + 1
     assert set(recorded) == keys(events) | {("urn:test:another-harness", "evt_00000")}
-    assert integrity(db) == "ok"
+    if not is_url(db):  # SQLite's own check of its file (PostgreSQL's files are its own)
+        assert integrity(db) == "ok"
 
 
 @pytest.mark.anyio
 async def test_http_through_the_dispatcher_records_each_event_once(
-    db: Path, http_server: HttpServer
+    db: str, http_server: HttpServer
 ) -> None:
     registration = parse_registration(
         {
@@ -278,16 +312,17 @@ async def test_http_through_the_dispatcher_records_each_event_once(
     assert [d.outcome for d in diagnostics] == ["delivered"] * 60
     # Over HTTP the 204 is sent after the commit: everything is on disk now.
     assert sorted(rows(db)) == sorted(keys(events))
-    assert integrity(db) == "ok"
+    if not is_url(db):  # SQLite's own check of its file (PostgreSQL's files are its own)
+        assert integrity(db) == "ok"
 
 
-def test_per_event_processes_write_concurrently_once(db: Path) -> None:
+def test_per_event_processes_write_concurrently_once(db: str) -> None:
     events = mixed(6)
     deliveries = events + events[::-1]  # every event twice, in separate processes
 
     def run_once(event: dict[str, Any]) -> int:
         done = subprocess.run(
-            [*AUDIT, "--db", str(db), "--once"],
+            [*AUDIT, "--db", db, "--once"],
             input=line(observe(event)),
             capture_output=True,
             timeout=DEADLINE,
@@ -299,13 +334,45 @@ def test_per_event_processes_write_concurrently_once(db: Path) -> None:
         codes = list(pool.map(run_once, deliveries))
     assert codes == [0] * len(deliveries)
     assert sorted(rows(db)) == sorted(keys(events))
-    assert integrity(db) == "ok"
+    if not is_url(db):  # SQLite's own check of its file (PostgreSQL's files are its own)
+        assert integrity(db) == "ok"
+
+
+def test_two_servers_recording_the_same_events_store_each_once(db: str) -> None:
+    # Two workers behind one load balancer: a harness's retry may reach the other one,
+    # or both may see one event. The database's UNIQUE key decides, not a process cache.
+    events = mixed(16)
+    servers = [HttpServer(db), HttpServer(db)]
+    try:
+        deliveries = [
+            (server, event) for event in events + events[::-1] for server in servers
+        ]  # every event 4 times: twice to each server
+
+        def post(delivery: tuple[HttpServer, dict[str, Any]]) -> int:
+            server, event = delivery
+            response = httpx.post(
+                server.url + "/",
+                content=line(observe(event)),
+                headers={"content-type": "application/json"},
+                timeout=DEADLINE,
+            )
+            return response.status_code
+
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            codes = list(pool.map(post, deliveries))
+    finally:
+        for server in servers:
+            server.stop()
+    assert codes == [204] * len(deliveries)  # each 204 follows the commit (or the no-op)
+    assert sorted(rows(db)) == sorted(keys(events))
+    if not is_url(db):
+        assert integrity(db) == "ok"
 
 
 # -- kill -9 -----------------------------------------------------------------------------
 
 
-def test_kill_9_over_http_keeps_every_acknowledged_event(db: Path, http_server: HttpServer) -> None:
+def test_kill_9_over_http_keeps_every_acknowledged_event(db: str, http_server: HttpServer) -> None:
     events = [session_end(n) for n in range(5000)]
     acknowledged: list[str] = []
     attempted: list[str] = []
@@ -339,18 +406,20 @@ def test_kill_9_over_http_keeps_every_acknowledged_event(db: Path, http_server: 
     assert http_server.process.wait(DEADLINE) == -signal.SIGKILL
     assert len(acknowledged) < len(events)  # the kill really was mid-stream
 
-    assert integrity(db) == "ok"
+    if not is_url(db):  # SQLite's own check of its file (PostgreSQL's files are its own)
+        assert integrity(db) == "ok"
     recorded = {e for _, e in rows(db)}
     assert set(acknowledged) <= recorded  # every acknowledged event survived
     assert recorded <= set(attempted)
     assert len(recorded - set(acknowledged)) <= 1  # at most the one in flight
 
 
-def test_kill_9_over_stdio_leaves_a_prefix_and_no_damage(db: Path) -> None:
+@SQLITE_ONLY  # the file after a kill -9 (the HTTP kill -9 test runs on both engines)
+def test_kill_9_over_stdio_leaves_a_prefix_and_no_damage(db: str) -> None:
     before = [tool_before(n, command=f"echo {n}") for n in range(300)]
     after = [session_end(n) for n in range(300, 8300)]
     process = subprocess.Popen(
-        [*AUDIT, "--db", str(db)],
+        [*AUDIT, "--db", db],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -393,7 +462,8 @@ def test_kill_9_over_stdio_leaves_a_prefix_and_no_damage(db: Path) -> None:
             if stream_ is not None:
                 stream_.close()
 
-    assert integrity(db) == "ok"
+    if not is_url(db):  # SQLite's own check of its file (PostgreSQL's files are its own)
+        assert integrity(db) == "ok"
     recorded = {e for _, e in rows(db)}
     assert len(recorded) == len(rows(db))  # no duplicates
     assert {e["id"] for e in before} <= recorded  # all before the barrier are there
@@ -405,31 +475,30 @@ def test_kill_9_over_stdio_leaves_a_prefix_and_no_damage(db: Path) -> None:
     # Redeliver everything (a harness retrying after the crash): each event still once.
     everything = before + after
     redo = subprocess.run(
-        [*AUDIT, "--db", str(db)],
+        [*AUDIT, "--db", db],
         input=b"".join(line(observe(e)) for e in everything),
         capture_output=True,
         timeout=120,
     )
     assert redo.returncode == 0
     assert sorted(rows(db)) == sorted(keys(everything))
-    assert integrity(db) == "ok"
+    if not is_url(db):  # SQLite's own check of its file (PostgreSQL's files are its own)
+        assert integrity(db) == "ok"
 
 
 # -- content, configuration, refusals ----------------------------------------------------
 
 
-def _feed(
-    db: Path, events: list[dict[str, Any]], *extra: str
-) -> subprocess.CompletedProcess[bytes]:
+def _feed(db: str, events: list[dict[str, Any]], *extra: str) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
-        [*AUDIT, "--db", str(db), *extra],
+        [*AUDIT, "--db", db, *extra],
         input=b"".join(line(observe(e)) for e in events),
         capture_output=True,
         timeout=DEADLINE,
     )
 
 
-def test_metadata_by_default_keeps_no_text(db: Path) -> None:
+def test_metadata_by_default_keeps_no_text(db: str) -> None:
     secret = "the prompt text nobody should hoard"
     done = _feed(db, [tool_after(1, text=secret)])
     assert done.returncode == 0
@@ -442,14 +511,14 @@ def test_metadata_by_default_keeps_no_text(db: Path) -> None:
     assert event["tool"]["input"] == {"command": "ls"}  # the operation is kept whole
 
 
-def test_content_body_keeps_text(db: Path) -> None:
+def test_content_body_keeps_text(db: str) -> None:
     done = _feed(db, [tool_after(1, text="kept on request")], "--content", "body")
     assert done.returncode == 0
     (event,) = stored(db).values()
     assert event["items"][0]["parts"][0]["text"] == "kept on request"
     request = configuration_request("c")
     answer = subprocess.run(
-        [*AUDIT, "--db", str(db), "--content", "body"],
+        [*AUDIT, "--db", db, "--content", "body"],
         input=line(request),
         capture_output=True,
         timeout=DEADLINE,
@@ -458,7 +527,7 @@ def test_content_body_keeps_text(db: Path) -> None:
     assert subscription == {"events": ["*"], "mode": "observe", "content": {"default": "body"}}
 
 
-def test_intercept_is_not_offered_and_invalid_events_are_not_recorded(db: Path) -> None:
+def test_intercept_is_not_offered_and_invalid_events_are_not_recorded(db: str) -> None:
     event = tool_before(1)
     request = {
         "jsonrpc": "2.0",
@@ -469,7 +538,7 @@ def test_intercept_is_not_offered_and_invalid_events_are_not_recorded(db: Path) 
     invalid = dict(tool_before(2))
     del invalid["tool"]
     done = subprocess.run(
-        [*AUDIT, "--db", str(db)],
+        [*AUDIT, "--db", db],
         input=line(request) + line(observe(invalid)) + line(observe(tool_before(3))),
         capture_output=True,
         timeout=DEADLINE,
@@ -480,19 +549,21 @@ def test_intercept_is_not_offered_and_invalid_events_are_not_recorded(db: Path) 
 
 
 def test_a_failing_write_is_dropped_with_a_note_never_raised(
-    db: Path, capsys: pytest.CaptureFixture[str]
+    db: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    db.parent.mkdir(parents=True, exist_ok=True)
-    store = audit.AuditStore(db)
+    store = audit.AuditStore(prepare(db))
     backend = audit.build_backend(store)
     store.close()  # every write now fails
     assert backend.handle_sync(line(observe(session_end(1)))) is None
-    assert "event not recorded (ProgrammingError)" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    if is_url(db):
+        assert "event not recorded: the database is closed" in err
+    else:
+        assert "event not recorded: the database failed (ProgrammingError)" in err
 
 
-def test_store_add_reports_duplicates(db: Path) -> None:
-    db.parent.mkdir(parents=True, exist_ok=True)
-    store = audit.AuditStore(db)
+def test_store_add_reports_duplicates(db: str) -> None:
+    store = audit.AuditStore(prepare(db))
     try:
         assert store.add(session_end(1)) is True
         assert store.add(session_end(1)) is False
@@ -500,8 +571,8 @@ def test_store_add_reports_duplicates(db: Path) -> None:
         assert store.count() == 2
     finally:
         store.close()
-    with sqlite3.connect(db) as conn:
-        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    if not is_url(db):  # SQLite's journal: WAL, so readers never block the writer
+        assert select(db, "PRAGMA journal_mode") == [("wal",)]
 
 
 def test_unusable_database_is_a_clear_error(tmp_path: Path) -> None:
@@ -511,16 +582,17 @@ def test_unusable_database_is_a_clear_error(tmp_path: Path) -> None:
         [*AUDIT, "--db", str(bogus)], input=b"", capture_output=True, timeout=DEADLINE
     )
     assert done.returncode == 2
-    assert b"cannot open the audit database (DatabaseError)" in done.stderr
+    assert done.stderr.decode() == (
+        f"error: --db {bogus}: cannot use the audit database (not an SQLite database)\n"
+    )
 
 
 # -- show --------------------------------------------------------------------------------
 
 
 @pytest.fixture
-def populated(db: Path) -> Path:
-    db.parent.mkdir(parents=True, exist_ok=True)
-    store = audit.AuditStore(db)
+def populated(db: str) -> str:
+    store = audit.AuditStore(prepare(db))
     try:
         for event in mixed(8, session="sess_one") + mixed(4, start=100, session="sess_two"):
             store.add(event)
@@ -539,8 +611,8 @@ def show(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_show_prints_a_timeline(populated: Path) -> None:
-    done = show("--db", str(populated))
+def test_show_prints_a_timeline(populated: str) -> None:
+    done = show("--db", populated)
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "12 events" in out
@@ -556,8 +628,8 @@ def test_show_prints_a_timeline(populated: Path) -> None:
         assert text in out
 
 
-def test_show_json_filters_by_session_and_type(populated: Path) -> None:
-    done = show("--db", str(populated), "--json", "--session", "sess_one", "--type", "tool.*")
+def test_show_json_filters_by_session_and_type(populated: str) -> None:
+    done = show("--db", populated, "--json", "--session", "sess_one", "--type", "tool.*")
     assert done.returncode == 0, done.stderr
     events = json.loads(done.stdout)
     assert [e["type"] for e in events] == ["tool.before", "tool.after"] * 2
@@ -565,24 +637,22 @@ def test_show_json_filters_by_session_and_type(populated: Path) -> None:
     times = [e["time"] for e in events]
     assert times == sorted(times)  # timeline order
 
-    exact = json.loads(show("--db", str(populated), "--json", "--type", "hook.failure").stdout)
+    exact = json.loads(show("--db", populated, "--json", "--type", "hook.failure").stdout)
     assert [e["id"] for e in exact] == ["evt_00003", "evt_00007", "evt_00103"]
     two = json.loads(
-        show(
-            "--db", str(populated), "--json", "--type", "session.end", "--type", "hook.failure"
-        ).stdout
+        show("--db", populated, "--json", "--type", "session.end", "--type", "hook.failure").stdout
     )
     assert len(two) == 6
-    none = show("--db", str(populated), "--session", "sess_nobody")
+    none = show("--db", populated, "--session", "sess_nobody")
     assert "no events recorded" in none.stdout
 
 
-def test_show_refuses_what_it_cannot_read(tmp_path: Path, populated: Path) -> None:
+def test_show_refuses_what_it_cannot_read(tmp_path: Path, populated: str) -> None:
     missing = show("--db", str(tmp_path / "nope.db"))
     assert missing.returncode == 2
     assert "no such database" in missing.stderr
     assert not (tmp_path / "nope.db").exists()  # show never creates a database
-    bad = show("--db", str(populated), "--type", "tool.%")
+    bad = show("--db", populated, "--type", "tool.%")
     assert bad.returncode == 2
     assert "--type" in bad.stderr
 
@@ -593,19 +663,18 @@ def test_summary_never_shows_content() -> None:
     assert audit.summary(tool_before(2, command="git push")) == "proposed: git push"
 
 
-def test_show_prints_event_text_literally(db: Path) -> None:
+def test_show_prints_event_text_literally(db: str) -> None:
     # Event text is whatever a harness sent: rich markup in it must not be interpreted
     # ("[/x]" made show exit 1 with a MarkupError, "[home]" vanished), nor may a terminal
     # escape sequence reach the terminal raw.
-    db.parent.mkdir(parents=True, exist_ok=True)
-    store = audit.AuditStore(db)
+    store = audit.AuditStore(prepare(db))
     commands = ["echo hi [/x]", "cd [home]", "printf '\x1b[31mred\x1b[0m'"]
     try:
         for n, command in enumerate(commands):
             store.add(tool_before(n, command=command))
     finally:
         store.close()
-    done = show("--db", str(db))
+    done = show("--db", db)
     assert done.returncode == 0, done.stderr
     assert "proposed: echo hi [/x]" in done.stdout
     assert "proposed: cd [home]" in done.stdout
