@@ -448,6 +448,24 @@ def test_concurrent_grants_while_the_server_answers(
     )
 
 
+def test_two_servers_sharing_one_database_see_every_grant(
+    database: str, clients: Any, http_backend: Callable[..., Any], run_backend: Run
+) -> None:
+    # Two workers behind one load balancer: a grant made with the CLI, or a revocation,
+    # applies on both at once (neither caches grants; each asks the database).
+    servers = [http_backend("approval", "--db", database, "--require", "Bash") for _ in "ab"]
+
+    def kinds(command: str) -> list[list[str]]:
+        answers = [server.post(call(clients, bash(command))) for server in servers]
+        return [[e["type"] for e in effects_of(answer)] for answer in answers]
+
+    assert kinds("make deploy") == [["deny"], ["deny"]]
+    ok(run_backend("approval", "grant", "--db", database, "--tool", "Bash", "--match", "make .*"))
+    assert kinds("make deploy") == [["allow"], ["allow"]]
+    assert ok(run_backend("approval", "revoke", "--db", database, "1")).strip() == "revoked #1"
+    assert kinds("make deploy") == [["deny"], ["deny"]]
+
+
 # --------------------------------------------------------------------------- bad inputs
 
 
