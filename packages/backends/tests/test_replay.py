@@ -461,7 +461,14 @@ def test_bad_input_exits_2_naming_what_to_fix(
     not_db.write_text("this is not a database\n" * 100)
     run = here("--db", not_db, "--registration", original)
     assert run.code == 2
-    assert "cannot read the audit database" in run.err and "notes.txt" in run.err
+    assert "notes.txt" in run.err and "not an SQLite database" in run.err
+
+    # a server that is not there: said without the URL's password
+    run = here(
+        "--db", "postgresql://replay:s3cret-pw@127.0.0.1:9/audit", "--registration", original
+    )
+    assert run.code == 2 and "postgresql://replay@127.0.0.1:9/audit" in run.err
+    assert "s3cret-pw" not in run.err + run.out
 
     broken = dict(SUB)
     del broken["timeoutMs"]
@@ -864,3 +871,20 @@ def test_over_http_and_with_a_modifying_backend(
     assert any("com.example.ahp.denylist is an HTTP service" in n for n in run.report["notes"]), (
         run.report["notes"]
     )
+
+
+def test_a_trail_in_postgresql_replays_as_the_same_trail_in_sqlite(
+    demo: Demo, stricter: Path, postgres_url: str, replay: Callable[..., Replay]
+) -> None:
+    from ahp_backends.audit import AuditStore
+
+    store = AuditStore(postgres_url)
+    with sqlite3.connect(demo.db) as conn:
+        for (text,) in conn.execute("SELECT event FROM events ORDER BY seq"):
+            store.add(json.loads(text))
+    store.close()
+    run = replay("--db", postgres_url, "--registration", stricter, "--json")
+    assert run.code == 1, run.err
+    assert run.report["replayed"] == 6
+    assert run.changes() == {"call_3": "newly denied", "call_6": "newly denied"}
+    assert run.undetermined() == {"call_7"}

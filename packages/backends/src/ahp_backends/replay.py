@@ -59,6 +59,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from ahp_backends.audit import _literal, read_events, summary
+from ahp_backends.db import DatabaseError, shown
 from ahp_backends.serving import fail
 
 if TYPE_CHECKING:
@@ -656,13 +657,8 @@ def _run(args: argparse.Namespace) -> int:
         records = read_events(args.db, session=args.session, types=TRAIL_TYPES)
     except FileNotFoundError:
         return fail(f"--db {args.db}: no such audit database")
-    except Exception as exc:
-        # The reader's own error names the database and a fixed reason (no credentials);
-        # any other error's text is never echoed, only its type.
-        target, reason = getattr(exc, "target", None), getattr(exc, "reason", None)
-        if isinstance(target, str) and isinstance(reason, str) and reason:
-            return fail(f"--db {target}: cannot read the audit database: {reason}")
-        return fail(f"--db {args.db}: cannot read the audit database ({type(exc).__name__})")
+    except DatabaseError as exc:  # the database as shown (no password) and a fixed reason
+        return fail(f"--db {exc}")
     calls, notes = replayable(records, since=since, until=until, tool=args.tool)
     for option, path, reg in (
         ("--registration", args.registration, registration),
@@ -761,7 +757,7 @@ def _failure_notes(calls: Sequence[Call]) -> list[str]:
 
 def _report(args: argparse.Namespace, calls: Sequence[Call], notes: list[str]) -> dict[str, Any]:
     return {
-        "db": args.db,
+        "db": shown(args.db),
         "registration": args.registration,
         "baseline": args.baseline,
         "replayed": len(calls),
@@ -785,7 +781,7 @@ def _print(args: argparse.Namespace, calls: Sequence[Call], notes: list[str]) ->
     undetermined = [c for c in calls if c.undetermined]
     against = f"baseline {args.baseline}" if args.baseline else "the record"
     if not calls:
-        console.print(cell(f"no recorded tool.before in {args.db} (with these filters)"))
+        console.print(cell(f"no recorded tool.before in {shown(args.db)} (with these filters)"))
     elif not changes:
         console.print(
             cell(f"{len(calls)} calls replayed: no decision would change (against {against})")
