@@ -32,12 +32,15 @@ ask, modified input.
 Each replayed event keeps its original ids (``source``, ``id``, ``call.id``) and is
 granted what the original harness declared: the intercept declarations of the
 manifest in its session's recorded ``session.start`` (the dispatcher narrows them per
-event and route, as it did then); without one, the draft's minimum ``{"effects": ["deny"]}``,
-said in a note. Replayed events are never executed and never observed: observe
-subscriptions are dropped from the registration, and the dispatcher used here delivers
-no observation at all (no short-circuit observation to uncalled interceptors, no
-``hook.failure``). A backend registered without subscriptions is asked
-``hooks/configuration``, as a harness would.
+event and route, as it did then); without one, the draft's minimum
+``{"effects": ["deny"]}``, said in a note. Replayed events are never executed and never
+observed: only the subscriptions that intercept ``tool.before`` are kept, and the
+dispatcher used here delivers no observation at all (no short-circuit observation to
+uncalled interceptors, no ``hook.failure``). A backend registered without subscriptions
+is asked ``hooks/configuration``, as a harness would.
+
+The database is an SQLite file or a PostgreSQL URL (whatever ``read_events`` reads); it
+is shown without a URL's password (:func:`ahp_backends.db.shown`).
 
 Freshness: the replay starts its own backend processes, so a backend's in-process
 memory of ``(source, event.id)`` (the sample backends' ``Replies``) starts empty. State
@@ -586,7 +589,12 @@ def _parser() -> argparse.ArgumentParser:
             "grants) answer from their state now."
         ),
     )
-    parser.add_argument("--db", required=True, metavar="AUDIT.db", help="the audit database")
+    parser.add_argument(
+        "--db",
+        required=True,
+        metavar="AUDIT.db",
+        help="the audit database: an SQLite file or a postgresql:// URL",
+    )
     parser.add_argument(
         "--registration",
         required=True,
