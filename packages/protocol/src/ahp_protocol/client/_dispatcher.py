@@ -142,6 +142,18 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex}"
 
 
+def envelope(event_type: str, source: str, harness: Any) -> dict[str, Any]:
+    """What every event the client builds starts with: a fresh id, ``source``, ``type``,
+    ``time`` (now) and ``harness``."""
+    return {
+        "id": new_id("evt"),
+        "source": source,
+        "type": event_type,
+        "time": now(),
+        "harness": harness,
+    }
+
+
 class Dispatcher:
     """Runs events through the subscriptions of one validated registration.
 
@@ -474,18 +486,13 @@ class Dispatcher:
         self, parent: Mapping[str, Any], route: Route, failure: FailureClass
     ) -> dict[str, Any]:
         """The ``hook.failure`` event about one failed backend (no backend detail in it)."""
-        event: dict[str, Any] = {
-            "id": new_id("evt"),
-            "source": parent.get("source", self.source),
-            "type": "hook.failure",
-            "time": now(),
-            "harness": parent.get("harness", self.harness),
-            "parentEventId": parent["id"],
-            "failure": {
-                "backendId": route.hook.id,
-                "reason": failure.value,
-                "policy": route.policy,
-            },
+        source, harness = parent.get("source", self.source), parent.get("harness", self.harness)
+        event = envelope("hook.failure", source, harness)
+        event["parentEventId"] = parent["id"]
+        event["failure"] = {
+            "backendId": route.hook.id,
+            "reason": failure.value,
+            "policy": route.policy,
         }
         if isinstance(parent.get("session"), Mapping):
             event["session"] = parent["session"]

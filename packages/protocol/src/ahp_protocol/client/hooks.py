@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from ahp_protocol.client._checks import check_declaration
-from ahp_protocol.client._dispatcher import Dispatcher, new_id, now
+from ahp_protocol.client._dispatcher import Dispatcher, envelope, new_id, now
 from ahp_protocol.client._placement import anchored, load_anchored, registration_of
 from ahp_protocol.client._result import Diagnostic, HookResult
 from ahp_protocol.client.chain import ChainState
@@ -309,14 +309,8 @@ class SessionHooks:
 
     def event(self, event_type: str, **fields: Any) -> dict[str, Any]:
         """A complete event of this session (and of the open turn, if any); not sent."""
-        event: dict[str, Any] = {
-            "id": new_id("evt"),
-            "source": self.hooks.source,
-            "type": event_type,
-            "time": now(),
-            "harness": dict(self.hooks.harness),
-            "session": {"id": self.id, "cwd": self.cwd, "workspaceRoots": list(self.roots)},
-        }
+        event = envelope(event_type, self.hooks.source, dict(self.hooks.harness))
+        event["session"] = {"id": self.id, "cwd": self.cwd, "workspaceRoots": list(self.roots)}
         if self.turn_id is not None:
             event["turn"] = {"id": self.turn_id}
         event.update(fields)

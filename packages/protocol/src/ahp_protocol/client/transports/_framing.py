@@ -1,9 +1,9 @@
 """What both transports check of a response: its id and its envelope (no I/O).
 
-Owns the correlation key of a JSON-RPC id (``1`` and ``"1"`` stay distinct,
-``null`` never matches) and the decoding of one frame that must be a JSON-RPC
-response; every problem is an :class:`~ahp_protocol.client.OperationalFailure`
-with a fixed detail, never the frame's content.
+Owns the correlation key of a JSON-RPC id (``1`` and ``"1"`` stay distinct, ``null``
+never matches), the decoding of one frame that must be a JSON-RPC response, and the
+rule for the one answer no other can follow (HTTP, per_event stdio). Every problem is
+an :class:`~ahp_protocol.client.OperationalFailure` with a fixed detail.
 """
 
 from __future__ import annotations
@@ -41,3 +41,12 @@ def decode_response(data: bytes, max_bytes: int) -> dict[str, Any]:
             FailureClass.MALFORMED_OUTPUT, "backend sent a request where a response was due"
         )
     return message
+
+
+def decode_answer(data: bytes, max_bytes: int, key: tuple[str, object]) -> dict[str, Any]:
+    """The one response a request keyed ``key`` gets where no other can follow, or raise
+    ``MALFORMED_OUTPUT`` (see :func:`decode_response`) or ``ID_MISMATCH`` (another id)."""
+    response = decode_response(data, max_bytes)
+    if id_key(response.get("id")) != key:
+        raise OperationalFailure(FailureClass.ID_MISMATCH, "response id is not the request id")
+    return response

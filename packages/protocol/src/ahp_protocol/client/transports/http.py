@@ -46,7 +46,7 @@ except ImportError as exc:  # a stdio-only install: say what to add, not just "n
     ) from exc
 
 from ahp_protocol.client._failures import FailureClass, OperationalFailure
-from ahp_protocol.client.transports._framing import decode_response, id_key, request_key
+from ahp_protocol.client.transports._framing import decode_answer, request_key
 from ahp_protocol.wire import jsonrpc
 from ahp_protocol.wire.names import is_loopback_host
 
@@ -181,13 +181,11 @@ class HttpTransport:
     # -- the Transport contract ---------------------------------------------------
 
     async def request(self, message: dict[str, Any]) -> dict[str, Any]:
-        """POST one request; return its decoded response or raise ``OperationalFailure``."""
         key = request_key(message)
         async with self._post(message) as response:
             return await self._response(response, key)
 
     async def notify(self, message: dict[str, Any]) -> None:
-        """POST one notification; it must be acknowledged with 202/204 and no body."""
         async with self._post(message) as response:
             if response.status_code not in (202, 204):
                 raise OperationalFailure(
@@ -200,7 +198,6 @@ class HttpTransport:
                     )
 
     async def aclose(self) -> None:
-        """Close the client and its pooled connections. Idempotent."""
         self._closed = True
         client, self._client = self._client, None
         if client is not None:
@@ -291,10 +288,7 @@ class HttpTransport:
                 raise OperationalFailure(
                     FailureClass.MALFORMED_OUTPUT, "response exceeds the frame size limit"
                 )
-        decoded = decode_response(bytes(body), self.max_frame_bytes)
-        if id_key(decoded.get("id")) != key:
-            raise OperationalFailure(FailureClass.ID_MISMATCH, "response id is not the request id")
-        return decoded
+        return decode_answer(bytes(body), self.max_frame_bytes, key)
 
 
 @contextlib.asynccontextmanager

@@ -50,7 +50,12 @@ from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from ahp_protocol.client._failures import FailureClass, OperationalFailure
-from ahp_protocol.client.transports._framing import decode_response, id_key, request_key
+from ahp_protocol.client.transports._framing import (
+    decode_answer,
+    decode_response,
+    id_key,
+    request_key,
+)
 from ahp_protocol.wire import jsonrpc
 
 if TYPE_CHECKING:
@@ -369,7 +374,6 @@ class StdioTransport:
     # -- the Transport contract ---------------------------------------------------
 
     async def request(self, message: dict[str, Any]) -> dict[str, Any]:
-        """Send one request and return its decoded response, or raise ``OperationalFailure``."""
         key = request_key(message)
         data = jsonrpc.encode(message)
         if self.lifecycle == "persistent":
@@ -377,7 +381,6 @@ class StdioTransport:
         return await self._per_event_request(key, data)
 
     async def notify(self, message: dict[str, Any]) -> None:
-        """Write one notification; no response is awaited."""
         data = jsonrpc.encode(message)
         if self.lifecycle == "persistent":
             async with self._write_lock:
@@ -544,11 +547,7 @@ class StdioTransport:
                 raise OperationalFailure(
                     FailureClass.ABNORMAL_EXIT, "backend process exited without a response"
                 )
-            response = decode_response(frame, self.max_frame_bytes)
-            if id_key(response.get("id")) != key:
-                raise OperationalFailure(
-                    FailureClass.ID_MISMATCH, "response id is not the request id"
-                )
+            response = decode_answer(frame, self.max_frame_bytes, key)
             status = await child.finish(self.exit_grace)
             if status not in (0, None):
                 raise OperationalFailure(
