@@ -509,6 +509,9 @@ def _dispatcher(registration: Registration, capabilities: Mapping[str, Any]) -> 
     ``hooks/configuration``) is the dispatcher's own; only the delivery step after
     settlement, which would send observations (to observers, to uncalled interceptors
     after a short-circuit, ``hook.failure``), is replaced by one that sends nothing.
+    The dispatcher has no public switch for that; overriding its one delivery step keeps
+    every rule that decides in the dispatcher, and a test shows no ``hooks/observe``
+    reaches any backend.
     """
     from ahp_protocol.client import Dispatcher
 
