@@ -673,9 +673,7 @@ def _run(paths: Sequence[str], timeout_s: float, as_json: bool) -> int:
         except ConfigError as exc:
             report.broken += 1
             entry["error"] = str(exc)
-            out.append(
-                f"{path}: error: {exc}" if not str(exc).startswith(path) else f"error: {exc}"
-            )
+            out.append(f"error: {exc}")  # the error names the table: FILE[:LINE]: ...
             continue
         entry["policy"] = str(table.rules)
         entry["backend"] = BACKENDS[table.kind]
