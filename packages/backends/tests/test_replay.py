@@ -888,3 +888,29 @@ def test_a_trail_in_postgresql_replays_as_the_same_trail_in_sqlite(
     assert run.report["replayed"] == 6
     assert run.changes() == {"call_3": "newly denied", "call_6": "newly denied"}
     assert run.undetermined() == {"call_7"}
+
+
+def test_the_table_shows_a_recorded_escape_sequence_never_sends_it(
+    demo: Demo,
+    stricter: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ahp_backends.audit import AuditStore
+    from ahp_backends.replay import main
+
+    before = next(e for e in demo.events("tool.before") if e["call"]["id"] == "call_3")
+    after = next(e for e in demo.events("tool.after") if e["call"]["id"] == "call_3")
+    hostile = {"command": "ls \x1b[2J\x1b]0;owned\x07"}
+    db = tmp_path / "hostile.db"
+    store = AuditStore(db)
+    for event in (before, after):
+        store.add({**event, "tool": {**event["tool"], "input": hostile}})
+    store.close()
+    monkeypatch.setenv("COLUMNS", "250")  # one line per row: the escape is not wrapped
+    code = main(["--db", str(db), "--registration", str(stricter)])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert "\x1b" not in out and "\x07" not in out
+    assert "\\x1b[2J" in out and "newly denied" in out
