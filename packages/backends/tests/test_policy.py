@@ -472,7 +472,7 @@ BAD_FILES: list[tuple[str, bytes, list[str]]] = [
     (
         "reserved_name",
         (HEAD + 'when = \'ahp_rx_("a", "b")\'\n').encode(),
-        [":5:", "reserved name"],
+        [":5:", "names starting with ahp_ are reserved"],
     ),
     ("not_utf8", b"\xff\xfe[[rule]]\n", ["not UTF-8"]),
     (
@@ -636,10 +636,13 @@ def test_ahp_conformance_backend_passes(
 
 
 def readme_policy_section() -> str:
+    """The README's "Policy rules (CEL)" section, up to its "Testing a policy" part
+    (another section: test tables, run by test_policy_tests.py)."""
     text = README.read_text("utf-8")
     start = text.index("\n## Policy rules (CEL)\n")
-    end = text.find("\n## ", start + 1)
-    return text[start : end if end != -1 else len(text)]
+    ends = [text.find(mark, start + 1) for mark in ("\n## ", "\n### Testing a policy")]
+    found = [e for e in ends if e != -1]
+    return text[start : min(found) if found else len(text)]
 
 
 def readme_example() -> tuple[str, list[tuple[str, dict[str, Any], list[dict[str, Any]]]]]:
@@ -716,15 +719,19 @@ def test_the_help_example_rule_loads(
 
 
 def test_matches_inside_strings_and_comments_is_left_alone() -> None:
-    from ahp_backends.policy_cel import compile_when
+    from ahp_backends.policy_cel import Compiler
 
-    program = compile_when(
-        'event.tool.input.command == "matches(x)" // a comment: .matches("[")\n'
-        '|| event.tool.input.command.matches(r"^a\\d")'
+    compiler = Compiler()
+    program = compiler.check(
+        compiler.scan(
+            'event.tool.input.command == "matches(x)" // a comment: .matches("[")\n'
+            '|| event.tool.input.command.matches(r"^a\\d")'
+        )
     ).program
 
     def run(command: str) -> Any:
-        return program.eval(data={"event": {"tool": {"input": {"command": command}}}}).plain_value()
+        event = {"tool": {"input": {"command": command}}}
+        return program.eval(data=compiler.bindings(event)).plain_value()
 
     assert run("matches(x)") is True
     assert run("a1") is True
@@ -748,3 +755,55 @@ def test_glob_helper(path: str, pattern: str, matches: bool) -> None:
 
     program = compile_when(f"glob(event.p, {json.dumps(pattern)})").program
     assert program.eval(data={"event": {"p": path}}).plain_value() is matches
+
+
+HOIST_EVENTS: list[dict[str, Any]] = [
+    {"tool": {"kind": "shell", "input": {"command": "git push --force"}}},
+    {"tool": {"kind": "shell", "input": {"command": "ls"}}},
+    {"tool": {"kind": "shell", "input": {}}},  # absent
+    {"tool": {"kind": "shell", "input": {"command": 3}}},  # not a string
+    {"tool": {"kind": "shell", "input": ["command"]}},  # not a map on the way
+    {"tool": {"kind": "shell"}},
+    {},
+]
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "{m}",
+        "!{m}",
+        'event.tool.kind == "shell" && {m}',
+        '{m} || event.tool.kind == "shell"',
+        "has(event.tool.input.command) && {m}",
+        "!has(event.tool.input.command) || {m}",
+    ],
+)
+def test_a_hoisted_match_means_what_the_call_means(template: str) -> None:
+    """``event.a.b.matches("lit")`` computed before the program (hoisted) gives the same
+    result, or the same failure, as the call itself (``matches(x, "lit")``, not hoisted)."""
+    from ahp_backends.policy_cel import Compiler
+
+    hoisted_compiler, plain_compiler = Compiler(), Compiler()
+    hoisted = template.format(m='event.tool.input.command.matches(r"push.*--force")')
+    plain = template.format(m='matches(event.tool.input.command, r"push.*--force")')
+    h = hoisted_compiler.check(hoisted_compiler.scan(hoisted))
+    p = plain_compiler.check(plain_compiler.scan(plain))
+    assert len(hoisted_compiler.hoisted) == 1 and not plain_compiler.hoisted
+    for event in HOIST_EVENTS:
+        got = h.program.eval(data=hoisted_compiler.bindings(event)).plain_value()
+        want = p.program.eval(data=plain_compiler.bindings(event)).plain_value()
+        if isinstance(want, bool):
+            assert got is want, (template, event)
+        else:  # both fail: the rule does not match
+            assert not isinstance(got, bool), (template, event, got)
+
+
+def test_a_shadowed_event_is_not_hoisted() -> None:
+    from ahp_backends.policy_cel import Compiler
+
+    compiler = Compiler()
+    source = '["a push --force"].exists(event, event.matches("push"))'
+    compiled = compiler.check(compiler.scan(source))
+    assert not compiler.hoisted
+    assert compiled.program.eval(data=compiler.bindings({})).plain_value() is True

@@ -32,14 +32,7 @@ from typing import IO, TYPE_CHECKING, Any, Final
 from ahp_protocol.wire.names import is_reverse_dns
 
 from ahp_backends.denylist import DEFAULT_SUBSCRIPTIONS, EVENTS
-from ahp_backends.policy_cel import (
-    MATCHES_NOTE,
-    CelError,
-    Compiled,
-    compile_all,
-    compile_when,
-    describe_error,
-)
+from ahp_backends.policy_cel import MATCHES_NOTE, CelError, Compiled, Compiler, describe_error
 from ahp_backends.rules_file import RulesFile
 from ahp_backends.serving import SERVED_TIMEOUT_MS, Replies, add_transport_arguments, fail, serve
 from ahp_backends.toml_lines import ConfigError, Locator, only_key, read_toml
@@ -127,11 +120,19 @@ class Rule:
     events: frozenset[str] = frozenset(EVENTS)
 
 
-def _when(loc: Locator, lines: list[str], i: int, name: str, value: Any) -> Compiled:
-    if not isinstance(value, str) or not value.strip():
-        raise loc.error(i, "must be a non-empty string (a CEL expression)", "when")
+@dataclass(frozen=True, slots=True)
+class _Draft:
+    """A rule whose structure is checked, its expression scanned but not yet compiled."""
+
+    fields: dict[str, Any]
+    when: str
+    scanned: tuple[str, list[str], str | None]
+
+
+def _when(loc: Locator, lines: list[str], i: int, draft: _Draft, compiler: Compiler) -> Compiled:
+    name = draft.fields["name"]
     try:
-        return compile_when(value)
+        return compiler.check(draft.scanned)
     except CelError as exc:
         error = loc.error(i, f"rule {name!r}: {exc.reason}", "when")
         if error.line is not None and exc.line > 1 and error.line <= len(lines):
@@ -152,7 +153,7 @@ def _events(loc: Locator, i: int, value: Any) -> frozenset[str]:
     return frozenset(items)
 
 
-def _rule(loc: Locator, lines: list[str], i: int, table: Any, names: dict[str, int]) -> Rule:
+def _draft(loc: Locator, compiler: Compiler, i: int, table: Any, names: dict[str, int]) -> _Draft:
     table = loc.table(i, table, RULE_KEYS)
     for key in ("name", "when", "action"):
         if key not in table:
@@ -176,16 +177,19 @@ def _rule(loc: Locator, lines: list[str], i: int, table: Any, names: dict[str, i
     code = table.get("code")
     if code is not None and not is_reverse_dns(code):
         raise loc.error(i, "must be a reverse-DNS id like com.example.policy.force-push", "code")
-    return Rule(
-        index=i,
-        name=name,
-        action=action,
-        when=_when(loc, lines, i, name, table["when"]),
-        reason=loc.text(i, "reason", table["reason"]) if "reason" in table else None,
-        code=code,
-        message=loc.text(i, "message", table["message"]) if "message" in table else None,
-        events=_events(loc, i, table["events"]) if "events" in table else frozenset(EVENTS),
-    )
+    when = table["when"]
+    if not isinstance(when, str) or not when.strip():
+        raise loc.error(i, "must be a non-empty string (a CEL expression)", "when")
+    fields = {
+        "index": i,
+        "name": name,
+        "action": action,
+        "reason": loc.text(i, "reason", table["reason"]) if "reason" in table else None,
+        "code": code,
+        "message": loc.text(i, "message", table["message"]) if "message" in table else None,
+        "events": _events(loc, i, table["events"]) if "events" in table else frozenset(EVENTS),
+    }
+    return _Draft(fields, when, compiler.scan(when))
 
 
 @dataclass(frozen=True)
@@ -193,6 +197,7 @@ class Policy:
     """The rules of one version of the file, in order, with one program per event type."""
 
     rules: tuple[Rule, ...]
+    compiler: Compiler = field(default_factory=Compiler, repr=False)
     _programs: dict[str, tuple[tuple[Rule, ...], Any]] = field(default_factory=dict, repr=False)
 
     def program(self, event_type: str) -> tuple[tuple[Rule, ...], Any]:
@@ -200,7 +205,8 @@ class Policy:
         found = self._programs.get(event_type)
         if found is None:
             rules = tuple(r for r in self.rules if event_type in r.events)
-            found = self._programs[event_type] = (rules, compile_all([r.when for r in rules]))
+            program = self.compiler.compile_all([r.when for r in rules])
+            found = self._programs[event_type] = (rules, program)
         return found
 
 
@@ -215,8 +221,16 @@ def parse_policy(path: str, data: bytes | None = None) -> Policy:
         raise ConfigError(path, "'rule' must be an array of tables ([[rule]])")
     loc = Locator(path, text, "rule")
     names: dict[str, int] = {}
+    compiler = Compiler()
+    # Every rule's structure first (which also fixes the program's variables), then
+    # every expression, in file order.
+    drafts = [_draft(loc, compiler, i, table, names) for i, table in enumerate(rules)]
     lines = text.splitlines()
-    policy = Policy(tuple(_rule(loc, lines, i, t, names) for i, t in enumerate(rules)))
+    checked = []
+    for i, draft in enumerate(drafts):
+        compiled = _when(loc, lines, i, draft, compiler)
+        checked.append(Rule(when=compiled, **draft.fields))
+    policy = Policy(tuple(checked), compiler)
     for event_type in EVENTS:
         policy.program(event_type)  # the combined programs compile at load, not on a request
     return policy
@@ -264,10 +278,11 @@ class PolicyServer:
     def _matches(self, event_type: str, event: dict[str, Any]) -> list[Rule]:
         """The rules that match, in file order: one combined run, or rule by rule when
         some rule fails at run time (it then does not match, and is noted)."""
-        rules, program = self._file.refresh().program(event_type)
+        policy = self._file.refresh()
+        rules, program = policy.program(event_type)
         if program is None:
             return []
-        data = {"event": event}
+        data = policy.compiler.bindings(event)
         try:
             results = program.eval(data=data).plain_value()
         except Exception:  # an event the runtime cannot take (e.g. an int beyond int64)

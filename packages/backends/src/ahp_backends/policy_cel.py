@@ -21,6 +21,7 @@ import functools
 import posixpath
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from ahp_backends.rules_file import glob_to_regex
@@ -29,7 +30,8 @@ __all__ = [
     "MATCHES_NOTE",
     "CelError",
     "Compiled",
-    "compile_all",
+    "Compiler",
+    "Hoisted",
     "compile_when",
     "describe_error",
     "environment",
@@ -83,13 +85,11 @@ def _glob_match(path: str, pattern: str) -> bool:
     return regex.match(posixpath.basename(normal) if basename_only else normal) is not None
 
 
-@functools.cache
-def environment() -> Any:
-    """The CEL environment every rule is checked and run in (built once per process)."""
+def _functions() -> list[Any]:
     from cel_expr_python import cel  # type: ignore[import-untyped]  # stubs, no py.typed
 
     string, boolean = cel.Type.STRING, cel.Type.BOOL
-    functions = [
+    return [
         cel.FunctionDecl(
             _RX,
             [
@@ -104,7 +104,22 @@ def environment() -> Any:
             [cel.Overload("ahp_glob_string_string", boolean, [string, string], impl=_glob_match)],
         ),
     ]
-    return cel.NewEnv(variables={"event": cel.Type.Map(string, cel.Type.DYN)}, functions=functions)
+
+
+def environment(hoisted: Sequence[str] = ()) -> Any:
+    """The CEL environment rules are checked and run in: ``event`` (``map(string, dyn)``),
+    the helpers, and one bool variable per hoisted ``matches`` (see :class:`Compiler`)."""
+    from cel_expr_python import cel
+
+    variables: dict[str, Any] = {"event": cel.Type.Map(cel.Type.STRING, cel.Type.DYN)}
+    variables.update((name, cel.Type.BOOL) for name in hoisted)
+    return cel.NewEnv(variables=variables, functions=_functions())
+
+
+@functools.cache
+def _literals() -> Any:
+    """An environment for decoding string literals (CEL's own escapes)."""
+    return environment()
 
 
 # --------------------------------------------------------------------------- source
@@ -133,47 +148,183 @@ def _string_end(source: str, start: int) -> int | None:
     return None
 
 
-def _rewrite(source: str) -> tuple[str, list[str]]:
-    """``source`` with each ``matches(`` call renamed to the Python-backed helper, and
-    the string literals passed as a call's only argument (``x.matches("...")``).
+_HOISTABLE = re.compile(r"event((?:\.[A-Za-z_][A-Za-z0-9_]*)+)\.matches\(")
+_SHADOWED = re.compile(r"\(\s*event\s*,")
 
-    A small lexer: string literals (every CEL form) and ``//`` comments are skipped,
-    so a ``matches(`` inside them is left alone.
+
+def _literal(text: str) -> str | None:
+    """A CEL string literal's value, or ``None`` (bytes, or not a literal)."""
+    try:
+        value = _literals().compile(text).eval().plain_value()
+    except RuntimeError:
+        return None
+    return value if isinstance(value, str) else None
+
+
+@dataclass(frozen=True, slots=True)
+class Hoisted:
+    """One ``event.a.b.matches("literal")``, computed in Python before the program runs."""
+
+    name: str
+    path: tuple[str, ...]
+    regex: re.Pattern[str]
+
+
+class Compiler:
+    """Compiles the ``when`` expressions of one policy file.
+
+    Every ``matches(`` call is served by Python's ``re`` (cel-cpp's own compiles the
+    pattern on every call). The common form ``event.a.b.matches("literal")`` (a field
+    path and a literal pattern, on one line) is hoisted further: the policy computes it
+    once per request, before the program runs, and the program reads it as a bool
+    variable of the same width (so error columns stay right). A path that does not
+    lead to a string leaves the variable unset, which is a run-time error exactly where
+    the original call would have failed: ``&&`` and ``||`` absorb it the same way.
+    Two passes: :meth:`scan` every rule (which fixes the variables), then :meth:`check`
+    each, in file order.
     """
-    out: list[str] = []
-    literals: list[str] = []
-    i, n = 0, len(source)
-    while i < n:
-        c = source[i]
-        end = _string_end(source, i) if c in "\"'rRbB" else None
-        if end is not None:
-            out.append(source[i:end])
-            i = end
-            continue
-        if source.startswith("//", i):
-            newline = source.find("\n", i)
-            end = n if newline == -1 else newline
-            out.append(source[i:end])
-            i = end
-            continue
-        ident = _IDENT.match(source, i) if c.isalpha() or c == "_" else None
-        if ident is None:
-            out.append(c)
-            i += 1
-            continue
-        word, i = ident.group(), ident.end()
-        if word == _RX:
-            raise CelError(f"'{_RX}' is a reserved name")
-        after = len(source) - len(source[i:].lstrip())
-        if word == "matches" and source.startswith("(", after):
-            out.append(_RX)
-            arg = len(source) - len(source[after + 1 :].lstrip())
-            arg_end = _string_end(source, arg)
-            if arg_end is not None and source[arg_end:].lstrip().startswith(")"):
-                literals.append(source[arg:arg_end])
-        else:
-            out.append(word)
-    return "".join(out), literals
+
+    def __init__(self) -> None:
+        self.hoisted: dict[tuple[tuple[str, ...], str], Hoisted] = {}
+        self._env: Any = None
+
+    def scan(self, expression: str) -> tuple[str, list[str], str | None]:
+        """The expression rewritten, its literal ``matches`` patterns, and the first
+        problem found (a reserved name), reported by :meth:`check` in file order."""
+        out: list[str] = []
+        literals: list[str] = []
+        problem: str | None = None
+        hoist = _SHADOWED.search(expression) is None
+        source, i, n = expression, 0, len(expression)
+        while i < n:
+            c = source[i]
+            end = _string_end(source, i) if c in "\"'rRbB" else None
+            if end is not None:
+                out.append(source[i:end])
+                i = end
+                continue
+            if source.startswith("//", i):
+                newline = source.find("\n", i)
+                end = n if newline == -1 else newline
+                out.append(source[i:end])
+                i = end
+                continue
+            ident = _IDENT.match(source, i) if c.isalpha() or c == "_" else None
+            if ident is None:
+                out.append(c)
+                i += 1
+                continue
+            word, start, i = ident.group(), i, ident.end()
+            if word.startswith("ahp_") and problem is None:
+                problem = "names starting with ahp_ are reserved"
+            if word == "event" and hoist and not source[:start].rstrip().endswith("."):
+                found = self._hoist(source, start)
+                if found is not None:
+                    name, span_end, literal = found
+                    literals.append(literal)
+                    out.append(name.ljust(span_end - start))
+                    i = span_end
+                    continue
+            after = n - len(source[i:].lstrip())
+            if word == "matches" and source.startswith("(", after):
+                out.append(_RX)
+                arg = n - len(source[after + 1 :].lstrip())
+                arg_end = _string_end(source, arg)
+                if arg_end is not None and source[arg_end:].lstrip().startswith(")"):
+                    literals.append(source[arg:arg_end])
+            else:
+                out.append(word)
+        return "".join(out), literals, problem
+
+    def _hoist(self, source: str, start: int) -> tuple[str, int, str] | None:
+        found = _HOISTABLE.match(source, start)
+        if found is None:
+            return None
+        arg = found.end()
+        arg_end = _string_end(source, arg)
+        if arg_end is None or not source.startswith(")", arg_end):
+            return None
+        span_end = arg_end + 1
+        literal = source[arg:arg_end]
+        pattern = _literal(literal)
+        if pattern is None or "\n" in source[start:span_end]:
+            return None
+        try:
+            regex = re.compile(pattern)
+        except re.error:
+            return None  # left to the helper, and reported by check()
+        path = tuple(found.group(1).split(".")[1:])
+        key = (path, pattern)
+        if key not in self.hoisted:
+            name = f"ahp_m{len(self.hoisted)}"
+            if len(name) > span_end - start:
+                return None
+            self.hoisted[key] = Hoisted(name, path, regex)
+        name = self.hoisted[key].name
+        return (name, span_end, literal) if len(name) <= span_end - start else None
+
+    @property
+    def env(self) -> Any:
+        if self._env is None:
+            self._env = environment([h.name for h in self.hoisted.values()])
+        return self._env
+
+    def check(self, scanned: tuple[str, list[str], str | None]) -> Compiled:
+        """Compile and type-check one scanned ``when`` (a boolean expression over ``event``)."""
+        from cel_expr_python import cel
+
+        source, literals, problem = scanned
+        if problem is not None:
+            raise CelError(problem)
+        try:
+            program = self.env.compile(source)
+        except RuntimeError as exc:
+            raise _compile_error(str(exc)) from None
+        result = program.return_type()
+        if result != cel.Type.BOOL:
+            name = str(result.name()).lower()
+            raise CelError(
+                f"the expression gives {name}, not bool (compare it explicitly, "
+                'e.g. event.tool.name == "Bash")'
+            )
+        for literal in literals:
+            pattern = _literal(literal)
+            if pattern is not None:
+                try:
+                    re.compile(pattern)
+                except re.error as exc:
+                    raise CelError(f"invalid regex in matches(): {exc.msg}") from None
+        return Compiled(source, program)
+
+    def compile_all(self, rules: Sequence[Compiled]) -> Any:
+        """One program giving every rule's result as a list (``[r0, r1, ...]``), or
+        ``None`` when there is nothing to run. One call per request converts the event
+        once; an error in any rule makes the whole list an error, and the caller then
+        runs the rules one by one (:attr:`Compiled.program`) to keep the others'."""
+        if not rules:
+            return None
+        return self.env.compile("[" + ",\n".join(f"({r.source})" for r in rules) + "]")
+
+    def bindings(self, event: dict[str, Any]) -> dict[str, Any]:
+        """The program's variables for ``event``: itself and each hoisted match."""
+        data: dict[str, Any] = {"event": event}
+        values: dict[tuple[str, ...], Any] = {}
+        for (path, _), hoisted in self.hoisted.items():
+            value = values.get(path, values)  # ``values`` itself: not looked up yet
+            if value is values:
+                value = event
+                for segment in path:
+                    value = value.get(segment) if isinstance(value, dict) else None
+                values[path] = value
+            if isinstance(value, str):
+                data[hoisted.name] = hoisted.regex.search(value) is not None
+        return data
+
+
+def compile_when(expression: str) -> Compiled:
+    """Compile and type-check one ``when`` on its own (its own :class:`Compiler`)."""
+    compiler = Compiler()
+    return compiler.check(compiler.scan(expression))
 
 
 _POSITION = re.compile(r"ERROR: <input>:(\d+):(\d+): ")
@@ -203,43 +354,6 @@ class Compiled:
         self.program = program
 
 
-def compile_when(expression: str) -> Compiled:
-    """Compile and type-check one ``when`` (a boolean expression over ``event``)."""
-    from cel_expr_python import cel
-
-    env = environment()
-    source, literals = _rewrite(expression)
-    try:
-        program = env.compile(source)
-    except RuntimeError as exc:
-        raise _compile_error(str(exc)) from None
-    result = program.return_type()
-    if result != cel.Type.BOOL:
-        name = str(result.name()).lower()
-        raise CelError(
-            f"the expression gives {name}, not bool (compare it explicitly, "
-            'e.g. event.tool.name == "Bash")'
-        )
-    for literal in literals:
-        pattern = env.compile(literal).eval().plain_value()
-        if isinstance(pattern, str):
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise CelError(f"invalid regex in matches(): {exc.msg}") from None
-    return Compiled(source, program)
-
-
-def compile_all(rules: Sequence[Compiled]) -> Any:
-    """One program giving every rule's result as a list (``[r0, r1, ...]``), or ``None``
-    when there is nothing to run. One call per request converts the event once; an
-    error in any rule makes the whole list an error, and the caller then runs the
-    rules one by one (:meth:`Compiled.program`) to keep the others' results."""
-    if not rules:
-        return None
-    return environment().compile("[" + ",\n".join(f"({r.source})" for r in rules) + "]")
-
-
 _KEY_NOT_FOUND = re.compile(r'Key not found in map : "([^"\n]{1,80})"')
 _OVERLOAD = re.compile(r"No matching overloads found : ([\w.()<>, ]{1,120})$")
 
@@ -249,6 +363,8 @@ def describe_error(message: Any) -> str:
     text = str(message).split("\n", 1)[0].replace(_RX, "matches")
     if "ahp: " in text:
         return text.split("ahp: ", 1)[1]
+    if re.search(r'No value with name "ahp_m\d+"', text):
+        return "a field it reads with matches() is absent or not a string"
     found = _KEY_NOT_FOUND.search(text)
     if found is not None:
         return f"a field it reads is absent ({found.group(1)!r}; guard it with has())"
