@@ -1,13 +1,8 @@
 """Projection: the view of one event that a subscription's content selection allows.
 
-Owns :func:`project_event` (AHP-CONTENT-002): every content part, wherever the
-catalogue puts content, shown as its category's selection allows (``body``,
-``metadata`` or ``omit``); opaque ``native`` JSON dropped unless the selection
-allows every body; duplicates of a withheld body in the open JSON slots blanked
-and named in ``gaps``. Also :func:`part_category` and :data:`CATEGORIES`.
-
-Works on plain JSON (the event as received), never on models, and never reads
-into ``native``. No I/O, no pydantic: it is on every intercept's path.
+Owns :func:`project_event` (AHP-CONTENT-002), :func:`part_category` and :data:`CATEGORIES`.
+Works on plain JSON (the event as received), never on models, and never reads into
+``native``. No I/O, no pydantic: it is on every intercept's path.
 """
 
 import copy
@@ -63,12 +58,8 @@ WITHHELD_REASON: Final = "withheld by content selection"
 
 
 def part_category(part: Mapping[str, Any]) -> str:
-    """A part's selection category: explicit ``category``, else by media type.
-
-    Text parts are ``text``; attachments are ``images``, ``audio``, ``video``
-    by media type family, else ``files``. (A category the selection does not
-    list falls back to its ``default``; see :func:`project_event`.)
-    """
+    """A part's selection category: explicit ``category``, else ``text`` for text parts,
+    else ``images``, ``audio`` or ``video`` by media type family, else ``files``."""
     category = part.get("category")
     if isinstance(category, str) and category:
         return category
@@ -125,11 +116,8 @@ class _Projector:
         return node
 
     def scrub(self, value: Any, where: list[PathPart], scrubbed: list[str]) -> Any:
-        """Blank every string in ``value`` that duplicates a withheld body.
-
-        Runs after every part was projected: the long bodies are listed once (not once
-        per node). Looking for them inside a string costs its length times their number.
-        """
+        """Blank every string in ``value`` that duplicates a withheld body (run after every
+        part was projected, so the long bodies are listed once)."""
         long = self._long
         if long is None:
             long = self._long = [w for w in self.withheld if len(w) >= _MIN_EMBEDDED]
@@ -171,8 +159,7 @@ def _visit(
 
 
 def _copy_json(value: Any) -> Any:
-    """A deep copy of a JSON value (``copy.deepcopy`` for anything else): several times faster
-    than ``deepcopy`` on events, which are JSON, and on every intercept's path."""
+    """A deep copy of a JSON value (``copy.deepcopy`` for anything else)."""
     if isinstance(value, dict):
         return {key: _copy_json(child) for key, child in value.items()}
     if isinstance(value, list):
@@ -194,35 +181,22 @@ def project_event(
 ) -> dict[str, Any]:
     """The view of ``event`` that a content selection allows; ``event`` is not changed.
 
-    Returns a deep copy in which every content part, wherever the catalogue
-    puts content (``items``, ``message.messages``, ``summary``,
-    ``instructions``, ``attention``, ``partialOutput``, ``delta``,
-    ``elicitation.request``/``result``, ``changes[].before``/``after``,
-    ``fileChanges[].before``/``after``), is shown as its category's selection
-    allows: ``body`` keeps the part as it is; ``metadata`` becomes
-    ``{id, kind, mediaType, category?, synthesized?, size?, sha256?,
-    selection: "metadata"}`` (a text body's ``size`` is its UTF-8 length; no
-    digest is computed); ``omit`` becomes ``{id, kind, mediaType, category?,
-    synthesized?, selection: "omit"}``. A view is built from those keys only,
-    so it never carries ``text``, ``body``, ``gap`` or any other field. A
-    selection never upgrades a part (a metadata part stays metadata under
-    ``body``). The category is the explicit ``category``, else by media type
-    (:func:`part_category`); one the selection does not list uses
-    ``default``; a missing or unknown selection value counts as ``omit``.
+    A deep copy in which every content part, wherever the catalogue puts content
+    (:data:`_PART_SLOTS`), is shown as its category's selection allows: ``body`` keeps
+    the part; ``metadata`` becomes ``{id, kind, mediaType, category?, synthesized?,
+    size?, sha256?, selection: "metadata"}`` (a text body's ``size`` is its UTF-8
+    length; no digest is computed); ``omit`` the same without ``size`` and ``sha256``.
+    A view never carries ``text``, ``body`` or ``gap``, and a selection never upgrades
+    a part. A category the selection does not list uses ``default``; a missing or
+    unknown selection value counts as ``omit``.
 
-    Duplicates outside the content slots (AHP-CONTENT-002), conservatively:
-
-    - ``native`` (top level and inside ``error`` objects) is opaque and can
-      hold any body. It is dropped unless ``include_native`` is true (the
-      subscription's ``includeNative``; false by default, as in registration)
-      *and* every value of the selection, ``default`` included, is ``body``.
-    - ``tool.input`` (also ``calls[].tool.input``), ``params``,
-      ``task.change``/``prior``, ``suggestions``, ``change.mcpServers`` and
-      ``extensions`` are kept, except that every string in them that equals a
-      withheld text body or attachment ref, or contains a withheld body of at
-      least 32 characters, is replaced by ``""`` and named in ``gaps`` with
-      reason ``"withheld by content selection"``. The tool input otherwise
-      stays whole: it is the operation that policy decides on.
+    ``native`` (top level and in ``error``) is dropped unless ``include_native`` and
+    every value of the selection, ``default`` included, is ``body``. In the open JSON
+    slots (:data:`_OPEN_JSON_SLOTS`: tool input, ``params``, ``extensions``, ...) every
+    string that equals a withheld text body or attachment ref, or contains a withheld
+    body of at least 32 characters, becomes ``""`` and is named in ``gaps`` (reason
+    ``"withheld by content selection"``); the tool input otherwise stays whole, as it
+    is the operation that policy decides on.
     """
     source = dict(event)
     keep_native = include_native and _allows_native(selection)

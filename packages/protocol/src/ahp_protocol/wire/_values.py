@@ -1,14 +1,12 @@
 """What an effect's value is: JSON values, and the value kind of each target.
 
-Owns :func:`to_json_value` (a fresh plain-JSON copy; wire models become their
-wire form), :data:`RETURN_VALUE` (what a ``return`` carries at the four events
-that allow it), :func:`modify_value_kind` (what ``modify(target)`` carries at an
-event) and the checks of those kinds: canonical messages and text parts (by
-:mod:`ahp_protocol.wire.content`, imported on first use), a ``WorkspaceChange``,
-MCP form answers and an MCP ``ElicitResult``. Each check raises
-:class:`~ahp_protocol.wire.errors.EffectError` (``malformed``) with a fixed
-reason that never quotes the value. Re-exported by :mod:`ahp_protocol.wire.effects`.
-No I/O.
+Owns :func:`to_json_value` (a fresh plain-JSON copy; wire models become their wire
+form), :data:`RETURN_VALUE` (what a ``return`` carries at the four events that allow
+it), :func:`modify_value_kind` (what ``modify(target)`` carries at an event) and the
+checks of those kinds (messages and text parts by :mod:`ahp_protocol.wire.content`, a
+``WorkspaceChange``, MCP form answers and ``ElicitResult``), each raising
+:class:`~ahp_protocol.wire.errors.EffectError` (``malformed``) with a reason that never
+quotes the value. Re-exported by :mod:`ahp_protocol.wire.effects`. No I/O.
 """
 
 import math
@@ -145,16 +143,14 @@ def _check_workspace(value: object, path: str) -> None:
     if not isinstance(cwd, str) or not cwd:
         raise EffectError(json_path(("cwd",), path), "must be a non-empty string")
     if "workspaceRoots" in value:
-        roots = value["workspaceRoots"]
+        roots, where = value["workspaceRoots"], json_path(("workspaceRoots",), path)
         if not isinstance(roots, list):
-            raise EffectError(json_path(("workspaceRoots",), path), "must be an array")
+            raise EffectError(where, "must be an array")
         for i, root in enumerate(roots):
             if not isinstance(root, str) or not root:
-                raise EffectError(
-                    json_path(("workspaceRoots", i), path), "must be a non-empty string"
-                )
+                raise EffectError(json_path((i,), where), "must be a non-empty string")
         if len(set(roots)) != len(roots):
-            raise EffectError(json_path(("workspaceRoots",), path), "must not contain duplicates")
+            raise EffectError(where, "must not contain duplicates")
 
 
 def _is_number(value: object) -> bool:
@@ -188,11 +184,10 @@ def _check_elicit_result(value: object, path: str) -> None:
     if "_meta" in value and not isinstance(value["_meta"], dict):
         raise EffectError(json_path(("_meta",), path), "must be an object")
     if "content" in value:
+        where = json_path(("content",), path)
         if action != "accept":
-            raise EffectError(
-                json_path(("content",), path), "is only allowed when action is 'accept'"
-            )
-        _check_form_answers(value["content"], json_path(("content",), path))
+            raise EffectError(where, "is only allowed when action is 'accept'")
+        _check_form_answers(value["content"], where)
 
 
 def check_return_value(event_type: str, value: object, path: str = "value") -> None:

@@ -46,7 +46,7 @@ from ahp_protocol.wire._values import (
     modify_value_kind,
     to_json_value,
 )
-from ahp_protocol.wire.errors import EffectError, json_path, rebase
+from ahp_protocol.wire.errors import EffectError, ErrorKind, json_path, rebase
 from ahp_protocol.wire.model import NonEmptyStr, WireModel, rule, to_wire_errors
 from ahp_protocol.wire.names import REVERSE_DNS, is_reverse_dns
 
@@ -89,13 +89,8 @@ ReverseDnsStr = Annotated[str, Field(pattern=REVERSE_DNS.pattern, strict=True)]
 
 
 class BaseEffect(WireModel):
-    """Common base: strict (unknown fields reject), frozen, wire names via aliases.
-
-    :meth:`~ahp_protocol.wire.model.WireModel.to_wire` writes the constants
-    (``type``, ...) always, other fields only when set; a ``value`` of ``None``
-    stays a JSON ``null`` (a literal, not a deletion). It is a plain
-    serialization: :func:`check_effects` judges what it returns.
-    """
+    """Common base: closed (unknown fields reject), frozen. ``to_wire`` writes the constants
+    always, other fields when set; a ``value`` of ``None`` stays a JSON ``null``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, serialize_by_alias=True)
 
@@ -153,11 +148,8 @@ class MessageEffect(BaseEffect):
 
 
 class ModifyEffect(BaseEffect):
-    """Edit one target of the event; the value type depends on target and event.
-
-    Construction checks only that ``value`` is JSON; whether it fits the target is
-    checked on parsing (:func:`parse_effect`) and per event (:func:`check_effects`).
-    """
+    """Edit one target of the event. Construction checks only that ``value`` is JSON; its
+    type per target is checked by :func:`parse_effect` and :func:`check_effects`."""
 
     type: Literal["modify"] = "modify"
     target: ModifyTarget
@@ -260,6 +252,11 @@ def _wire_names(model: type[BaseEffect]) -> frozenset[str]:
 # --------------------------------------------------------------------------- parsing
 
 
+def _error(path: str, key: str, reason: str, kind: ErrorKind = "malformed") -> EffectError:
+    """An :class:`EffectError` at member ``key`` of the effect at ``path``."""
+    return EffectError(json_path((key,), path), reason, kind)
+
+
 def _require_enum(
     obj: Mapping[str, Any], key: str, allowed: frozenset[str], path: str, reason: str
 ) -> None:
@@ -267,21 +264,19 @@ def _require_enum(
         return  # reported as "is required" by the model
     value = obj[key]
     if not isinstance(value, str):
-        raise EffectError(json_path((key,), path), "must be a string")
+        raise _error(path, key, "must be a string")
     if value not in allowed:
-        raise EffectError(json_path((key,), path), reason, "unknown")
+        raise _error(path, key, reason, "unknown")
 
 
 def parse_effect(obj: object, path: str = "effects[0]", *, check_values: bool = True) -> AnyEffect:
     """Parse one wire effect strictly, without an event; raises :class:`EffectError`.
 
-    Checks what ``effect.schema.json`` checks: a known ``type`` (and flow
-    ``operation``), no unknown or null optional fields, known target, operation and
-    ``deliverAt`` values, field types, the canonical messages of ``inject`` and, unless
-    ``check_values`` is false, the value type a ``modify`` target has in every event
-    (``content`` may be messages or form answers here). Whether the effect is legal and
-    advertised at an event, and its event-specific value type, is :func:`check_effects`'s
-    work (it parses with ``check_values=False`` to keep its order of checks).
+    Checks what ``effect.schema.json`` checks: known ``type``, operation, target and
+    ``deliverAt`` values, no unknown or null optional fields, field types, the messages
+    of ``inject`` and, unless ``check_values`` is false, the value type a ``modify``
+    target has in every event (``content``: messages or form answers). Legality at an
+    event is :func:`check_effects`'s work.
     """
     if not isinstance(obj, Mapping):
         raise EffectError(path, "must be an object")
@@ -289,9 +284,9 @@ def parse_effect(obj: object, path: str = "effects[0]", *, check_values: bool = 
         raise EffectError(path, "type is required")
     kind = obj["type"]
     if not isinstance(kind, str):
-        raise EffectError(json_path(("type",), path), "must be a string")
+        raise _error(path, "type", "must be a string")
     if kind not in EFFECT_TYPES:
-        raise EffectError(json_path(("type",), path), "is not a known effect type", "unknown")
+        raise _error(path, "type", "is not a known effect type", "unknown")
     if kind == "flow":
         if "operation" not in obj:
             raise EffectError(path, "operation is required")
@@ -309,7 +304,7 @@ def parse_effect(obj: object, path: str = "effects[0]", *, check_values: bool = 
             raise EffectError(path, f"{key} is required")
     for key in model._absent_when_none:
         if key in obj and obj[key] is None:
-            raise EffectError(json_path((key,), path), "must not be null")
+            raise _error(path, key, "must not be null")
 
     if kind == "modify":
         _require_enum(obj, "target", MODIFY_TARGET_NAMES, path, "is not a known modify target")
@@ -365,42 +360,31 @@ def _check_modify(
 ) -> None:
     target, operation = effect.target, effect.operation
     if target not in MODIFY_TARGETS.get(event_type, frozenset()):
-        raise EffectError(
-            json_path(("target",), path),
-            f"is not a modify target {at_event(event_type)}",
-            "illegal",
-        )
+        raise _error(path, "target", f"is not a modify target {at_event(event_type)}", "illegal")
     grant = grants.modify.get(target)
     if not isinstance(grant, Mapping):
-        raise EffectError(
-            json_path(("target",), path), "is not advertised in capabilities.modify", "unadvertised"
-        )
+        raise _error(path, "target", "is not advertised in capabilities.modify", "unadvertised")
     if grant.get(operation) is not True:
-        raise EffectError(
-            json_path(("operation",), path),
+        raise _error(
+            path,
+            "operation",
             "is not advertised for this target in capabilities.modify",
             "unadvertised",
         )
     kind = modify_value_kind(event_type, target)
     if kind is None:  # pragma: no cover - target names are closed
-        raise EffectError(json_path(("target",), path), "is not a known modify target", "unknown")
+        raise _error(path, "target", "is not a known modify target", "unknown")
     check_modify_value(kind, effect.value, json_path(("value",), path))
 
     # Edit context: what the harness knows about the current target.
     if kind == "form_answers":
         mode, action = _known(context.get("mode")), _known(context.get("action"))
         if mode is not None and mode != "form":
-            raise EffectError(
-                json_path(("target",), path),
-                "content is editable only for form elicitations",
-                "illegal",
+            raise _error(
+                path, "target", "content is editable only for form elicitations", "illegal"
             )
         if action is not None and action != "accept":
-            raise EffectError(
-                json_path(("target",), path),
-                "content is editable only for accepted forms",
-                "illegal",
-            )
+            raise _error(path, "target", "content is editable only for accepted forms", "illegal")
     current_values = context.get("current")
     if isinstance(current_values, Mapping) and target in current_values:
         current = current_values[target]
@@ -409,19 +393,14 @@ def _check_modify(
             and kind in ("messages", "text_parts")
             and _holds_withheld_text(current)
         ):
-            raise EffectError(
-                json_path(("operation",), path),
-                "whole-list replace is not allowed over withheld text",
-                "illegal",
-            )
+            reason = "whole-list replace is not allowed over withheld text"
+            raise _error(path, "operation", reason, "illegal")
         if (
             operation == "merge"
             and kind in ("object", "workspace", "form_answers")
             and not isinstance(current, Mapping)
         ):
-            raise EffectError(
-                json_path(("operation",), path), "merge needs a current object value", "illegal"
-            )
+            raise _error(path, "operation", "merge needs a current object value", "illegal")
 
 
 def _check_one(
@@ -433,42 +412,26 @@ def _check_one(
 ) -> None:
     kind = effect.type
     if kind not in EVENT_EFFECTS.get(event_type, frozenset()):
-        raise EffectError(
-            json_path(("type",), path), f"is not allowed {at_event(event_type)}", "illegal"
-        )
+        raise _error(path, "type", f"is not allowed {at_event(event_type)}", "illegal")
     if kind not in grants.effects:
-        raise EffectError(
-            json_path(("type",), path), "is not advertised in capabilities.effects", "unadvertised"
-        )
+        raise _error(path, "type", "is not advertised in capabilities.effects", "unadvertised")
     if isinstance(effect, ModifyEffect):
         _check_modify(event_type, grants, effect, path, context)
     elif isinstance(effect, (FlowStopEffect, FlowContinueEffect)):
         operation = effect.operation
         if operation not in FLOW_OPERATIONS.get(event_type, frozenset()):
-            raise EffectError(
-                json_path(("operation",), path),
-                f"is not a flow operation {at_event(event_type)}",
-                "illegal",
-            )
+            reason = f"is not a flow operation {at_event(event_type)}"
+            raise _error(path, "operation", reason, "illegal")
         if operation not in grants.flow_operations():
-            raise EffectError(
-                json_path(("operation",), path),
-                "is not advertised in capabilities.flow.operations",
-                "unadvertised",
-            )
+            reason = "is not advertised in capabilities.flow.operations"
+            raise _error(path, "operation", reason, "unadvertised")
         if operation == "continue" and not grants.continuations_left():
-            raise EffectError(
-                json_path(("operation",), path),
-                "continuation allowance is exhausted",
-                "unadvertised",
-            )
+            reason = "continuation allowance is exhausted"
+            raise _error(path, "operation", reason, "unadvertised")
     elif isinstance(effect, InjectEffect):
         if effect.deliver_at not in grants.deliver_at:
-            raise EffectError(
-                json_path(("deliverAt",), path),
-                "is not advertised in capabilities.inject.context.deliverAt",
-                "unadvertised",
-            )
+            reason = "is not advertised in capabilities.inject.context.deliverAt"
+            raise _error(path, "deliverAt", reason, "unadvertised")
     elif isinstance(effect, ReturnEffect):
         check_return_value(event_type, effect.value, json_path(("value",), path))
         value = effect.value
@@ -503,20 +466,18 @@ def check_effects(
 ) -> list[AnyEffect]:
     """Validate a response's whole ``effects`` value atomically; return the parsed list.
 
-    ``effects`` is the wire value (``None`` means ``[]``) or what a handler returned: a
-    list mixing effect models and plain dicts (a model is judged by its wire form).
-    ``capabilities`` is the request's grant (a mapping, a ``Capabilities`` model, or
-    :class:`Grants` built from one). Each element is checked in order: shape and
-    unknown values, legal at ``event_type``, advertised, then per type (modify target
-    legal, advertised with that operation, value type; flow operation legal, advertised,
-    continuation left; inject ``deliverAt`` advertised; return value type). The first
-    problem raises :class:`EffectError` with a path such as ``effects[2].value[0].parts``;
-    no element is ever salvaged.
+    ``effects`` is the wire value (``None`` means ``[]``) or a handler's list of effect
+    models and plain dicts (a model is judged by its wire form). ``capabilities`` is the
+    request's grant (a mapping, a ``Capabilities`` model, or :class:`Grants`). Each
+    element is checked in order: shape, legal at ``event_type``, advertised, then per
+    type (modify target, operation and value; flow operation and continuations; inject
+    ``deliverAt``; return value). The first problem raises :class:`EffectError` with a
+    path such as ``effects[2].value[0].parts``; no element is ever salvaged.
 
-    ``edit_context`` (optional, harness side) describes the current targets:
-    ``{"current": {target: value}, "mode": "form"|"url", "action": "accept"|…}``. With it,
-    whole-list replace over withheld text, object merge over a non-object, and elicitation
-    content edits outside an accepted form are ``illegal``.
+    ``edit_context`` (harness side): ``{"current": {target: value}, "mode": "form"|"url",
+    "action": "accept"|…}``. With it, whole-list replace over withheld text, object merge
+    over a non-object, and elicitation content edits outside an accepted form are
+    ``illegal``.
     """
     if effects is None:
         return []
@@ -527,8 +488,7 @@ def check_effects(
     out: list[AnyEffect] = []
     for index, item in enumerate(effects):
         path = f"effects[{index}]"
-        # An effect model is judged by its wire form, like a plain value: what is
-        # accepted is exactly what would be sent, however the model was built.
+        # A model is judged by its wire form: what is accepted is exactly what is sent.
         effect = parse_effect(_wire_item(item, path), path, check_values=False)
         _check_one(event_type, grants, effect, path, context)
         out.append(effect)

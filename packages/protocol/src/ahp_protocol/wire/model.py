@@ -1,41 +1,24 @@
 """The wire kernel: one pydantic base, one serialization rule, one error conversion.
 
-Every wire model of :mod:`ahp_protocol.wire` subclasses :class:`WireModel`. The
-base fixes what all of them share: wire names on the wire (``mediaType``), Python
-names at the API (``media_type``), one mechanical mapping (camelCase aliases);
-models build on first use (``defer_build``); and :meth:`WireModel.to_wire`, the
-one way a model becomes wire JSON::
+Every wire model subclasses :class:`WireModel`: wire names on the wire (``mediaType``),
+Python names at the API (``media_type``), models built on first use, and
+:meth:`WireModel.to_wire`, the one way a model becomes wire JSON (wire names, only the
+fields that were given). Subclasses choose strict or lax, frozen or not, closed
+(``extra="forbid"``) or open (unknown fields round-trip), and two class vars:
 
-    wire = model.to_wire()   # wire names, JSON mode, only the fields that were given
+- ``_always``: constant fields (``type``, ``kind``, ...) that have a Python default and
+  are written by ``to_wire`` even when left at it;
+- ``_absent_when_none``: optional fields for which ``None`` means "not given", never a
+  JSON ``null`` (``DenyEffect.code``); other fields keep an explicit ``None`` as ``null``.
 
-What differs between families is per-subclass configuration and two class vars:
+Both are applied once per instance, only on classes that declare them, so ``to_wire``
+is pydantic-core's own ``exclude_unset`` dump.
 
-- ``model_config``: strict or lax, frozen or not, ``extra="forbid"`` (a closed
-  object, ``additionalProperties: false``) or ``extra="allow"`` (an open one,
-  whose unknown fields round-trip). :class:`ClosedModel` and :class:`OpenModel`
-  are the strict content/event bases; effects, capabilities, state and the
-  registration set their own.
-- ``_always``: constant fields (``type``, ``kind``, ``status``, ...) that have a
-  default in Python and are written by ``to_wire`` even when left at it.
-- ``_absent_when_none``: optional fields for which ``None`` means "not given",
-  never a JSON ``null`` on the wire (``DenyEffect.code``). A field not listed
-  keeps an explicit ``None`` as ``null`` (``ModifyEffect.value``).
-
-Both are applied once, when a model is built (``model_post_init``, installed only
-on classes that declare them, so other models pay nothing), by marking the
-constants as given and a ``None`` absent field as not given; ``to_wire`` is then
-pydantic-core's own ``exclude_unset`` dump, nested models included.
-
-Errors: :func:`to_wire_errors` is the one conversion of a pydantic
-``ValidationError`` into :class:`~ahp_protocol.wire.errors.WireErrors` (paths in
-wire names, fixed reasons that never quote input); :func:`rule` raises a broken
-conditional rule at a named field; :func:`union_tag` and :func:`native_pattern`
-declare union members and pydantic-core patterns whose errors read well;
-:func:`validate_wire` validates wire JSON with a ``TypeAdapter``. Also here:
-:data:`Omittable` (optional, never ``null``), :func:`unknown_stay_unknown`
-(a Python-spelled key is an unknown field, not the field), :data:`WIRE_CONTEXT`.
-
-No I/O; importing this module creates only these classes.
+Errors: :func:`to_wire_errors` is the one conversion of a ``ValidationError`` into
+:class:`~ahp_protocol.wire.errors.WireErrors` (wire-name paths, fixed reasons that never
+quote input); :func:`rule` raises a broken conditional rule at a named field;
+:func:`union_tag` and :func:`native_pattern` declare union members and patterns whose
+errors read well. No I/O.
 """
 
 from collections.abc import Callable, Mapping
@@ -96,9 +79,8 @@ else:
     class Omittable:
         """``Omittable[X]``: a field that may be left out, and is never ``null`` when given.
 
-        Typed ``X | None`` for type checkers (``None`` means "absent"); at run time it is
-        just ``X``, so pydantic-core itself rejects an explicit ``null`` and the default
-        ``None`` is never validated. No Python runs per field.
+        Typed ``X | None`` (``None``: absent); at run time just ``X``, so pydantic-core
+        rejects an explicit ``null`` and never validates the default ``None``.
         """
 
         def __class_getitem__(cls, item: Any) -> Any:
@@ -134,8 +116,7 @@ class WireModel(BaseModel):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        # Only classes with marks run Python per instance (a model_post_init); a class's
-        # own model_post_init runs after the marking.
+        # Only classes with marks run Python per instance; their own post-init runs after.
         inherited = cls.model_post_init
         if not (cls._always or cls._absent_when_none) or getattr(inherited, "_marks", False):
             return
@@ -162,10 +143,8 @@ class WireModel(BaseModel):
 class ClosedModel(WireModel):
     """A closed wire object (``additionalProperties: false``): unknown fields are errors.
 
-    Validation is strict and native (no Python runs per field): an optional field
-    is declared ``Omittable[X] = None``, so it may be left out but an explicit
-    ``null`` is an error ("must not be null"); a field that may be ``null`` says so
-    in its type (``Any``). Constant fields live on :class:`WireConstants` subclasses.
+    Strict. An optional field is ``Omittable[X] = None`` (an explicit ``null`` is "must
+    not be null"); a field that may be ``null`` says so in its type (``Any``).
     """
 
     model_config = ConfigDict(strict=True, allow_inf_nan=False, extra="forbid")
@@ -174,22 +153,16 @@ class ClosedModel(WireModel):
 class OpenModel(ClosedModel):
     """An open wire object: unknown fields are kept and round-trip unchanged.
 
-    A key spelled like a Python name (``parent_event_id``) is an unknown wire
-    field: it lands in the extras and must not count as the real field given.
-    pydantic counts every extra key as "set", so :func:`unknown_stay_unknown`
-    puts that right for a validated object.
+    A Python-spelled key (``parent_event_id``) is an unknown field, not the field given:
+    :func:`unknown_stay_unknown` puts pydantic's count right for a validated object.
     """
 
     model_config = ConfigDict(extra="allow")
 
 
 class WireConstants(ClosedModel):
-    """A closed object with constant fields (``_always``: ``kind``, ``status``, ...).
-
-    The constants have defaults for convenience in Python, are required in wire
-    JSON (validated with :data:`WIRE_CONTEXT`, as every ``parse_*`` function does)
-    and are always written by :meth:`~WireModel.to_wire`.
-    """
+    """A closed object with constant fields (``_always``): defaults in Python, required in
+    wire JSON (validated with :data:`WIRE_CONTEXT`, as every ``parse_*`` does)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -218,11 +191,8 @@ def _renamed_fields(cls: type[WireModel]) -> tuple[tuple[str, str], ...]:
 
 
 def unknown_stay_unknown(model: WireModel, data: Mapping[str, Any]) -> None:
-    """Unmark fields that only an unknown Python-spelled key made look given.
-
-    ``data`` is the wire object ``model`` was validated from. A no-op unless the
-    object has extras (cheap to call on every validated object).
-    """
+    """Unmark fields that only an unknown Python-spelled key in ``data`` (the wire object
+    ``model`` was validated from) made look given; a no-op without extras."""
     extra = model.__pydantic_extra__
     if not extra:
         return
@@ -243,9 +213,8 @@ _TAGS: set[str] = set()
 def rule(reason: str, *at: PathPart, below: str = "$") -> PydanticCustomError:
     """An error for a broken conditional rule, at ``at`` inside the object being validated.
 
-    Raise it from a validator. ``reason`` is a fixed text naming the rule; it
-    must never contain input values. ``below`` is a path already written inside
-    the value (the path of a :class:`WireError` found in a nested document).
+    Raise it from a validator. ``reason`` is fixed text, never input values; ``below`` is
+    a path inside the value (of a :class:`WireError` found in a nested document).
     """
     ctx = {"reason": reason, "at": tuple(at), "below": below}
     return PydanticCustomError(RULE_ERROR, "{reason}", ctx)
@@ -268,11 +237,10 @@ _PATTERN_REASONS: dict[str, Callable[[object], str]] = {}
 
 
 def native_pattern(pattern: str, reason: Callable[[object], str]) -> Any:
-    """A string constraint checked by pydantic-core (no Python runs on valid input).
+    """A string constraint checked by pydantic-core; ``pattern`` must be anchored (``^...$``).
 
-    ``pattern`` must be anchored (``^...$``; pydantic-core searches). When a value
-    does not match, the wire error reads ``reason(value)``: a fixed text chosen by
-    looking at the value, never quoting it.
+    A mismatch reads ``reason(value)``: a fixed text chosen by looking at the value,
+    never quoting it.
     """
     _PATTERN_REASONS[pattern] = reason
     return StringConstraints(pattern=pattern)
@@ -320,11 +288,9 @@ _ANY_INPUT: Final = object()
 def to_wire_errors(exc: ValidationError, *prefix: PathPart) -> WireErrors:
     """Wire errors for a pydantic failure of one of our models, paths in wire names.
 
-    Union tags and validator bookkeeping are dropped from paths, a broken
-    conditional rule (:func:`rule`) is reported at the field it names, type errors
-    read as rules ("must be an object"), and a named field given as ``null`` reads
-    "must not be null". A missing or unknown field is reported at its object:
-    ``call: id is required``. Input values are never copied into a reason.
+    A broken :func:`rule` is reported at the field it names, type errors read as rules
+    ("must be an object"), a named field given as ``null`` reads "must not be null", and
+    a missing or unknown field is reported at its object (``call: id is required``).
     """
     out: list[WireError] = []
     for err in exc.errors(include_url=False, include_input=True):

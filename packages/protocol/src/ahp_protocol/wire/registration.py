@@ -1,24 +1,20 @@
 """The registration document and the ``hooks/configuration`` result, as typed models.
 
-Owns the pydantic models of a registration (``protocolVersion`` plus an ordered
-list of backends: transport, authentication binding, subscriptions) and of the
-shared subscription configuration a backend returns from ``hooks/configuration``;
-the loaders :func:`parse_registration`, :func:`load_registration` and
-:func:`parse_configuration`; and the models' view of dispatch
-(:meth:`Hook.matching`, :meth:`Configuration.matching`), whose rule is
-:func:`ahp_protocol.wire.routing.routes`.
+Owns the models of a registration (``protocolVersion`` plus an ordered list of backends:
+transport, authentication binding, subscriptions) and of the subscription configuration
+a backend returns from ``hooks/configuration``; the loaders :func:`parse_registration`,
+:func:`load_registration` and :func:`parse_configuration`; and the models' view of
+dispatch (``matching``, whose rule is :func:`ahp_protocol.wire.routing.routes`).
 
-Every rule lives once, in :class:`~ahp_protocol.wire.registration_rules.Checks`.
-The loaders run it on the plain JSON value and report each violation as a
-:class:`~ahp_protocol.wire.errors.WireError` at its wire path, all together, most
-specific path first; only a document that passes becomes models. A model built in
-Python is judged by the same checks on its wire form (a ``ValidationError``).
+Every rule lives once, in :class:`~ahp_protocol.wire.registration_rules.Checks`. The
+loaders run it on the plain JSON value and report every violation as a
+:class:`~ahp_protocol.wire.errors.WireError` at its wire path, most specific path first;
+only a document that passes becomes models. A model built in Python is judged by the
+same checks on its wire form (a ``ValidationError``).
 
-Bounds: this module never resolves credentials, reads environment variables,
-contacts endpoints or checks a document against a harness manifest (advertised
-events, limits, scope enforcement); those belong to the harness. Reasons never
-quote secret material (tokens, header or environment values). Unknown fields are
-ignored and kept, so :meth:`Registration.to_wire` round-trips a document.
+Never resolves credentials, reads environment variables, contacts endpoints or checks a
+document against a harness manifest; reasons never quote secret material. Unknown fields
+are kept, so :meth:`Registration.to_wire` round-trips a document.
 """
 
 from __future__ import annotations
@@ -225,16 +221,23 @@ Subscription: TypeAlias = Annotated[
 ]
 
 
-def _matching(
-    subscriptions: Sequence[Subscription] | None, event_type: str, mode: str
-) -> list[tuple[int, Subscription]]:
-    if not subscriptions:
-        return []
-    return [
-        (index, sub)
-        for index, sub in enumerate(subscriptions)
-        if routes(sub.events, sub.mode, event_type, mode)
-    ]
+class _Routed:
+    """The dispatch view of a model that holds subscriptions (a backend, a configuration)."""
+
+    if TYPE_CHECKING:
+        subscriptions: Sequence[Subscription] | None
+
+    def matching(self, event_type: str, mode: str) -> list[tuple[int, Subscription]]:
+        """``(index, subscription)`` for each subscription that routes this event in this mode.
+
+        Empty when subscriptions are absent (they come from ``hooks/configuration``) and
+        for an intercept of an observe-only event, whatever the selectors say.
+        """
+        return [
+            (index, sub)
+            for index, sub in enumerate(self.subscriptions or ())
+            if routes(sub.events, sub.mode, event_type, mode)
+        ]
 
 
 class HeaderSourceConfig(_ConfigModel):
@@ -287,7 +290,7 @@ TransportConfig: TypeAlias = Annotated[
 ]
 
 
-class Hook(_ConfigModel):
+class Hook(_ConfigModel, _Routed):
     """One registered backend, in interceptor order within its registration."""
 
     _rule = "backend"
@@ -296,14 +299,6 @@ class Hook(_ConfigModel):
     transport: TransportConfig
     authentication: Authentication | None = None
     subscriptions: list[Subscription] | None = None
-
-    def matching(self, event_type: str, mode: str) -> list[tuple[int, Subscription]]:
-        """``(index, subscription)`` for each subscription that routes this event in this mode.
-
-        Empty when subscriptions are absent (they come from ``hooks/configuration``) and
-        for an intercept of an observe-only event, whatever the selectors say.
-        """
-        return _matching(self.subscriptions, event_type, mode)
 
 
 class Registration(_ConfigModel):
@@ -320,16 +315,12 @@ class Registration(_ConfigModel):
         return next((h for h in self.hooks if h.id == backend_id), None)
 
 
-class Configuration(_ConfigModel):
+class Configuration(_ConfigModel, _Routed):
     """The ``configuration`` of a ``hooks/configuration`` result: subscriptions only."""
 
     _rule = "configuration"
 
     subscriptions: list[Subscription]
-
-    def matching(self, event_type: str, mode: str) -> list[tuple[int, Subscription]]:
-        """As :meth:`Hook.matching`, for subscriptions supplied by configuration."""
-        return _matching(self.subscriptions, event_type, mode)
 
 
 # --------------------------------------------------------------------------------------

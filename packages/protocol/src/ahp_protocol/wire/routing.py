@@ -1,33 +1,21 @@
 """Which subscriptions receive an event, and which failure policy governs them.
 
-The one home of two dispatch rules of the draft, used by everything that
-dispatches or has to predict a dispatch (the client dispatcher, the registration
-models' ``matching``, the adapters' fallback when no chain can run):
+The one home of two dispatch rules, used by the client dispatcher, the registration
+models' ``matching`` and the adapters' fallback when no chain can run:
 
-- **Subscription matching** (AHP-REG-002, §9 "Dispatch"): an event reaches a
-  subscription only when the subscription's ``mode`` is the method's mode
-  (``hooks/intercept`` <-> ``intercept``, ``hooks/observe`` <-> ``observe``) and
-  one of its selectors covers the event type (exact name, ``family.*`` or ``*``:
-  :func:`ahp_protocol.wire.catalogue.selector_matches`). An intercept selector
-  expands only to interceptable events, so an observe-only event (``tool.progress``,
-  ``hook.failure``, …) is never intercepted, whatever the wildcard says.
-  :func:`routes`.
-- **Failure policy** (AHP-FAIL-001, §6.3): an intercept subscription's declared
-  ``failurePolicy`` applies to its operational failures, except that a mandatory
-  subscription (``scope: "managed"``, or ``disableable: false``) is fail-closed
-  whatever it declares. :func:`failure_policy`.
+- **Subscription matching** (AHP-REG-002, §9): :func:`routes`. An event reaches a
+  subscription only in the subscription's own mode, when a selector covers it; an
+  observe-only event is never intercepted, whatever the wildcard says.
+- **Failure policy** (AHP-FAIL-001, §6.3): :func:`failure_policy`. A mandatory
+  subscription (``scope: "managed"`` or ``disableable: false``) is fail-closed whatever
+  it declares.
 
-:func:`strictest_policy` applies both to a plain registration document (JSON
-values, not models) for callers that must decide *without* a chain: the strictest
-policy among the interceptors of one event. It is conservative: whatever it cannot
-read, and a backend whose subscriptions come from ``hooks/configuration`` (so are
-not in the document), count as fail-closed, since nothing shows they may fail open.
+:func:`strictest_policy` applies both to a plain registration document, for callers that
+must decide without a chain; whatever it cannot read counts as fail-closed.
 
-Never does: I/O, validation of a document (that is :mod:`~ahp_protocol.wire.registration`;
-these functions accept what they are given and answer conservatively), content
-selection, or handler choice inside a backend (the server kit's own rule).
-Standard library only (it imports :mod:`~ahp_protocol.wire.catalogue` and nothing
-else of ours), so the adapters' hook path can import it without pydantic.
+Never validates a document (:mod:`~ahp_protocol.wire.registration` does) or does I/O.
+Standard library only (it imports only :mod:`~ahp_protocol.wire.catalogue`), so the
+adapters' hook path can import it without pydantic.
 """
 
 from __future__ import annotations
@@ -49,13 +37,9 @@ _SCOPES = ("managed", "project", "user")
 def failure_policy(
     failure_policy: object, *, scope: object = None, disableable: object = None
 ) -> Policy:
-    """fail-closed when declared, or when the subscription is mandatory; else fail-open.
-
-    Mandatory means ``scope`` ``"managed"`` or ``disableable`` ``False`` (draft §6.3:
-    fail-closed whatever the subscription declares). Takes the values as they stand
-    on a subscription (``failure_policy`` is ``None`` for an observe subscription,
-    which declares none).
-    """
+    """fail-closed when declared, or when the subscription is mandatory (``scope``
+    ``"managed"`` or ``disableable`` ``False``); else fail-open. Takes the values as they
+    stand on a subscription (``None`` for an observe subscription's policy)."""
     if failure_policy == "fail-closed" or scope == "managed" or disableable is False:
         return "fail-closed"
     return "fail-open"
@@ -65,11 +49,8 @@ def routes(events: Iterable[str], subscription_mode: str, event_type: str, mode:
     """Whether a subscription (its selectors and its mode) receives ``event_type`` in ``mode``.
 
     True when the modes are equal, some selector covers the event
-    (:func:`~ahp_protocol.wire.catalogue.selector_matches`), and, for intercept,
-    the event is interceptable.
-
-    A ``mode`` other than ``"intercept"`` or ``"observe"`` routes nothing; a selector
-    that is not a string covers nothing.
+    (:func:`~ahp_protocol.wire.catalogue.selector_matches`), and, for intercept, the event
+    is interceptable. Another ``mode`` routes nothing; a non-string selector covers nothing.
     """
     if subscription_mode != mode or mode not in _MODES:
         return False
@@ -81,19 +62,14 @@ def routes(events: Iterable[str], subscription_mode: str, event_type: str, mode:
 def strictest_policy(
     document: object, event_type: str = "tool.before"
 ) -> Literal["none", "fail-open", "fail-closed"]:
-    """On a plain registration document (dicts): the strictest policy among interceptors.
+    """The strictest policy among the interceptors of ``event_type`` in a plain document.
 
-    The interceptors of ``event_type``; conservative: unreadable or discovered
-    subscriptions count as fail-closed.
-
-    ``"none"`` when no subscription intercepts ``event_type`` (always so for an
-    event that cannot be intercepted). Fail-closed, at once, when the document is
-    not an object with a ``hooks`` list, a backend is not an object, a backend has
-    no ``subscriptions`` (they come from ``hooks/configuration``) or they are not a
-    list, or a subscription cannot be read: not an object, a ``mode`` that is
-    neither mode, ``events`` that is not a list of strings, or (for one that
-    intercepts the event) a ``failurePolicy``, ``scope`` or ``disableable`` that is
-    not a value the draft allows. An observe subscription is never an interceptor.
+    ``"none"`` when no subscription intercepts it (always so for an observe-only event).
+    Fail-closed, at once, when the document is not an object with a ``hooks`` list, a
+    backend is not an object or has no ``subscriptions`` list (absent: they come from
+    ``hooks/configuration``), or a subscription cannot be read: not an object, neither
+    mode, ``events`` not a list of strings, or (intercepting the event) a
+    ``failurePolicy``, ``scope`` or ``disableable`` the draft does not allow.
     """
     if event_type not in INTERCEPTABLE_SET:
         return "none"
