@@ -497,8 +497,11 @@ def test_bad_input_exits_2_naming_what_to_fix(
             "subscriptions": [SUB],
         }
     )
-    run = here("--db", demo.db, "--registration", write_registration(tmp_path / "t.json", unset))
+    unresolvable = write_registration(tmp_path / "t.json", unset)
+    run = here("--db", demo.db, "--registration", unresolvable)
     assert run.code == 2 and "AHP_REPLAY_TEST_UNSET_TOKEN" in run.err and "t.json" in run.err
+    run = here("--db", demo.db, "--registration", unresolvable, "--session", "sess_nobody")
+    assert run.code == 2 and "AHP_REPLAY_TEST_UNSET_TOKEN" in run.err  # even with no call
 
     for option, value in (("--since", "last tuesday"), ("--until", "7 days")):
         run = here("--db", demo.db, "--registration", original, option, value)

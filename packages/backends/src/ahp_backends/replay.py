@@ -551,8 +551,10 @@ async def _replay(
 
 
 def _check(registration: Registration, calls: Sequence[Call]) -> None:
-    """Build (never start) a dispatcher per grant: a registration error is raised now."""
-    for capabilities in {json.dumps(c.capabilities, sort_keys=True) for c in calls}:
+    """Build (never start) a dispatcher per declaration: a registration error is raised
+    now, before any backend starts (with no call to replay, against the minimum grant)."""
+    declarations = {json.dumps(c.capabilities, sort_keys=True) for c in calls}
+    for capabilities in declarations or {json.dumps({"tool.before": FALLBACK_CAPABILITIES})}:
         _dispatcher(registration, json.loads(capabilities))
 
 
@@ -681,7 +683,7 @@ def _run(args: argparse.Namespace) -> int:
             _check(reg, calls)
         except (RegistrationError, DeclarationError) as exc:
             return _registration_error(option, path, exc)
-        notes += _freshness_notes("--baseline" if reg is baseline else "backend", reg)
+        notes += _freshness_notes("baseline backend" if reg is baseline else "backend", reg)
     try:
         _execute(calls, registration, baseline)
     except KeyboardInterrupt:  # the backends are closed on the way out (the dispatchers' exit)
