@@ -230,10 +230,9 @@ def parse_policy(path: str, data: bytes | None = None) -> Policy:
     for i, draft in enumerate(drafts):
         compiled = _when(loc, lines, i, draft, compiler)
         checked.append(Rule(when=compiled, **draft.fields))
-    policy = Policy(tuple(checked), compiler)
-    for event_type in EVENTS:
-        policy.program(event_type)  # the combined programs compile at load, not on a request
-    return policy
+    # Each event type's combined program is built on its first request: it joins rules
+    # already checked, and a --once process needs only one of them.
+    return Policy(tuple(checked), compiler)
 
 
 # --------------------------------------------------------------------------- deciding

@@ -1,12 +1,13 @@
 """The CEL side of the policy backend: the environment, the helpers, and compiling a rule.
 
-Owns the one CEL environment the rules are checked in (a single variable, ``event``,
-the event as delivered, typed ``map(string, dyn)``), the helper functions beside
-CEL's standard library (``glob``, and ``matches`` served by Python's ``re`` with
-compiled patterns kept: see :data:`MATCHES_NOTE`), compiling and type-checking one
-``when`` expression (:func:`compile_when`, a :class:`CelError` that names the
-column and says what is wrong, never echoing the expression), compiling the rules
-of one event type into a single program (:func:`compile_all`), and turning a
+Owns the CEL environment the rules are checked in (``event``, the event as
+delivered, typed ``map(string, dyn)``), the helper functions beside CEL's standard
+library (``glob``, and ``matches`` served by Python's ``re`` with compiled patterns
+kept: see :data:`MATCHES_NOTE`), compiling and type-checking the ``when``
+expressions of one policy (:class:`Compiler`: a :class:`CelError` names the column
+and says what is wrong, never echoing the expression; ``event.a.b.matches("...")``
+hoisted out of the program and computed once per request), compiling the rules of
+one event type into a single program (:meth:`Compiler.compile_all`), and turning a
 run-time error value into a note that names no value of the event
 (:func:`describe_error`).
 
@@ -152,6 +153,7 @@ _HOISTABLE = re.compile(r"event((?:\.[A-Za-z_][A-Za-z0-9_]*)+)\.matches\(")
 _SHADOWED = re.compile(r"\(\s*event\s*,")
 
 
+@functools.lru_cache(maxsize=4096)
 def _literal(text: str) -> str | None:
     """A CEL string literal's value, or ``None`` (bytes, or not a literal)."""
     try:
