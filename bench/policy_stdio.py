@@ -37,8 +37,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kit_stdio import PLACEMENTS, RAW_SOURCE, placement, summary  # noqa: E402
+from kit_stdio import PLACEMENTS, RAW_SOURCE, placement, summary  # this folder is on sys.path
 
 RULES = 50
 TARGET = 1.5
