@@ -1,10 +1,9 @@
 """Operational failures: every way a backend can fail to give a decision.
 
-Owns :class:`FailureClass` (the draft's failure classes, one name each) and
-:class:`OperationalFailure`, the exception transports and the chain raise.
-A failure is never a decision: the subscription's failure policy decides what
-it means. ``detail`` is a fixed, credential-free phrase chosen by our code;
-it never carries backend output, exception text or secrets.
+Owns :class:`FailureClass` (the draft's failure classes) and :class:`OperationalFailure`,
+which transports and the chain raise. A failure is never a decision: the subscription's
+failure policy decides what it means. ``detail`` is a fixed phrase chosen by our code,
+never backend output, exception text or a secret.
 """
 
 from __future__ import annotations

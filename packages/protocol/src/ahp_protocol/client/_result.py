@@ -1,9 +1,8 @@
 """What running one event through the chain produced: the settled result and diagnostics.
 
-Owns :class:`HookResult` (final permission, who denied and whether the denial
-was synthetic, the effective event, candidate, messages, injections, flow) and
-:class:`Diagnostic` (one record per subscription reached). Plain frozen
-dataclasses; nothing here holds a secret, backend output or exception text.
+Owns :class:`HookResult` (the settled chain state, as the host reads it) and
+:class:`Diagnostic` (one record per subscription reached). Plain frozen dataclasses;
+nothing here holds a secret, backend output or exception text.
 """
 
 from __future__ import annotations
@@ -25,12 +24,11 @@ Outcome = Literal["no_effect", "accepted", "denied", "failed", "delivered"]
 class Diagnostic:
     """One subscription reached by one event.
 
-    ``outcome``: ``no_effect`` (empty effects), ``accepted`` (effects folded),
-    ``denied`` (an accepted deny), ``failed`` (see ``failure`` and ``policy``)
-    or ``delivered`` (an observation sent). ``latency_ms`` is wall time for the
-    exchange, acceptance included. ``discarded`` counts the uncorrelated responses
-    (another request's id) a persistent stdio backend sent while this exchange
-    waited: dropped unread, as the stdio binding says, and shown here by count only.
+    ``outcome``: ``no_effect`` (empty effects), ``accepted`` (effects folded), ``denied``
+    (an accepted deny), ``failed`` (see ``failure`` and ``policy``) or ``delivered`` (an
+    observation sent). ``latency_ms`` is wall time for the exchange, acceptance included.
+    ``discarded`` counts the responses with another id a persistent stdio backend sent
+    meanwhile (dropped unread, as the stdio binding says).
     """
 
     backend: str
