@@ -329,6 +329,10 @@ def test_shown_drops_only_the_password() -> None:
     assert db.shown("postgres://:p@h/d") == "postgres://h/d"
     assert db.shown("postgresql://u@h/d") == "postgresql://u@h/d"
     assert db.shown("postgresql:///d?host=/tmp") == "postgresql:///d?host=/tmp"
+    assert db.shown("postgresql://h/d?password=p&sslmode=require") == (
+        "postgresql://h/d?sslmode=require"
+    )
+    assert db.shown("postgresql://h/d?PASSWORD=p") == "postgresql://h/d"
     assert db.shown("/tmp/a:b@c.db") == "/tmp/a:b@c.db"  # a path is not a URL
 
 

@@ -87,6 +87,10 @@ def shown(target: str | os.PathLike[str]) -> str:
         credentials, _, host = authority.rpartition("@")
         user = credentials.partition(":")[0]
         authority = f"{user}@{host}" if user else host
+    path, mark, query = tail.partition("?")
+    if mark:  # libpq also takes the password as a query parameter
+        kept = [p for p in query.split("&") if p.partition("=")[0].lower() != "password"]
+        tail = path + ("?" + "&".join(kept) if kept else "")
     return f"{scheme}://{authority}{slash}{tail}"
 
 
