@@ -103,9 +103,7 @@ class Demo:
             return [json.loads(text) for (text,) in rows]
 
 
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> Demo:
-    work = tmp_path_factory.mktemp("replay") / "demo"
+def record_demo(work: Path) -> Demo:
     done = subprocess.run(
         [PY, "-m", "ahp_harness.cli", "demo", "--dir", str(work)],
         capture_output=True,
@@ -118,7 +116,24 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Demo:
     recorded = Demo(work, work / "audit.db", work / "files")
     calls = sorted(e["call"]["id"] for e in recorded.events("tool.before"))
     assert calls == [f"call_{n}" for n in range(2, 8)], calls
+    (work / "recorded").touch()
     return recorded
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Demo:
+    """One recorded demo session for the whole run (the workers share it: the tests only
+    read its files, and its grant store is made for concurrent use)."""
+    if worker_id == "master":
+        return record_demo(tmp_path_factory.mktemp("replay") / "demo")
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp().parent  # this run's folder, beside each worker's
+    work = shared / "replay-demo"
+    with FileLock(str(shared / "replay-demo.lock")):
+        if (work / "recorded").exists():
+            return Demo(work, work / "audit.db", work / "files")
+        return record_demo(work)
 
 
 def backend(*args: str) -> dict[str, Any]:
@@ -917,3 +932,15 @@ def test_the_table_shows_a_recorded_escape_sequence_never_sends_it(
     assert code == 1, out
     assert "\x1b" not in out and "\x07" not in out
     assert "\\x1b[2J" in out and "newly denied" in out
+
+
+def test_help_names_every_option_and_the_exit_status(replay: Callable[..., Replay]) -> None:
+    run = replay("--help")
+    assert run.code == 0, run.err
+    for option in ("--db", "--registration", "--baseline", "--session", "--tool"):
+        assert option in run.out
+    for option in ("--since", "--until", "--json"):
+        assert option in run.out
+    assert "exit status: 0 no decision changes, 1 some would change, 2 bad input" in " ".join(
+        run.out.split()
+    )
