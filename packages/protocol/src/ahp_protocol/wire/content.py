@@ -1,21 +1,15 @@
 """Canonical content: messages and parts, and parsing them with JSON paths.
 
-Owns the draft's content shapes (§10, ``content-item.schema.json``): the
-canonical :class:`Message` ``{id, role, parts, synthesized?}`` and the eight
-closed part variants (text or attachment, each as a body, a body gap, a
-metadata view or an omitted view); parsing them with JSON paths
-(:func:`parse_messages`, :func:`parse_parts`, :func:`parse_text_parts`); and
-the strict JSON scalar types the event models share (:data:`NonEmptyStr`, ...).
-:func:`project_event`, the view of an event a content selection allows
-(AHP-CONTENT-002), lives in :mod:`ahp_protocol.wire._projection` and is
-re-exported here, as are the kernel's names (:mod:`ahp_protocol.wire.model`).
+Owns the draft's content shapes (§10, ``content-item.schema.json``): the canonical
+:class:`Message` ``{id, role, parts, synthesized?}`` and the eight closed part variants
+(text or attachment, each as a body, a body gap, a metadata view or an omitted view),
+their parsers (:func:`parse_messages`, :func:`parse_parts`, :func:`parse_text_parts`,
+:func:`parse_part`) and the number types the event models share. :func:`project_event`
+lives in :mod:`ahp_protocol.wire._projection` and is re-exported here.
 
-Never does I/O, never uploads or dereferences a content ``ref``, never hashes
-text on its own initiative (a digest of short text can be reversed by
-guessing). Parsing is strict (no coercion: ``"true"`` is not a boolean) and
-native where it can be: nullability is in the types (:data:`Omittable`) and
-patterns are pydantic-core constraints (:func:`native_pattern`), so a valid
-object runs Python only for the rules that need it (per-event hot path cost).
+Never does I/O, never uploads or dereferences a content ``ref``, never hashes text on
+its own initiative (a digest of short text can be reversed by guessing). Parsing is
+strict: no coercion (``"true"`` is not a boolean).
 """
 
 import hashlib
@@ -36,7 +30,6 @@ from ahp_protocol.wire.model import (
     OpenModel,
     WireConstants,
     member,
-    native_pattern,
     rule,
     union_tag,
     validate_wire,
@@ -45,7 +38,7 @@ from ahp_protocol.wire.model import (
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
 
-__all__ = [  # the kernel's and the projection's names are re-exported (import paths kept)
+__all__ = [  # with the projection's names and OpenModel, re-exported (import paths kept)
     "CATEGORIES",
     "WITHHELD_REASON",
     "AssistantMessage",
@@ -53,14 +46,10 @@ __all__ = [  # the kernel's and the projection's names are re-exported (import p
     "AttachmentGapPart",
     "AttachmentMetadataPart",
     "AttachmentOmittedPart",
-    "ClosedModel",
     "ContentItem",
     "ContentReference",
     "Message",
-    "NonEmptyStr",
-    "NonNegativeInt",
     "NonNegativeNumber",
-    "Omittable",
     "OpenModel",
     "PartGap",
     "PositiveInt",
@@ -71,19 +60,14 @@ __all__ = [  # the kernel's and the projection's names are re-exported (import p
     "TextOmittedPart",
     "TextPart",
     "UserMessage",
-    "WireConstants",
     "content_hash",
     "is_attachment_media_type",
-    "native_pattern",
     "parse_messages",
     "parse_part",
     "parse_parts",
     "parse_text_parts",
     "part_category",
     "project_event",
-    "rule",
-    "union_tag",
-    "validate_wire",
 ]
 
 # --------------------------------------------------------------------------- scalars

@@ -1,15 +1,10 @@
-"""The configuration events: ``config.change.before`` and ``config.change.after``.
-
-Builds on :mod:`.envelope`; imported on first use by
-:mod:`ahp_protocol.wire.events` (import the names from there). No I/O.
-"""
+"""The configuration events: ``config.change.before`` and ``config.change.after``."""
 
 from typing import Literal
 
-from ahp_protocol.wire.content import ClosedModel, ContentItem, NonEmptyStr, Omittable
+from ahp_protocol.wire.content import ContentItem
 from ahp_protocol.wire.events.envelope import Event, JsonObject
-
-# --------------------------------------------------------------------------- payloads
+from ahp_protocol.wire.model import ClosedModel, NonEmptyStr, Omittable
 
 
 class ConfigChange(ClosedModel):
@@ -22,9 +17,6 @@ class ConfigChange(ClosedModel):
 
 class AppliedConfigChange(ConfigChange):
     mcp_servers: Omittable[list[JsonObject]] = None
-
-
-# --------------------------------------------------------------------------- events
 
 
 class ConfigChangeBefore(Event):

@@ -1,33 +1,18 @@
-"""The context events: ``context.compact.before`` and ``context.compact.after``.
-
-Builds on :mod:`.envelope` and :mod:`.results`; imported on first use by
-:mod:`ahp_protocol.wire.events` (import the names from there). No I/O.
-"""
+"""The context events: ``context.compact.before`` and ``context.compact.after``."""
 
 from typing import Literal, Self
 
 from pydantic import model_validator
 
-from ahp_protocol.wire.content import (
-    ClosedModel,
-    Message,
-    NonNegativeInt,
-    Omittable,
-    TextPart,
-    rule,
-)
+from ahp_protocol.wire.content import Message, TextPart
 from ahp_protocol.wire.events.envelope import ClosedTurn, Event, IdOnly
 from ahp_protocol.wire.events.results import Execution, SuppliedResult, _is_skipped
-
-# --------------------------------------------------------------------------- payloads
+from ahp_protocol.wire.model import ClosedModel, NonNegativeInt, Omittable, rule
 
 
 class TokenCounts(ClosedModel):
     before: Omittable[NonNegativeInt] = None
     after: Omittable[NonNegativeInt] = None
-
-
-# --------------------------------------------------------------------------- events
 
 
 class ContextCompactBefore(Event):

@@ -1,16 +1,10 @@
 """The envelope every event shares: the scalars, the common objects and :class:`Event`.
 
-Owns the wire scalars (:data:`Time`, :data:`Source`, :data:`HttpUrl`,
-:data:`Extensions`, :data:`Currency`, :data:`JsonObject`; the anchored
-:data:`TIME_PATTERN` and :data:`URI_PATTERN` pydantic-core checks, and
-:func:`is_uri`), the common objects any event may carry (``harness``,
-``session``, ``turn``, ``gaps``, the ``{id}`` references :class:`Ref` and
-:class:`IdOnly`) and :class:`Event`, the open envelope that every event model
-of the family modules (``tool.py``, ``session.py``, ...) subclasses.
-
-The family modules import this one; it imports none of them. No I/O, and no
-work at import beyond creating these classes (models build on first use). Import
-from :mod:`ahp_protocol.wire.events`, which re-exports every public name here.
+Owns the wire scalars (:data:`Time`, :data:`Source`, :data:`HttpUrl`, :data:`Extensions`,
+:data:`Currency`, :data:`JsonObject`, the anchored :data:`TIME_PATTERN` and
+:data:`URI_PATTERN`, :func:`is_uri`), the common objects any event may carry
+(``harness``, ``session``, ``turn``, ``gaps``, the ``{id}`` references) and
+:class:`Event`, the open envelope every event model subclasses. Imports no family module.
 """
 
 import datetime as _dt
@@ -20,7 +14,7 @@ from typing import Annotated, Any, ClassVar, Final, TypeAlias
 
 from pydantic import AfterValidator, ConfigDict
 
-from ahp_protocol.wire.content import (
+from ahp_protocol.wire.model import (
     ClosedModel,
     NonEmptyStr,
     NonNegativeInt,

@@ -1,17 +1,12 @@
-"""The file event: ``file.changed`` (files changed on disk, by the agent or not).
-
-Builds on :mod:`.envelope`; imported on first use by
-:mod:`ahp_protocol.wire.events` (import the names from there). No I/O.
-"""
+"""The file event: ``file.changed`` (files changed on disk, by the agent or not)."""
 
 from typing import Annotated, Literal
 
 from pydantic import Field
 
-from ahp_protocol.wire.content import ClosedModel, ContentItem, NonEmptyStr, Omittable
+from ahp_protocol.wire.content import ContentItem
 from ahp_protocol.wire.events.envelope import Event
-
-# --------------------------------------------------------------------------- payloads
+from ahp_protocol.wire.model import ClosedModel, NonEmptyStr, Omittable
 
 
 class ChangedFile(ClosedModel):
@@ -22,9 +17,6 @@ class ChangedFile(ClosedModel):
     agent_caused: bool
     before: Omittable[ContentItem] = None
     after: Omittable[ContentItem] = None
-
-
-# --------------------------------------------------------------------------- events
 
 
 class FileChanged(Event):

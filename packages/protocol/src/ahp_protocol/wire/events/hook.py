@@ -1,24 +1,16 @@
-"""The hook event: ``hook.failure`` (the harness reports a failed backend).
-
-Builds on :mod:`.envelope`; imported on first use by
-:mod:`ahp_protocol.wire.events` (import the names from there). No I/O.
-"""
+"""The hook event: ``hook.failure`` (the harness reports a failed backend)."""
 
 from typing import Literal
 
-from ahp_protocol.wire.content import ClosedModel, ContentItem, NonEmptyStr, Omittable
+from ahp_protocol.wire.content import ContentItem
 from ahp_protocol.wire.events.envelope import Event
-
-# --------------------------------------------------------------------------- payloads
+from ahp_protocol.wire.model import ClosedModel, NonEmptyStr, Omittable
 
 
 class Failure(ClosedModel):
     backend_id: NonEmptyStr
     reason: NonEmptyStr
     policy: Literal["fail-open", "fail-closed"]
-
-
-# --------------------------------------------------------------------------- events
 
 
 class HookFailure(Event):

@@ -1,26 +1,12 @@
-"""The model events: ``model.request.before``, ``model.response.after``,
-``model.error``, ``model.switch.before`` and ``model.switch.after``.
-
-Owns what only these events carry: the model reference, the attempt and its
-usage, pricing. Builds on :mod:`.envelope` and :mod:`.results`; imported on
-first use by :mod:`ahp_protocol.wire.events` (import the names from there).
-No I/O.
-"""
+"""The model events: ``model.request.before``, ``model.response.after``, ``model.error``,
+``model.switch.before`` and ``model.switch.after``, with the model reference, the attempt
+and its usage, and pricing."""
 
 from typing import Literal, Self
 
 from pydantic import model_validator
 
-from ahp_protocol.wire.content import (
-    ClosedModel,
-    ContentItem,
-    Message,
-    NonEmptyStr,
-    NonNegativeNumber,
-    Omittable,
-    PositiveInt,
-    rule,
-)
+from ahp_protocol.wire.content import ContentItem, Message, NonNegativeNumber, PositiveInt
 from ahp_protocol.wire.events.envelope import ClosedTurn, Currency, Event, JsonObject
 from ahp_protocol.wire.events.results import (
     ErrorInfo,
@@ -30,8 +16,7 @@ from ahp_protocol.wire.events.results import (
     Usage,
     _is_skipped,
 )
-
-# --------------------------------------------------------------------------- payloads
+from ahp_protocol.wire.model import ClosedModel, NonEmptyStr, Omittable, rule
 
 
 class AttemptUsage(Usage):
@@ -63,9 +48,6 @@ class Pricing(ClosedModel):
     currency: Currency
     input_per_million_tokens: Omittable[NonNegativeNumber] = None
     output_per_million_tokens: Omittable[NonNegativeNumber] = None
-
-
-# --------------------------------------------------------------------------- events
 
 
 class ModelRequestBefore(Event):

@@ -1,31 +1,23 @@
-"""What became of a piece of work: the objects several event families share.
-
-Owns :data:`Execution` (did the tool call, model attempt or compaction run, or
-was it skipped or its result supplied; used by the tool, model and context
-families), :class:`ErrorInfo` (``error`` on ``tool.after``, ``turn.end`` and
-``model.error``) and :class:`Usage` with its :class:`Cost` (the base of the
-per-attempt usage in ``model.py`` and the per-turn usage in ``turn.py``).
-
-Imports only :mod:`.envelope`, never a family module. No I/O. Import from
-:mod:`ahp_protocol.wire.events`, which re-exports every public name here.
-"""
+"""What became of a piece of work, shared by several families: :data:`Execution` (ran,
+skipped, or result supplied), :class:`ErrorInfo` and :class:`Usage` with its :class:`Cost`.
+Imports only :mod:`.envelope`, never a family module."""
 
 from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import Discriminator, Field, PlainValidator
 
-from ahp_protocol.wire.content import (
+from ahp_protocol.wire.content import NonNegativeNumber
+from ahp_protocol.wire.events.envelope import Currency
+from ahp_protocol.wire.model import (
     ClosedModel,
     NonEmptyStr,
     NonNegativeInt,
-    NonNegativeNumber,
     Omittable,
     WireConstants,
+    member,
     rule,
     union_tag,
 )
-from ahp_protocol.wire.events.envelope import Currency
-from ahp_protocol.wire.model import member
 
 # --------------------------------------------------------------------------- execution
 

@@ -1,26 +1,14 @@
 """The session events: ``session.start`` (its ``manifest`` checked by
-:func:`ahp_protocol.wire.manifest.parse_manifest`) and ``session.end``.
-
-Builds on :mod:`.envelope`; imported on first use by
-:mod:`ahp_protocol.wire.events` (import the names from there). No I/O.
-"""
+:func:`ahp_protocol.wire.manifest.parse_manifest`) and ``session.end``."""
 
 from typing import Literal, Self
 
 from pydantic import field_validator, model_validator
 
-from ahp_protocol.wire.content import (
-    ContentItem,
-    Message,
-    NonEmptyStr,
-    NonNegativeInt,
-    Omittable,
-    rule,
-)
+from ahp_protocol.wire.content import ContentItem, Message
 from ahp_protocol.wire.errors import WireError, WireErrors
 from ahp_protocol.wire.events.envelope import Event, JsonObject, Ref, Session
-
-# --------------------------------------------------------------------------- events
+from ahp_protocol.wire.model import NonEmptyStr, NonNegativeInt, Omittable, rule
 
 
 class SessionStart(Event):

@@ -1,15 +1,10 @@
-"""The task events: ``task.change.before`` and ``task.change.after``.
-
-Builds on :mod:`.envelope`; imported on first use by
-:mod:`ahp_protocol.wire.events` (import the names from there). No I/O.
-"""
+"""The task events: ``task.change.before`` and ``task.change.after``."""
 
 from typing import Literal
 
-from ahp_protocol.wire.content import ClosedModel, ContentItem, NonEmptyStr, Omittable
+from ahp_protocol.wire.content import ContentItem
 from ahp_protocol.wire.events.envelope import Event, JsonObject
-
-# --------------------------------------------------------------------------- payloads
+from ahp_protocol.wire.model import ClosedModel, NonEmptyStr, Omittable
 
 
 class Task(ClosedModel):
@@ -20,9 +15,6 @@ class Task(ClosedModel):
     change: JsonObject
     prior: Omittable[JsonObject] = None
     synthesized: Omittable[bool] = None
-
-
-# --------------------------------------------------------------------------- events
 
 
 class TaskChangeBefore(Event):

@@ -1,29 +1,24 @@
-"""``tool.before`` and the tool detail every tool event carries.
-
-Owns the tool detail of draft §3.3 (``tool`` with its MCP origin and the server
-``connection``, ``batch``) and ``tool.before``, the interception point before a
-call's side effects. The rest of a call's life (the host's permission stage,
-progress, the outcome) is :mod:`.tool_lifecycle`, so a backend that receives
-``tool.before`` does not create those models. Builds on :mod:`.envelope`; imported
-on first use by :mod:`ahp_protocol.wire.events` (import the names from there). No I/O.
-"""
+"""``tool.before`` and the tool detail every tool event carries (draft §3.3: ``tool`` with
+its MCP origin and server ``connection``, ``batch``). The rest of a call's life is
+:mod:`.tool_lifecycle`, so a backend that receives ``tool.before`` does not create those
+models."""
 
 import re
 from typing import Annotated, Any, ClassVar, Literal, Self, TypeAlias
 
 from pydantic import AfterValidator, Discriminator, Field, field_validator, model_validator
 
-from ahp_protocol.wire.content import (
+from ahp_protocol.wire.content import ContentItem
+from ahp_protocol.wire.events.envelope import Event, HttpUrl, JsonObject, Ref
+from ahp_protocol.wire.model import (
     ClosedModel,
-    ContentItem,
     NonEmptyStr,
     Omittable,
     WireConstants,
+    member,
     rule,
     union_tag,
 )
-from ahp_protocol.wire.events.envelope import Event, HttpUrl, JsonObject, Ref
-from ahp_protocol.wire.model import member
 
 # --------------------------------------------------------------------------- tool detail
 
@@ -155,9 +150,6 @@ class Batch(ClosedModel):
         if len(set(value)) != len(value):
             raise rule("call ids must be unique")
         return value
-
-
-# --------------------------------------------------------------------------- events
 
 
 class _ToolEvent(Event):

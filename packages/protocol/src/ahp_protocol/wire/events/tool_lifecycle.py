@@ -1,26 +1,13 @@
-"""The tool events after ``tool.before``: the host's permission stage
-(``tool.permission.request``, ``tool.permission.resolved``), ``tool.progress``, and
-the outcome (``tool.after``, ``tool.batch.after``).
-
-Owns ``fileChanges``, the calls of a batch and the outcome/execution/error
-consistency rules of tool events. Builds on :mod:`.tool` (the tool detail),
-:mod:`.envelope` and :mod:`.results`; imported on first use by
-:mod:`ahp_protocol.wire.events` (import the names from there). No I/O.
-"""
+"""The tool events after ``tool.before``: the permission stage (``tool.permission.request``,
+``tool.permission.resolved``), ``tool.progress`` and the outcome (``tool.after``,
+``tool.batch.after``), with ``fileChanges``, a batch's calls and the outcome/execution/error
+consistency rules."""
 
 from typing import Annotated, Literal, Self
 
 from pydantic import Field, model_validator
 
-from ahp_protocol.wire.content import (
-    ClosedModel,
-    ContentItem,
-    Message,
-    NonEmptyStr,
-    NonNegativeNumber,
-    Omittable,
-    rule,
-)
+from ahp_protocol.wire.content import ContentItem, Message, NonNegativeNumber
 from ahp_protocol.wire.events.envelope import ClosedTurn, Event, JsonObject, Ref
 from ahp_protocol.wire.events.results import (
     ErrorInfo,
@@ -31,8 +18,7 @@ from ahp_protocol.wire.events.results import (
     _is_skipped,
 )
 from ahp_protocol.wire.events.tool import Batch, Tool, _ToolEvent
-
-# --------------------------------------------------------------------------- payloads
+from ahp_protocol.wire.model import ClosedModel, NonEmptyStr, Omittable, rule
 
 
 class FileChange(ClosedModel):

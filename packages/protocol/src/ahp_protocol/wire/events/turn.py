@@ -1,26 +1,14 @@
 """The turn events: ``turn.start``, ``turn.finish.before``, ``turn.end`` and
-``turn.progress``, with the usage of a whole turn and the turn outcomes.
-
-Builds on :mod:`.envelope` and :mod:`.results`; imported on first use by
-:mod:`ahp_protocol.wire.events` (import the names from there). No I/O.
-"""
+``turn.progress``, with the usage of a whole turn and the turn outcomes."""
 
 from typing import Literal, Self, TypeAlias
 
 from pydantic import model_validator
 
-from ahp_protocol.wire.content import (
-    ContentItem,
-    Message,
-    NonEmptyStr,
-    NonNegativeInt,
-    Omittable,
-    rule,
-)
+from ahp_protocol.wire.content import ContentItem, Message
 from ahp_protocol.wire.events.envelope import ClosedTurn, Event, Ref
 from ahp_protocol.wire.events.results import ErrorInfo, Usage
-
-# --------------------------------------------------------------------------- payloads
+from ahp_protocol.wire.model import NonEmptyStr, NonNegativeInt, Omittable, rule
 
 
 class TurnUsage(Usage):
@@ -36,9 +24,6 @@ class TurnUsage(Usage):
 
 
 TurnOutcome: TypeAlias = Literal["completed", "failed", "cancelled", "max_iterations"]
-
-
-# --------------------------------------------------------------------------- events
 
 
 class TurnStart(Event):

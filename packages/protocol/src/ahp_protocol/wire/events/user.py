@@ -1,24 +1,11 @@
 """The user events: ``user.attention``, ``user.elicitation.request``,
-``user.elicitation.result``, ``user.message.inbound`` and ``user.message.outbound``.
-
-Builds on :mod:`.envelope`; imported on first use by
-:mod:`ahp_protocol.wire.events` (import the names from there). No I/O.
-"""
+``user.elicitation.result``, ``user.message.inbound`` and ``user.message.outbound``."""
 
 from typing import Literal
 
-from ahp_protocol.wire.content import (
-    AssistantMessage,
-    ClosedModel,
-    ContentItem,
-    NonEmptyStr,
-    Omittable,
-    TextPart,
-    UserMessage,
-)
+from ahp_protocol.wire.content import AssistantMessage, ContentItem, TextPart, UserMessage
 from ahp_protocol.wire.events.envelope import Event
-
-# --------------------------------------------------------------------------- payloads
+from ahp_protocol.wire.model import ClosedModel, NonEmptyStr, Omittable
 
 
 class Attention(ClosedModel):
@@ -53,9 +40,6 @@ class InboundMessage(ClosedModel):
 class OutboundMessage(ClosedModel):
     channel: NonEmptyStr
     messages: list[AssistantMessage]
-
-
-# --------------------------------------------------------------------------- events
 
 
 class UserAttention(Event):

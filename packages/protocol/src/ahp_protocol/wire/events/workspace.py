@@ -1,17 +1,12 @@
-"""The workspace events: ``workspace.change.before`` and ``workspace.change.after``.
-
-Builds on :mod:`.envelope`; imported on first use by
-:mod:`ahp_protocol.wire.events` (import the names from there). No I/O.
-"""
+"""The workspace events: ``workspace.change.before`` and ``workspace.change.after``."""
 
 from typing import Literal, Self
 
 from pydantic import model_validator
 
-from ahp_protocol.wire.content import ClosedModel, ContentItem, NonEmptyStr, Omittable, rule
+from ahp_protocol.wire.content import ContentItem
 from ahp_protocol.wire.events.envelope import Event
-
-# --------------------------------------------------------------------------- payloads
+from ahp_protocol.wire.model import ClosedModel, NonEmptyStr, Omittable, rule
 
 
 class WorkspaceChange(ClosedModel):
@@ -35,9 +30,6 @@ class Workspace(ClosedModel):
     change: WorkspaceChange
     prior: Omittable[WorkspaceChange] = None
     reason: Omittable[str] = None
-
-
-# --------------------------------------------------------------------------- events
 
 
 class WorkspaceChangeBefore(Event):
