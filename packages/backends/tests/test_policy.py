@@ -807,3 +807,17 @@ def test_a_shadowed_event_is_not_hoisted() -> None:
     compiled = compiler.check(compiler.scan(source))
     assert not compiler.hoisted
     assert compiled.program.eval(data=compiler.bindings({})).plain_value() is True
+
+
+def test_a_huge_number_elsewhere_in_the_event_does_not_switch_the_policy_off(
+    rules_file: Path, clients: Any, stdio_backend: Callable[..., Any]
+) -> None:
+    """JSON allows any integer; CEL's are 64-bit. One beyond int64 in a field no rule
+    reads made every rule fail (and so not match) before: rm -rf went through."""
+    backend = stdio_backend("policy", "--rules", str(rules_file))
+    tool = shell("rm -rf /")
+    tool["input"]["timeout"] = 2**70
+    tool["input"]["nested"] = {"big": [-(2**64), 10**400]}
+    got = backend.request(intercept(event_for(clients, tool)))
+    assert effects_of(got) == deny_of(RM_RF)
+    assert "did not match" not in backend.stderr_text()

@@ -32,7 +32,14 @@ from typing import IO, TYPE_CHECKING, Any, Final
 from ahp_protocol.wire.names import is_reverse_dns
 
 from ahp_backends.denylist import DEFAULT_SUBSCRIPTIONS, EVENTS
-from ahp_backends.policy_cel import MATCHES_NOTE, CelError, Compiled, Compiler, describe_error
+from ahp_backends.policy_cel import (
+    MATCHES_NOTE,
+    CelError,
+    Compiled,
+    Compiler,
+    cel_value,
+    describe_error,
+)
 from ahp_backends.rules_file import RulesFile
 from ahp_backends.serving import SERVED_TIMEOUT_MS, Replies, add_transport_arguments, fail, serve
 from ahp_backends.toml_lines import ConfigError, Locator, only_key, read_toml
@@ -238,6 +245,14 @@ def parse_policy(path: str, data: bytes | None = None) -> Policy:
 # --------------------------------------------------------------------------- deciding
 
 
+def _run(program: Any, data: dict[str, Any]) -> Any:
+    """A program's plain result (an error value is a string), ``None`` if it raised."""
+    try:
+        return program.eval(data=data).plain_value()
+    except Exception:  # the runtime refusing the data: treated as a failed run
+        return None
+
+
 class PolicyServer:
     """The serving state: the policy in force, its reload, notes, and remembered answers.
 
@@ -282,10 +297,13 @@ class PolicyServer:
         if program is None:
             return []
         data = policy.compiler.bindings(event)
-        try:
-            results = program.eval(data=data).plain_value()
-        except Exception:  # an event the runtime cannot take (e.g. an int beyond int64)
-            results = None
+        results = _run(program, data)
+        if not isinstance(results, list):
+            # Some rule failed, or the runtime could not take the event (an int beyond
+            # int64 anywhere in it would fail every rule): once more with the event made
+            # takeable, then rule by rule.
+            data = policy.compiler.bindings(cel_value(event))
+            results = _run(program, data)
         if isinstance(results, list):
             return [rule for rule, hit in zip(rules, results, strict=True) if hit is True]
         matched: list[Rule] = []

@@ -33,6 +33,7 @@ __all__ = [
     "Compiled",
     "Compiler",
     "Hoisted",
+    "cel_value",
     "compile_when",
     "describe_error",
     "environment",
@@ -354,6 +355,29 @@ class Compiled:
     def __init__(self, source: str, program: Any) -> None:
         self.source = source  # the rewritten text, for the combined program
         self.program = program
+
+
+_INT64: Final = (-(2**63), 2**63)
+
+
+def cel_value(value: Any) -> Any:
+    """``value`` (JSON as Python decodes it) made takeable by the CEL runtime: an int
+    outside int64 (JSON allows any) becomes a float, as JSON numbers are. Without this
+    one such number anywhere in the event would make every rule fail, and so not match."""
+    if isinstance(value, bool) or value is None or isinstance(value, str | float):
+        return value
+    if isinstance(value, int):
+        if _INT64[0] <= value < _INT64[1]:
+            return value
+        try:
+            return float(value)
+        except OverflowError:
+            return float("inf") if value > 0 else float("-inf")
+    if isinstance(value, dict):
+        return {str(k): cel_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [cel_value(v) for v in value]
+    return str(value)
 
 
 _KEY_NOT_FOUND = re.compile(r'Key not found in map : "([^"\n]{1,80})"')
