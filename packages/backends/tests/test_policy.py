@@ -474,6 +474,11 @@ BAD_FILES: list[tuple[str, bytes, list[str]]] = [
         (HEAD + 'when = \'ahp_rx_("a", "b")\'\n').encode(),
         [":5:", "names starting with ahp_ are reserved"],
     ),
+    (
+        "nested_too_deeply",
+        (HEAD + "when = '" + "(" * 40 + "true" + ")" * 40 + "'\n").encode(),
+        [":5:", "rule[0].when", "recursion limit", "split the expression"],
+    ),
     ("not_utf8", b"\xff\xfe[[rule]]\n", ["not UTF-8"]),
     (
         # A deny-list file given to the policy backend.

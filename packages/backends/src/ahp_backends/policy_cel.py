@@ -344,6 +344,8 @@ def _compile_error(message: str) -> CelError:
         line = int(found.group(1))
         text = f"column {found.group(2)}: " + text[found.end() :]
     text = text.replace(_RX, "matches").replace(" (in container '')", "")
+    if "recursion limit" in text:
+        text += " (nest less deeply, or split the expression into rules)"
     return CelError(text, line)
 
 
