@@ -1,12 +1,11 @@
 """Where effects may be used: the draft's per-event tables and the request's grant.
 
-Owns the names of the effects and of their targets and operations (one
-``Literal`` each, the sets derived from it), the per-event legality tables of
-the draft (§4.2, ``capabilities.schema.json`` ``$defs``: :data:`EVENT_EFFECTS`,
-:data:`MODIFY_TARGETS`, :data:`FLOW_OPERATIONS`) and :class:`Grants`, the
-tolerant read of a request's capabilities that :func:`check_effects` judges
-against. Re-exported by :mod:`ahp_protocol.wire.effects`, where users import
-them. Plain data; no pydantic, no I/O.
+Owns the names of the effects, targets and operations (one ``Literal`` each, the sets
+derived from it), the per-event legality tables (§4.2, ``capabilities.schema.json``
+``$defs``: :data:`EVENT_EFFECTS`, :data:`MODIFY_TARGETS`, :data:`FLOW_OPERATIONS`) and
+:class:`Grants`, the tolerant read of a request's capabilities that
+:func:`check_effects` judges against. Re-exported by :mod:`ahp_protocol.wire.effects`.
+Plain data; no pydantic, no I/O.
 """
 
 from collections.abc import Iterable, Mapping
@@ -111,15 +110,11 @@ _BLOCK_EFFECTS: Final = frozenset({"modify", "flow", "inject"})
 
 
 def is_plain_grant_at(event_type: str, capabilities: object) -> bool:
-    """Whether ``capabilities`` is a plain grant at ``event_type``: an object with
-    ``effects`` only, naming distinct standard effects that the event allows and that
-    need no block (not ``modify``, ``flow`` or ``inject``).
+    """Whether ``capabilities`` is an object with ``effects`` only, naming distinct effects
+    that ``event_type`` allows and that need no block (not ``modify``, ``flow``, ``inject``).
 
-    Every plain grant is valid at its event:
-    :func:`ahp_protocol.wire.capabilities.parse_capabilities` accepts it (a test checks
-    every combination). ``False`` only means "not plain": anything else needs that
-    parse to be judged. It lets a backend judge the usual grant from the legality
-    table without creating the capabilities models.
+    Every plain grant is valid at its event (``parse_capabilities`` accepts it; a test
+    checks every combination); ``False`` only means "not plain", for that parse to judge.
     """
     if type(capabilities) is not dict or len(capabilities) != 1:
         return False

@@ -1,18 +1,15 @@
 """Capabilities: the per-request grant.
 
-Owns :class:`Capabilities` (``params.capabilities`` of ``hooks/intercept``: which
-effects, modify targets/operations, flow operations and inject delivery points a
-backend may use *for this one interception*), its coupling rules (``modify``,
-``flow`` and ``inject`` blocks present iff named in ``effects``; each modify target
-grants at least one operation; ``continue`` carries its counters) and the per-event
-bounds of the draft (:func:`check_capabilities_at`, :func:`capabilities_for`). The
-harness manifest, which declares such a grant per event, is
+Owns :class:`Capabilities` (``params.capabilities`` of ``hooks/intercept``: which effects,
+modify targets/operations, flow operations and inject delivery points a backend may use
+for this one interception), its coupling rules (``modify``, ``flow`` and ``inject``
+blocks present iff named in ``effects``; each modify target grants an operation;
+``continue`` carries its counters) and the draft's per-event bounds
+(:func:`check_capabilities_at`, :func:`capabilities_for`). The harness manifest is
 :mod:`ahp_protocol.wire.manifest`.
 
-Unknown capability fields are kept and round-tripped but grant nothing; unknown
-modify targets are dropped. Pure models and functions: no I/O, no
-negotiation. Every check is linear in the size of what it judges (uniqueness is a
-set, never a scan of what was seen). Errors are
+Unknown fields are kept and round-tripped but grant nothing; unknown modify targets are
+dropped. No I/O, no negotiation; every check is linear in what it judges. Errors are
 :class:`~ahp_protocol.wire.errors.WireErrors` with JSON paths.
 """
 

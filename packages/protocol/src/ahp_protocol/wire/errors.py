@@ -1,12 +1,10 @@
 """Errors that name where a document is wrong: a JSON path and a fixed reason.
 
 Owns :class:`WireError` (one problem: ``path`` and ``reason``), :class:`WireErrors`
-(several), :class:`EffectError` (one invalid effect, with its class of failure),
-and the path notation, in one helper: :func:`json_path`
-(``hooks[1].subscriptions[0].failurePolicy``; the document itself is ``$``) and
-:func:`rebase` (a nested document's path seen from its parent). Reasons describe
-the rule that was broken; they never quote secret values. Turning a pydantic
-``ValidationError`` into wire errors is :func:`ahp_protocol.wire.model.to_wire_errors`.
+(several), :class:`EffectError` (one invalid effect, with its class of failure) and the
+path notation (:func:`json_path`: ``hooks[1].subscriptions[0].failurePolicy``, ``$`` for
+the document itself; :func:`rebase`). Reasons never quote secret values. A pydantic
+``ValidationError`` becomes wire errors in :func:`ahp_protocol.wire.model.to_wire_errors`.
 Standard library only.
 """
 

@@ -1,13 +1,10 @@
 """JSON-RPC 2.0 as AHP uses it: codes, methods, decoding and encoding one message.
 
-Owns: the error codes (standard and AHP's -32001..-32004), the four AHP method
-names, decoding one UTF-8 JSON object from bytes (no batches, no NaN, bounded
-size) into a plain ``dict``, classifying it (request, notification, success or
-error response), and encoding a message as exactly one compact line.
-
-Never does I/O and never imports anything beyond the standard library: this is
-the hot path of every backend and every client, and of per-event processes
-whose start-up cost matters.
+Owns the error codes (standard and AHP's -32001..-32004), the four AHP method names,
+decoding one UTF-8 JSON object from bytes (no batches, no NaN, bounded size) into a plain
+``dict``, classifying it (request, notification, success or error response), and encoding
+a message as exactly one compact line. No I/O, standard library only: it is on the path
+of every backend and client, and of per-event processes whose start-up cost matters.
 """
 
 from __future__ import annotations
@@ -64,10 +61,9 @@ RequestId = str | int
 class DecodeError(ValueError):
     """A message that is not a usable JSON-RPC 2.0 object.
 
-    ``code`` is -32700 (bytes, UTF-8 or JSON) or -32600 (not a valid envelope).
-    ``id`` is the request id when one could be recovered (so a server can still
-    correlate its error response), else ``None``. ``reason`` is a short, fixed
-    description that never contains message content.
+    ``code`` is -32700 (bytes, UTF-8 or JSON) or -32600 (not a valid envelope); ``id`` the
+    request id when one could be recovered (for the error response), else ``None``;
+    ``reason`` a fixed description that never contains message content.
     """
 
     def __init__(self, code: ErrorCode, reason: str, id: RequestId | None = None) -> None:
@@ -82,12 +78,10 @@ def _reject_constant(name: str) -> Any:
 
 
 def decode(data: bytes | str, *, max_bytes: int = MAX_FRAME_BYTES) -> dict[str, Any]:
-    """Decode exactly one JSON-RPC message and check its envelope.
+    """Decode exactly one JSON-RPC message and check its envelope (unknown members kept).
 
-    Raises :class:`DecodeError` with -32700 for oversized input, invalid UTF-8
-    or invalid JSON (NaN and Infinity included), and -32600 for a batch, a
-    non-object, or an envelope that is not a valid request, notification or
-    response. Unknown envelope members are kept.
+    Raises :class:`DecodeError`: -32700 for oversized input, invalid UTF-8 or invalid JSON
+    (NaN and Infinity included); -32600 for a batch, a non-object or an invalid envelope.
     """
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
     if len(raw) > max_bytes:
@@ -145,15 +139,13 @@ def classify(message: Mapping[str, Any]) -> Kind:
             raise _invalid(message, "params must be an object or an array")
         if "id" not in message:
             return "notification"
-        if not _valid_id(message["id"]):
-            raise DecodeError(
-                ErrorCode.INVALID_REQUEST, "id must be a non-empty string or an integer"
-            )
+        if not _valid_id(message["id"]):  # (so no id is recovered: it is not valid)
+            raise _invalid(message, "id must be a non-empty string or an integer")
         return "request"
     if "id" not in message:
-        raise DecodeError(ErrorCode.INVALID_REQUEST, "a message needs a method or an id")
+        raise _invalid(message, "a message needs a method or an id")
     if message["id"] is not None and not _valid_id(message["id"]):
-        raise DecodeError(ErrorCode.INVALID_REQUEST, "id must be a non-empty string or an integer")
+        raise _invalid(message, "id must be a non-empty string or an integer")
     has_result, has_error = "result" in message, "error" in message
     if has_result == has_error:
         raise DecodeError(ErrorCode.INVALID_REQUEST, "a response has exactly one of result, error")
@@ -172,12 +164,8 @@ def classify(message: Mapping[str, Any]) -> Kind:
 
 def encode(message: Mapping[str, Any]) -> bytes:
     """One compact UTF-8 line, ``\\n``-terminated; no raw newline can appear inside."""
-    return (
-        json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode(
-            "utf-8"
-        )
-        + b"\n"
-    )
+    text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return text.encode("utf-8") + b"\n"
 
 
 def request(method: str, params: Mapping[str, Any], id: RequestId) -> dict[str, Any]:

@@ -1,15 +1,12 @@
 """The harness manifest: what ``hooks/capabilities`` answers and ``session.start`` carries.
 
 Owns :class:`Manifest` (the events a harness supports, in which modes, and for
-interception the ceiling of what it grants, a :class:`~ahp_protocol.wire.capabilities.Capabilities`
-checked against the event's bounds; gaps, transports, authentication, tool paths,
-content categories, limits, managed policy and correlation fields) and
-:func:`parse_manifest`. Kept apart from :mod:`ahp_protocol.wire.capabilities`, so a
-backend judging one request's grant does not create the manifest's models.
-
-Unknown manifest fields are kept and round-tripped but declare nothing. Pure models
-and functions: no I/O. Errors are :class:`~ahp_protocol.wire.errors.WireErrors`
-with JSON paths.
+interception the ceiling of what it grants, checked against the event's bounds; gaps,
+transports, authentication, tool paths, content categories, limits, managed policy,
+correlation fields) and :func:`parse_manifest`. Apart from
+:mod:`ahp_protocol.wire.capabilities`, so judging one request's grant creates none of
+these models. Unknown fields are kept but declare nothing. No I/O; errors are
+:class:`~ahp_protocol.wire.errors.WireErrors` with JSON paths.
 """
 
 from collections.abc import Mapping

@@ -1,15 +1,11 @@
 """Whole-message validation: is this JSON-RPC message a valid AHP message?
 
-Owns the rules that span one message: which AHP method or result it is, the
-``params`` of each method (version, event, capabilities legal at that event,
-state, id correlation), the ``result`` of each response kind, stdio framing
-(one object per line), and edits judged against a host-side current value
-(``EditContext``: the draft's contextual validity).
-
-Never does I/O. Every problem is reported as a :class:`WireError` whose path
-starts at the message root (``params.event.tool.input``, ``result.effects[0]``).
-The pieces (events, effects, capabilities, state) live in their own modules;
-this module only composes them.
+Owns the rules that span one message: which AHP method or result it is, each method's
+``params`` (version, event, capabilities legal at that event, state, id correlation),
+each response's ``result``, stdio framing (one object per line), and edits judged
+against a host-side current value (:class:`EditContext`). It composes the pieces
+(events, effects, capabilities, state) and does no I/O. Every problem is a
+:class:`WireError` whose path starts at the message root (``params.event.tool.input``).
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """Every rule of a registration and of a ``hooks/configuration`` result, written once.
 
-Owns :class:`Checks`, a walker over the plain JSON value of a document (draft
-section 9 and the official registration schema) that records each violation as
-``(path, reason)``: the wire path of the offending value and a reason that says
-what to fix. :mod:`ahp_protocol.wire.registration` runs it on a decoded document
-before building its models, and on the wire form of a model built in Python.
-
-Never does: I/O, model building, or checks against a harness manifest. Reasons
-never quote secret material (tokens, header or environment values).
+Owns :class:`Checks`, a walker over the plain JSON value of a document (draft §9 and the
+official registration schema) that records each violation as ``(path, reason)``: the
+wire path of the offending value and what to fix. :mod:`ahp_protocol.wire.registration`
+runs it before building models. Never does I/O, builds models or checks against a
+harness manifest; reasons never quote secret material.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """Chain state: what earlier interceptors decided, passed on in ``params.state``.
 
 Owns :class:`State` (``permission``, ``candidate``, ``flow``, ``instructions``,
-``injections``) and :class:`Candidate` (a supplied result plus opaque
-``provenance``, never an authorization claim), their wire form and strict parsing.
-Folding responses into a state is the client's job; this module only says what a
-state is. Unknown fields are kept and round-tripped. No I/O.
+``injections``) and :class:`Candidate` (a supplied result plus opaque ``provenance``,
+never an authorization claim), their wire form and strict parsing. Folding responses
+into a state is the client's job. Unknown fields are kept and round-tripped. No I/O.
 """
 
 from collections.abc import Mapping
@@ -99,11 +98,9 @@ def parse_state(obj: object, *, event_type: str | None = None) -> State:
 
 
 def is_plain_state(obj: object) -> bool:
-    """Whether ``obj`` is a plain state: ``permission`` and a ``null`` ``candidate``,
-    nothing else (the neutral start ``{"permission": "none", "candidate": null}`` is
-    one). Every plain state is valid at every event (:func:`parse_state` accepts it;
-    a test checks); ``False`` only means "not plain", for :func:`parse_state` to judge.
-    It lets a backend judge the usual state without building the state models.
+    """Whether ``obj`` is ``permission`` and a ``null`` ``candidate``, nothing else (the
+    neutral start is one). Every plain state is valid at every event (:func:`parse_state`
+    accepts it; a test checks); ``False`` only means "not plain", for that parse to judge.
     """
     return (
         type(obj) is dict
