@@ -38,6 +38,7 @@ from ahp_protocol.client._failures import FailureClass, OperationalFailure
 from ahp_protocol.client._result import Diagnostic, HookResult, Mode, Outcome
 from ahp_protocol.client.chain import ChainState, fold_response
 from ahp_protocol.client.transports.stdio import DISCARDED
+from ahp_protocol.tracing import end_hook_span, start_hook_span
 from ahp_protocol.wire import jsonrpc, routing
 from ahp_protocol.wire.routing import Policy, failure_policy
 from ahp_protocol.wire.state import Candidate, Permission
@@ -387,9 +388,10 @@ class Dispatcher:
             raise OperationalFailure(FailureClass.MALFORMED_EFFECT, "effects rejected") from None
 
     async def _exchange(
-        self, route: Route, event_type: str, state: ChainState
+        self, route: Route, event_type: str, state: ChainState, carried: dict[str, Any]
     ) -> tuple[ChainState, Outcome]:
-        """The state after one interceptor's accepted answer, and the answer's outcome."""
+        """The state after one interceptor's accepted answer, and the answer's outcome.
+        ``carried``: params the request carries besides the protocol's (a trace)."""
         event = state.event
         grant, judge = self._granted(event_type, route)
         params: dict[str, Any] = {
@@ -397,6 +399,7 @@ class Dispatcher:
             "event": route.view(event),
             "capabilities": grant,
             "state": state.wire_state(),
+            **carried,
         }
         message = jsonrpc.request(jsonrpc.INTERCEPT, params, event["id"])
         transport = self._transport(route.hook)
@@ -445,9 +448,11 @@ class Dispatcher:
             discarded: list[int] = []  # uncorrelated frames the transport dropped meanwhile
             token = DISCARDED.set(discarded)
             failure: OperationalFailure | None = None
+            carried: dict[str, Any] = {}
+            span = start_hook_span(carried, route.hook.id, event_type, "intercept")
             try:
                 with anyio.fail_after(route.timeout_s):
-                    state, outcome = await self._exchange(route, event_type, state)
+                    state, outcome = await self._exchange(route, event_type, state, carried)
             except TimeoutError:
                 failure = OperationalFailure(FailureClass.DEADLINE_EXCEEDED, "no answer in time")
             except OperationalFailure as exc:
@@ -474,6 +479,7 @@ class Dispatcher:
                     len(discarded),
                 )
             )
+            end_hook_span(span, diagnostics[-1])
         observed = await self._deliver(state.event, uncalled, failures)
         return HookResult.settle(event_type, state, diagnostics + observed)
 
@@ -520,10 +526,9 @@ class Dispatcher:
 
         async def deliver(route: Route, payload: Mapping[str, Any], mode: Mode) -> None:
             started = time.perf_counter()
-            message = jsonrpc.notification(
-                jsonrpc.OBSERVE,
-                {"protocolVersion": jsonrpc.PROTOCOL_VERSION, "event": route.view(payload)},
-            )
+            params = {"protocolVersion": jsonrpc.PROTOCOL_VERSION, "event": route.view(payload)}
+            span = start_hook_span(params, route.hook.id, str(payload.get("type")), "observe")
+            message = jsonrpc.notification(jsonrpc.OBSERVE, params)
             failure: FailureClass | None = None
             with anyio.move_on_after(self.observe_timeout) as scope:
                 try:
@@ -540,6 +545,7 @@ class Dispatcher:
                     route.hook.id, route.index, mode, outcome, latency, failure, detail=detail
                 )
             )
+            end_hook_span(span, diagnostics[-1])
 
         async with anyio.create_task_group() as tg:
             for route, payload, mode in deliveries:

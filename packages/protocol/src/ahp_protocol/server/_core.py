@@ -143,6 +143,7 @@ class InterceptCall(NamedTuple):
 class ObserveCall(NamedTuple):
     handlers: tuple[tuple[ObserveHandler, bool], ...]
     event: dict[str, Any]
+    params: dict[str, Any]
 
 
 class _MalformedResult(Exception):
@@ -375,7 +376,7 @@ class Core:
             )
         if not handlers or self._event_problem(event) is not None:
             return SILENT
-        return ObserveCall(handlers, event)
+        return ObserveCall(handlers, event, params)
 
     # -- what a handler returned -------------------------------------------------------
 

@@ -61,6 +61,7 @@ from ahp_protocol.server._core import (
     ObserveHandler,
     is_awaitable,
 )
+from ahp_protocol.tracing import handler_span
 from ahp_protocol.wire import catalogue
 from ahp_protocol.wire.jsonrpc import MAX_FRAME_BYTES
 from ahp_protocol.wire.names import is_reverse_dns
@@ -212,22 +213,25 @@ class Backend(Core):
         limit = self.max_frame_bytes if max_frame_bytes is None else max_frame_bytes
         step = self.prepare(message, limit)
         if isinstance(step, InterceptCall):
+            request = step.request
             try:
-                result: Any = step.handler(step.request)
-                if result is not None and is_awaitable(result):
-                    result = _run_awaitable(result)
+                with handler_span(request.params, self.name, request.event_type, "intercept"):
+                    result: Any = step.handler(request)
+                    if result is not None and is_awaitable(result):
+                        result = _run_awaitable(result)
             except Exception as exc:
                 return self.handler_raised("intercept", exc, step)
             return self.answer(step, result)
         if isinstance(step, Reply):
             return step
-        for fn, _ in step.handlers:
-            try:
-                done = fn(step.event)
-                if inspect.isawaitable(done):
-                    _run_awaitable(done)
-            except Exception as exc:
-                self.handler_raised("observe", exc, None)
+        with handler_span(step.params, self.name, step.event["type"], "observe"):
+            for fn, _ in step.handlers:
+                try:
+                    done = fn(step.event)
+                    if inspect.isawaitable(done):
+                        _run_awaitable(done)
+                except Exception as exc:
+                    self.handler_raised("observe", exc, None)
         return SILENT
 
     async def respond(
@@ -251,14 +255,17 @@ class Backend(Core):
         if isinstance(step, Reply):
             return step
         if isinstance(step, ObserveCall):
-            for fn, is_async in step.handlers:
-                try:
-                    await self._call(fn, step.event, is_async, offload_sync)
-                except Exception as exc:
-                    self.handler_raised("observe", exc, None)
+            with handler_span(step.params, self.name, step.event["type"], "observe"):
+                for fn, is_async in step.handlers:
+                    try:
+                        await self._call(fn, step.event, is_async, offload_sync)
+                    except Exception as exc:
+                        self.handler_raised("observe", exc, None)
             return SILENT
+        request = step.request
         try:
-            result = await self._call(step.handler, step.request, step.is_async, offload_sync)
+            with handler_span(request.params, self.name, request.event_type, "intercept"):
+                result = await self._call(step.handler, request, step.is_async, offload_sync)
         except Exception as exc:
             return self.handler_raised("intercept", exc, step)
         return self.answer(step, result)
