@@ -48,6 +48,19 @@ def _propagator() -> Any:
     return TraceContextTextMapPropagator()
 
 
+def _span(backend: str, event_type: str, mode: str) -> tuple[str, dict[str, str]]:
+    """A hook call's span name and attributes, the same on both sides of the call."""
+    method = "hooks/intercept" if mode == "intercept" else "hooks/observe"
+    attributes = {
+        "rpc.system": "jsonrpc",
+        "rpc.method": method,
+        "ahp.backend.id": backend,
+        "ahp.event.type": event_type,
+        "ahp.mode": mode,
+    }
+    return f"{method} {event_type}", attributes
+
+
 def start_hook_span(
     params: MutableMapping[str, Any], backend: str, event_type: str, mode: str
 ) -> Any:
@@ -57,18 +70,8 @@ def start_hook_span(
     if trace is None:
         return None
     kind = trace.SpanKind.CLIENT if mode == "intercept" else trace.SpanKind.PRODUCER
-    method = "hooks/intercept" if mode == "intercept" else "hooks/observe"
-    span = trace.get_tracer(TRACER).start_span(
-        f"{method} {event_type}",
-        kind=kind,
-        attributes={
-            "rpc.system": "jsonrpc",
-            "rpc.method": method,
-            "ahp.backend.id": backend,
-            "ahp.event.type": event_type,
-            "ahp.mode": mode,
-        },
-    )
+    name, attributes = _span(backend, event_type, mode)
+    span = trace.get_tracer(TRACER).start_span(name, kind=kind, attributes=attributes)
     carrier: dict[str, str] = {}
     _propagator().inject(carrier, context=trace.set_span_in_context(span))
     if carrier:  # a non-recording span with no valid context carries nothing
@@ -126,17 +129,12 @@ def _handler_span(
     trace: Any, carrier: dict[str, str] | None, backend: str, event_type: str, mode: str
 ) -> Iterator[Any]:
     kind = trace.SpanKind.SERVER if mode == "intercept" else trace.SpanKind.CONSUMER
-    method = "hooks/intercept" if mode == "intercept" else "hooks/observe"
+    name, attributes = _span(backend, event_type, mode)
     with trace.get_tracer(TRACER).start_as_current_span(
-        f"{method} {event_type}",
+        name,
         context=None if carrier is None else _propagator().extract(carrier),
         kind=kind,
-        attributes={
-            "rpc.system": "jsonrpc",
-            "rpc.method": method,
-            "ahp.backend.id": backend,
-            "ahp.event.type": event_type,
-        },
+        attributes=attributes,
         # A handler's exception text stays out of the span, as it stays off the wire.
         record_exception=False,
         set_status_on_exception=False,
