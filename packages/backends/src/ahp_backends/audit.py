@@ -490,7 +490,9 @@ def _serve_parser() -> argparse.ArgumentParser:
         epilog=(
             "commands: 'ahp-backend audit [serve] --db DB ...' serves (the default); "
             "'ahp-backend audit show --db DB [--session ID] [--type TYPE] [--json]' prints "
-            "what was recorded. DB is a file path (SQLite) or a postgresql://USER@HOST/DBNAME "
+            "what was recorded; 'ahp-backend audit replay --db DB --registration NEW.json' "
+            "reports the recorded tool calls a new registration would decide differently "
+            "(see its --help). DB is a file path (SQLite) or a postgresql://USER@HOST/DBNAME "
             "URL (needs ahp-backends[postgres]); any number of processes may record into one "
             "DB, each event is stored once. Each event is committed before the next is read: "
             "a kill -9 loses at most the event being written and never corrupts the database."
