@@ -44,6 +44,7 @@ from ahp_backends.serving import (
     serve,
 )
 from ahp_backends.toml_lines import (
+    MAX_FILE_BYTES,
     ConfigError,
     Locator,
     only_key,
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_SUBSCRIPTIONS",
     "EVENTS",
+    "MAX_FILE_BYTES",
     "NAME",
     "PATH_FIELDS",
     "ConfigError",
