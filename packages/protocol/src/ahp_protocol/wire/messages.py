@@ -13,10 +13,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ahp_protocol.wire import catalogue, jsonrpc
 from ahp_protocol.wire.errors import WireError, WireErrors
+
+if TYPE_CHECKING:
+    from ahp_protocol.wire.events import Event
 
 _T = TypeVar("_T")
 
@@ -90,13 +93,20 @@ def _only(container: Mapping[str, Any], allowed: set[str], where: str) -> None:
         )
 
 
-def _intercept_request(message: Mapping[str, Any]) -> None:
-    from ahp_protocol.wire import capabilities, events, state
+def _event(params: Mapping[str, Any]) -> Event:
+    """The request's or notification's ``params.event``, parsed."""
+    from ahp_protocol.wire import events
 
-    params = _params(message)
     if "event" not in params:
         raise WireError("params", "event is required")
-    event = _within(lambda: events.parse_event(params["event"]), "params", "event")
+    return _within(lambda: events.parse_event(params["event"]), "params", "event")
+
+
+def _intercept_request(message: Mapping[str, Any]) -> None:
+    from ahp_protocol.wire import capabilities, state
+
+    params = _params(message)
+    event = _event(params)
     if not catalogue.is_interceptable(event.type):
         raise WireError("params.event.type", f'"{event.type}" cannot be intercepted')
     if message.get("id") != event.id:
@@ -112,15 +122,6 @@ def _intercept_request(message: Mapping[str, Any]) -> None:
         _within(
             lambda: state.parse_state(params["state"], event_type=event.type), "params", "state"
         )
-
-
-def _observe_notification(message: Mapping[str, Any]) -> None:
-    from ahp_protocol.wire import events
-
-    params = _params(message)
-    if "event" not in params:
-        raise WireError("params", "event is required")
-    _within(lambda: events.parse_event(params["event"]), "params", "event")
 
 
 def _discovery_request(message: Mapping[str, Any]) -> None:
@@ -216,7 +217,7 @@ def validate_message(message: object, *, context: EditContext | None = None) -> 
             _intercept_request(message)
             return "intercept-request"
         if method == jsonrpc.OBSERVE:
-            _observe_notification(message)
+            _event(_params(message))
             return "observe-notification"
         _discovery_request(message)
         return "capabilities-request" if method == jsonrpc.CAPABILITIES else "configuration-request"
