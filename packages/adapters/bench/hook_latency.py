@@ -145,6 +145,10 @@ class HttpHook:
         self.port = int(listening(self.proc).rsplit(":", 1)[1])
         self.conn = self._connect()
 
+    def reconnect(self) -> None:
+        self.conn.close()
+        self.conn = self._connect()
+
     def _connect(self) -> http.client.HTTPConnection:
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
         conn.connect()
@@ -258,11 +262,15 @@ def main() -> int:
             "http hook, keep-alive (stdio backend)": server.keep_alive,
             "http hook, new connection (stdio backend)": server.new_connection,
         }
-        for call in http_rows.values():
-            call()  # warm the connections and the chain
         for _ in range(args.calls):
             for name, call in processes.items():
                 rows.setdefault(name, []).append(call())
+        # Connect and warm the chain only now: uvicorn closes a keep-alive connection
+        # left idle for 5 s, and the process phase above can take longer than that.
+        for http_hook in servers:
+            http_hook.reconnect()
+        for call in http_rows.values():
+            call()
         for _ in range(args.calls):
             for name, call in http_rows.items():
                 rows.setdefault(name, []).append(call())
