@@ -36,6 +36,7 @@ from ahp_protocol.client.transports.stdio import (
     DISCARDED,
     MAX_ABANDONED,
     MAX_UNCORRELATED,
+    NOTIFY_DELIVERY_S,
     STDERR_TAIL_BYTES,
     request_key,
 )
@@ -606,6 +607,25 @@ async def test_notifications_written_before_aclose_are_delivered(
     got = [r["message"] for r in records(rec) if r["event"] == "message"]
     assert sorted(got, key=json.dumps) == sorted(sent, key=json.dumps)
     assert len(starts(rec)) == (1 if lifecycle == "persistent" else 3)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("lifecycle", ["persistent", "per_event"])
+async def test_a_notification_to_a_child_still_starting_survives_aclose(
+    lifecycle: str, tmp_path: Path
+) -> None:
+    """A backend started for the session's last notification (an audit observer whose
+    first event is the denied call's ``tool.before``) may still be importing when the
+    harness closes: it gets up to ``NOTIFY_DELIVERY_S`` from its start, not the short
+    ``close_grace`` a warm child gets, or that observation is lost (seen under load)."""
+    rec = tmp_path / "rec.jsonl"
+    transport = stdio("slow-start", lifecycle=lifecycle, record=rec, extra=("--delay-ms", "1000"))
+    sent = note()
+    with anyio.fail_after(QUICK + NOTIFY_DELIVERY_S):
+        await transport.notify(sent)
+        await transport.aclose()
+    assert transport.pids == []
+    assert [r["message"] for r in records(rec) if r["event"] == "message"] == [sent]
 
 
 @pytest.mark.anyio

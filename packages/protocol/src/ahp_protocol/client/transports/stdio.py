@@ -105,7 +105,7 @@ MAX_UNCORRELATED: Final = 64
 CLOSE_GRACE_S: Final = 0.5
 """aclose(): how long children get to exit after their stdin is closed before SIGKILL."""
 NOTIFY_DELIVERY_S: Final = 2.0
-"""aclose(): a per_event notification child may finish within this long of its start."""
+"""aclose(): a child sent a notification may finish within this long of its start."""
 
 _READ_CHUNK: Final = 65536
 
@@ -201,6 +201,8 @@ class _Child:
         )
         self.abandoned: dict[tuple[str, object], None] = {}
         self.broken = False
+        self.started = anyio.current_time()
+        self.notified = False  # a notification was written to it (aclose lets it land)
         self._closing = False
         self._closed = anyio.Event()
         self._drain = threading.Thread(
@@ -354,7 +356,7 @@ class StdioTransport:
         self._tail = _StderrTail()
         self._children: set[_Child] = set()
         self._child: _Child | None = None  # persistent only
-        self._lingering: list[tuple[float, _Child]] = []  # per_event notifications
+        self._lingering: list[_Child] = []  # per_event notifications
         self._request_lock = anyio.Lock(fast_acquire=True)
         self._write_lock = anyio.Lock(fast_acquire=True)
         self._closed = False
@@ -386,6 +388,7 @@ class StdioTransport:
             async with self._write_lock:
                 child = await self._ready()
                 await self._write(child, data)
+                child.notified = True
             return
         await self._sweep()
         child = await self._spawn(capture_stdout=False)
@@ -394,30 +397,31 @@ class StdioTransport:
         except BaseException:
             await self._retire(child)
             raise
-        self._lingering.append((anyio.current_time(), child))
+        child.notified = True
+        self._lingering.append(child)
 
     async def aclose(self) -> None:
         """End every child this transport started: stdin closed (so queued notifications
-        are still read), ``close_grace`` seconds to exit (a per_event notification child:
-        up to ``NOTIFY_DELIVERY_S`` from its start), then SIGKILL to the process group;
-        all reaped before this returns. Idempotent."""
+        are still read), ``close_grace`` seconds to exit (a child that was sent a
+        notification: up to ``NOTIFY_DELIVERY_S`` from its start), then SIGKILL to the
+        process group; all reaped before this returns. Idempotent."""
         with anyio.CancelScope(shield=True):
             self._closed = True
             children = list(self._children)
             self._children.clear()
             self._child = None
-            # A notification child started just now still gets its delivery time (a
-            # slow per_event observer must not lose the session's last events).
+            # A child started just now for a notification (a per_event one, or a
+            # persistent observer whose first event is the session's last) may still be
+            # importing: it gets its delivery time, or the session's last events are lost.
             now = anyio.current_time()
             budget = min(self.notify_grace, NOTIFY_DELIVERY_S)
-            grace = {
-                id(child): max(self.close_grace, budget - (now - started))
-                for started, child in self._lingering
-            }
             self._lingering = []
             async with anyio.create_task_group() as tg:
                 for child in children:
-                    tg.start_soon(child.shutdown, grace.get(id(child), self.close_grace))
+                    grace = self.close_grace
+                    if child.notified:
+                        grace = max(grace, budget - (now - child.started))
+                    tg.start_soon(child.shutdown, grace)
 
     # -- children ------------------------------------------------------------------
 
@@ -562,13 +566,13 @@ class StdioTransport:
         if not self._lingering:
             return
         now = anyio.current_time()
-        keep: list[tuple[float, _Child]] = []
-        done: list[tuple[float, _Child]] = []
-        for started, child in self._lingering:
-            expired = now - started > self.notify_grace
-            (done if expired or not child.alive else keep).append((started, child))
+        keep: list[_Child] = []
+        done: list[_Child] = []
+        for child in self._lingering:
+            expired = now - child.started > self.notify_grace
+            (done if expired or not child.alive else keep).append(child)
         while len(keep) > MAX_LINGERING:
             done.append(keep.pop(0))
         self._lingering = keep
-        for _, child in done:
+        for child in done:
             await self._retire(child)
