@@ -668,6 +668,37 @@ async def test_short_circuit_observes_the_uncalled_and_asks_nobody_after(
 
 
 @pytest.mark.anyio
+async def test_without_observation_delivery_no_backend_is_told_anything(tmp_path: Path) -> None:
+    """``deliver_observations=False`` (a replay of old events): the chain decides as
+    always, a short-circuit leaves the uncalled interceptor uncalled, and neither it nor
+    an observer nor a ``hook.failure`` observer gets any ``hooks/observe``."""
+    denier, uncalled, watcher = (tmp_path / f"{n}.jsonl" for n in ("denier", "uncalled", "obs"))
+    deny = [{"type": "deny", "reason": "No.", "code": "com.example.no"}]
+    hooks = [
+        stdio_hook(FAILING, MISBEHAVE, "crash", subs=[intercept(policy="fail-open")]),
+        recorder("com.example.denier", denier, effects=deny, subs=[intercept()]),
+        recorder("com.example.uncalled", uncalled, effects=[], subs=[intercept()]),
+        recorder("com.example.watcher", watcher, subs=[observe(("tool.before", "hook.failure"))]),
+    ]
+    event = tool_event()
+    async with dispatcher(*hooks, capabilities=FULL, deliver_observations=False) as d:
+        result = await d.intercept(event)
+        told = await d.observe(tool_event())
+    assert result.stopped and result.denial is not None and result.denial.reason == "No."
+    assert [m["params"]["event"]["id"] for m in received(denier, "hooks/intercept")] == [
+        event["id"]
+    ]
+    assert told == []
+    assert [(x.backend, x.mode, x.outcome) for x in result.diagnostics] == [
+        (FAILING, "intercept", "failed"),
+        ("com.example.denier", "intercept", "denied"),
+    ]
+    for rec in (denier, uncalled, watcher):
+        assert received(rec, "hooks/observe") == [], rec.name
+    assert received(uncalled) == [] and received(watcher) == []
+
+
+@pytest.mark.anyio
 @pytest.mark.parametrize(
     ("operation", "value", "expected"),
     [

@@ -437,7 +437,7 @@ def _clock(event: Mapping[str, Any]) -> str:
     return moment.strftime("%H:%M:%S.") + f"{moment.microsecond // 1000:03d}"
 
 
-def _literal(value: str) -> str:
+def shown_literally(value: str) -> str:
     """``value`` with control characters (C0, DEL, C1) written as visible escapes.
 
     Recorded events are what a harness (or anyone reaching the backend) sent: a terminal
@@ -455,7 +455,7 @@ def _print_table(records: Iterable[Record], title: str) -> None:
     from rich.text import Text
 
     def cell(value: str) -> Text:  # Text is literal: "[home]" is not rich markup
-        return Text(_literal(value))
+        return Text(shown_literally(value))
 
     table = Table(title=cell(title), title_justify="left", show_lines=False)
     table.add_column("time (UTC)", no_wrap=True)

@@ -61,7 +61,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from ahp_backends.audit import _literal, read_events, summary
+from ahp_backends.audit import read_events, shown_literally, summary
 from ahp_backends.db import DatabaseError, shown
 from ahp_backends.serving import fail
 
@@ -503,23 +503,13 @@ def for_replay(registration: Registration) -> Registration:
 
 
 def _dispatcher(registration: Registration, capabilities: Mapping[str, Any]) -> Dispatcher:
-    """The real dispatcher, with observation delivery switched off for the replay.
-
+    """The real dispatcher, sending no observations: a replayed event happened long ago,
+    so nobody is told it again (a test shows no ``hooks/observe`` reaches any backend).
     Everything that decides (order, grants, deadlines, acceptance, failure policy,
-    ``hooks/configuration``) is the dispatcher's own; only the delivery step after
-    settlement, which would send observations (to observers, to uncalled interceptors
-    after a short-circuit, ``hook.failure``), is replaced by one that sends nothing.
-    The dispatcher has no public switch for that; overriding its one delivery step keeps
-    every rule that decides in the dispatcher, and a test shows no ``hooks/observe``
-    reaches any backend.
-    """
+    ``hooks/configuration``) is the dispatcher's own."""
     from ahp_protocol.client import Dispatcher
 
-    class ReplayDispatcher(Dispatcher):
-        async def _deliver(self, *_args: Any, **_kwargs: Any) -> list[Diagnostic]:
-            return []  # a replayed event happened long ago: nobody is told it again
-
-    return ReplayDispatcher(registration, capabilities=capabilities)
+    return Dispatcher(registration, capabilities=capabilities, deliver_observations=False)
 
 
 async def _replay(
@@ -787,7 +777,7 @@ def _print(args: argparse.Namespace, calls: Sequence[Call], notes: list[str]) ->
     from rich.text import Text
 
     def cell(value: object) -> Text:  # literal text: recorded input is never markup or escapes
-        return Text(_literal(str(value)))
+        return Text(shown_literally(str(value)))
 
     console = Console(highlight=False, soft_wrap=False)
     changes = [c for c in calls if c.change is not None]

@@ -161,6 +161,10 @@ class Dispatcher:
     ``capabilities`` maps each event type the host can intercept to the per-request
     capabilities it can enforce there (wire form); other events are only observed.
     Use as ``async with Dispatcher(...) as hooks: result = await hooks.intercept(event)``.
+    ``deliver_observations=False`` sends no ``hooks/observe`` at all (to observers, to
+    interceptors a short-circuit left uncalled, ``hook.failure``): for re-running
+    events that happened long ago, such as a policy replay; every rule that decides is
+    unchanged.
     """
 
     def __init__(
@@ -173,8 +177,10 @@ class Dispatcher:
         discovery_timeout: float = DISCOVERY_TIMEOUT_S,
         source: str | None = None,
         harness: Mapping[str, str] | None = None,
+        deliver_observations: bool = True,
     ) -> None:
         self.registration = registration
+        self.deliver_observations = deliver_observations
         self.capabilities = check_declaration(capabilities)
         self.environ = dict(os.environ if environ is None else environ)
         self.observe_timeout = observe_timeout
@@ -511,6 +517,8 @@ class Dispatcher:
         failures: list[tuple[Route, FailureClass]],
     ) -> list[Diagnostic]:
         """Observations after settlement, concurrently, each bounded by ``observe_timeout``."""
+        if not self.deliver_observations:
+            return []
         deliveries: list[tuple[Route, Mapping[str, Any], Mode]] = [
             (r, event, "observe") for r in self.routes(str(event.get("type")), "observe")
         ]
