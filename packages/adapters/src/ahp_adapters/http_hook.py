@@ -27,7 +27,7 @@ have written on stdout (Claude's JSON deny, or nothing for no decision).
 Served by uvicorn (the kit's HTTP server everywhere) with its httptools parser:
 measured on this machine (``bench/hook_latency.py``), a bare uvicorn app answers a
 keep-alive POST in about 0.45 ms with httptools against 1.1 ms with h11, and the
-whole http hook must stay within 2 ms.
+whole http hook must stay within 4.4 times a bare uvicorn app (2 ms against 0.45 ms).
 """
 
 from __future__ import annotations
