@@ -404,7 +404,7 @@ def test_the_selection_by_time_tool_and_session(demo: Demo) -> None:
     from datetime import UTC, datetime, timedelta
 
     from ahp_backends.audit import read_events
-    from ahp_backends.replay import TRAIL_TYPES, parse_moment, replayable
+    from ahp_backends.trail import TRAIL_TYPES, parse_moment, replayable
 
     def calls(session: str | None = None, **filters: Any) -> list[str]:
         records = read_events(demo.db, session=session, types=TRAIL_TYPES)
@@ -673,7 +673,7 @@ def test_an_interrupted_replay_exits_130_and_leaves_no_backend_running(
 
 
 def _decision(verdict: str = "pass", **fields: Any) -> Any:
-    from ahp_backends.replay import Decision
+    from ahp_backends.trail import Decision
 
     permission = fields.pop("permission", "deny" if verdict == "deny" else "none")
     return Decision(verdict, permission, **fields)  # type: ignore[arg-type]
@@ -717,7 +717,7 @@ DENY_A = {"code": "com.example.a", "reason": "A.", "backend": "com.example.one"}
     ],
 )
 def test_two_chains_differ_in_exactly_these_ways(old: Any, new: Any, change: str | None) -> None:
-    from ahp_backends.replay import Recorded, judge
+    from ahp_backends.trail import Recorded, judge
 
     for recorded in (Recorded(True, "ran: ok"), Recorded(False, "refused")):
         assert judge(recorded, new, old) == (change, False)  # the record does not matter
@@ -745,7 +745,7 @@ def test_two_chains_differ_in_exactly_these_ways(old: Any, new: Any, change: str
 def test_against_the_record_only_what_it_can_tell(
     recorded: tuple[str, str | None], new: Any, expected: tuple[str | None, bool]
 ) -> None:
-    from ahp_backends.replay import Recorded, judge
+    from ahp_backends.trail import Recorded, judge
 
     passed = {"passed": True, "refused": False, "unknown": None}[recorded[0]]
     assert judge(Recorded(passed, recorded[0], recorded[1]), new) == expected
@@ -755,7 +755,7 @@ def test_what_the_record_says_about_each_call(tmp_path: Path) -> None:
     """A trail written by the audit store itself: prompts, supplied results, a second
     tool.before for a changed input, a fail-closed failure, a call with no outcome."""
     from ahp_backends.audit import AuditStore, read_events
-    from ahp_backends.replay import TRAIL_TYPES, replayable
+    from ahp_backends.trail import TRAIL_TYPES, replayable
 
     source = "urn:uuid:00000000-0000-4000-8000-000000000001"
     session = {"id": "sess_1", "cwd": "/w"}
