@@ -42,7 +42,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,11 +136,18 @@ def _watchdog(proc: subprocess.Popen[bytes]) -> threading.Timer:
     return timer
 
 
+Check = Callable[[str, int, bytes], None]
+"""``check(name, index, reply)``: raise ``SystemExit`` unless ``reply`` answers request
+``index`` as backend ``name`` should."""
+
+
 @dataclass
 class Persistent:
     """A persistent stdio backend driven by a bare NDJSON client (write a line, read a line)."""
 
     name: str
+    argv: list[str]
+    check: Check = check_reply
     cpus: set[int] | None = None
     proc: subprocess.Popen[bytes] = field(init=False)
     stdin: IO[bytes] = field(init=False)
@@ -148,7 +155,7 @@ class Persistent:
 
     def __post_init__(self) -> None:
         self.proc = subprocess.Popen(
-            COMMANDS[self.name],
+            self.argv,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -179,7 +186,7 @@ class Persistent:
         finally:
             timer.cancel()
         for (index, _), reply in zip(lines, replies, strict=True):
-            check_reply(self.name, index, reply)
+            self.check(self.name, index, reply)
         return times
 
     def close(self) -> None:
@@ -275,27 +282,37 @@ def placement(mode: str) -> Iterator[tuple[str, set[int] | None]]:
 
 
 def measure_requests(
-    requests: int, rounds: int, warmup: int, cpus: set[int] | None = None
+    requests: int,
+    rounds: int,
+    warmup: int,
+    cpus: set[int] | None = None,
+    *,
+    commands: dict[str, list[str]] = COMMANDS,
+    line: Callable[[int], bytes] = request_line,
+    check: Check = check_reply,
 ) -> tuple[dict[str, list[float]], dict[str, dict[str, list[float]]]]:
-    """Round trips per backend, and the same split by request kind (``passed``: the
-    even requests, answered with no effect; ``denied``: the odd ``rm -rf`` ones)."""
+    """Round trips per backend (``commands``: name -> argv, in interleaving order), and
+    the same split by request kind (``passed``: the even requests, answered with no
+    effect; ``denied``: the odd ones, which the policy denies). ``line(i)`` is request
+    ``i``; ``check`` judges every reply outside the timed region."""
+    names = tuple(commands)
     per_round = max(1, requests // rounds)
-    backends = {name: Persistent(name, cpus) for name in NAMES}
-    times: dict[str, list[float]] = {name: [] for name in NAMES}
+    backends = {name: Persistent(name, argv, check, cpus) for name, argv in commands.items()}
+    times: dict[str, list[float]] = {name: [] for name in names}
     by_kind: dict[str, dict[str, list[float]]] = {
-        name: {"passed": [], "denied": []} for name in NAMES
+        name: {"passed": [], "denied": []} for name in names
     }
     try:
-        warm = [(i, request_line(i)) for i in range(warmup)]
+        warm = [(i, line(i)) for i in range(warmup)]
         for backend in backends.values():  # start-up and lazy imports are not per request
             backend.run(warm)
         index = warmup
         gc.collect()
         gc.disable()
         for r in range(rounds):
-            lines = [(i, request_line(i)) for i in range(index, index + per_round)]
+            lines = [(i, line(i)) for i in range(index, index + per_round)]
             index += per_round
-            order = NAMES[r % 3 :] + NAMES[: r % 3]
+            order = names[r % len(names) :] + names[: r % len(names)]
             for name in order:
                 measured = backends[name].run(lines)
                 times[name].extend(measured)

@@ -18,7 +18,7 @@ Every reply is checked (id, effects, the deny code) outside the timed region.
 
 Target (issue 17): policy/denylist <= 1.5 per request (medians). ``--check`` exits 1
 when it is missed; ``--json`` prints the figures as JSON. Stdlib only, plus the two
-backends it runs (and ``kit_stdio.py``'s placement and summary helpers).
+backends it runs (and ``kit_stdio.py``'s timing loop, placement and summary helpers).
 
     uv run python bench/policy_stdio.py [--requests N] [--rounds N] [--check] [--json]
 """
@@ -26,18 +26,19 @@ backends it runs (and ``kit_stdio.py``'s placement and summary helpers).
 from __future__ import annotations
 
 import argparse
-import gc
 import json
-import os
-import subprocess
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-from kit_stdio import PLACEMENTS, RAW_SOURCE, placement, summary  # this folder is on sys.path
+from kit_stdio import (  # this folder is on sys.path
+    PLACEMENTS,
+    RAW_SOURCE,
+    measure_requests,
+    placement,
+    summary,
+)
 
 RULES = 50
 TARGET = 1.5
@@ -142,82 +143,6 @@ def check_reply(name: str, index: int, reply: bytes) -> None:
         raise SystemExit(f"{name}: unexpected reply to request {index}: {reply[:300]!r}")
 
 
-class Persistent:
-    """A persistent stdio backend driven by a bare NDJSON client (write a line, read a line)."""
-
-    def __init__(self, name: str, argv: list[str], cpus: set[int] | None) -> None:
-        self.name = name
-        self.proc = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
-        )
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.stdin: IO[bytes] = self.proc.stdin
-        self.stdout: IO[bytes] = self.proc.stdout
-        if cpus is not None:
-            os.sched_setaffinity(self.proc.pid, cpus)
-
-    def run(self, lines: list[tuple[int, bytes]]) -> list[float]:
-        """Time each round trip (microseconds); replies are checked afterwards."""
-        timer = threading.Timer(TIMEOUT_S, self.proc.kill)
-        timer.daemon = True
-        timer.start()
-        replies: list[bytes] = []
-        times: list[float] = []
-        clock = time.perf_counter_ns
-        try:
-            for _, line in lines:
-                t0 = clock()
-                self.stdin.write(line)
-                self.stdin.flush()
-                reply = self.stdout.readline()
-                times.append((clock() - t0) / 1000.0)
-                replies.append(reply)
-        finally:
-            timer.cancel()
-        for (index, _), reply in zip(lines, replies, strict=True):
-            check_reply(self.name, index, reply)
-        return times
-
-    def close(self) -> None:
-        self.stdin.close()
-        try:
-            self.proc.wait(timeout=TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
-
-def measure(
-    argv: dict[str, list[str]], requests: int, rounds: int, warmup: int, cpus: set[int] | None
-) -> tuple[dict[str, list[float]], dict[str, dict[str, list[float]]]]:
-    per_round = max(1, requests // rounds)
-    backends = {name: Persistent(name, argv[name], cpus) for name in NAMES}
-    times: dict[str, list[float]] = {name: [] for name in NAMES}
-    by_kind: dict[str, dict[str, list[float]]] = {n: {"passed": [], "denied": []} for n in NAMES}
-    try:
-        warm = [(i, request_line(i)) for i in range(warmup)]
-        for backend in backends.values():  # start-up and lazy imports are not per request
-            backend.run(warm)
-        index = warmup
-        gc.collect()
-        gc.disable()
-        for r in range(rounds):
-            lines = [(i, request_line(i)) for i in range(index, index + per_round)]
-            index += per_round
-            order = NAMES[r % 3 :] + NAMES[: r % 3]
-            for name in order:
-                measured = backends[name].run(lines)
-                times[name].extend(measured)
-                for (i, _), us in zip(lines, measured, strict=True):
-                    by_kind[name]["denied" if i % 2 else "passed"].append(us)
-            gc.collect()
-    finally:
-        gc.enable()
-        for backend in backends.values():
-            backend.close()
-    return times, by_kind
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=1000, help="per backend (default 1000)")
@@ -239,7 +164,15 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="ahp-policy-bench-") as folder:
         files = write_rules(Path(folder))
         with placement(args.cpus) as (where, cpus):
-            measured, by_kind = measure(commands(files), requests, args.rounds, args.warmup, cpus)
+            measured, by_kind = measure_requests(
+                requests,
+                args.rounds,
+                args.warmup,
+                cpus,
+                commands=commands(files),
+                line=request_line,
+                check=check_reply,
+            )
     per_request = {name: summary(values) for name, values in measured.items()}
     per_kind = {n: {k: summary(v) for k, v in kinds.items()} for n, kinds in by_kind.items()}
     ratio = per_request["policy"]["median"] / per_request["denylist"]["median"]
