@@ -22,8 +22,12 @@ fields in :data:`SUBJECT_FIELDS`, else the input as compact JSON (sorted keys).
 
 Never decides on anything but the tool name and the subject; never echoes
 exception text; times are UTC, ISO 8601. Answers are remembered by
-``(source, event.id)``, so a duplicate delivery gets the first answer even if a
-grant was added in between.
+``(source, event.id)`` in the serving process, so a duplicate delivery to the same
+process gets the first answer even if a grant was added in between. That memory is
+per process: with ``--workers N`` (or after a restart) a duplicate that reaches
+another worker is decided again, from the same requirements and the database, which
+every worker shares (each opens its own connections after the fork): the same answer
+unless a grant was added, revoked or expired in between.
 """
 
 from __future__ import annotations

@@ -33,6 +33,10 @@ on return with the server's default ``synchronous_commit``; the rest is SQLite's
   operation itself: the command, the path) are kept whole, as the draft's
   projection does.
 
+With ``--http ... --workers N`` every worker opens its own connections after the fork
+(:mod:`ahp_backends.db`) and writes to the one database; the UNIQUE key, not any
+worker, decides that an event posted to two workers is stored once.
+
 Never answers an intercept request (``-32002``: this backend decides nothing),
 never sends event content anywhere, never echoes a database error's text.
 """
@@ -555,6 +559,8 @@ def _serve(argv: Sequence[str]) -> int:
     if args.busy_timeout_ms < 0:
         return fail("--busy-timeout-ms must not be negative")
     url = is_url(args.db)
+    if not url and Path(args.db) == IN_MEMORY and (args.workers or 1) > 1:
+        return fail("--db :memory: is private to one process; --workers needs a file or a URL")
     if not url and Path(args.db) == IN_MEMORY:
         print(
             "ahp-backend audit: --db :memory: keeps the record in memory; it is gone at exit",

@@ -18,6 +18,13 @@ busy timeout), PostgreSQL on a single connection for one-shot commands or a
 ``psycopg_pool.ConnectionPool`` for a serving process. Nothing is cached across
 transactions, so every process sharing a database sees every committed change.
 
+A database never crosses a fork (a pre-fork server's workers, ``--workers N``): just
+before any ``os.fork()`` the process's open databases (not ``:memory:`` ones) release
+their connections and pool threads, and each process, the parent and every child,
+opens its own again at its next transaction (the schema check included), with the
+parameters it was opened with. So a server validates its ``--db`` once, reports a bad
+one before forking, and its workers never share a connection or a pool.
+
 Never echoes a database error's text (it may carry a host, a user, a query): a
 :class:`DatabaseError` says which target (a URL without its password) and a fixed
 reason, naming at most the exception's type. Connecting is bounded
@@ -29,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -186,6 +194,9 @@ class Database:
         self._wait_s = CONNECT_TIMEOUT_S
         self._engine_errors: tuple[type[Exception], ...] = ()
         self._create = True
+        self._opener: Callable[[], None] | None = None  # opens it again after a fork
+        self._released = False
+        self._reopening = threading.Lock()
 
     def error(self, reason: str) -> DatabaseError:
         return DatabaseError(self.shown, reason)
@@ -208,6 +219,8 @@ class Database:
 
     @contextlib.contextmanager
     def _transaction(self, write: bool) -> Iterator[Session]:
+        if self._released:
+            self._reopen()
         if self._sqlite is not None:
             with self._lock:
                 db = self._sqlite
@@ -230,6 +243,8 @@ class Database:
                     yield Session("postgresql", self._pg.cursor())
 
     def close(self) -> None:
+        _OPEN.discard(self)
+        self._opener = None
         with self._lock:
             if self._sqlite is not None:
                 self._sqlite.close()
@@ -238,6 +253,34 @@ class Database:
                 self._pg = None
             if self._pool is not None:
                 self._pool.close()
+
+    def _release(self) -> None:
+        """Close the connections (and pool threads) before a fork; reopened on next use."""
+        if self._opener is None or self.target == IN_MEMORY:
+            return
+        with self._reopening, self._lock:
+            if self._sqlite is not None:
+                self._sqlite.close()
+                self._sqlite = None
+            if self._pg is not None:
+                self._pg.close()
+                self._pg = None
+            if self._pool is not None:
+                self._pool.close()
+                self._pool = None
+            self._released = True
+
+    def _reopen(self) -> None:
+        with self._reopening:
+            opener = self._opener
+            if not self._released or opener is None:
+                return
+            self._released = False
+            try:
+                opener()
+            except BaseException:
+                self._released = True
+                raise
 
     # -- opening ------------------------------------------------------------------------
 
@@ -429,14 +472,32 @@ def open_database(
     text = os.fspath(target)
     if synchronous not in ("normal", "full"):
         raise ValueError("synchronous must be 'normal' or 'full'")
-    if is_url(text):
-        database = Database(text, "postgresql", schema)
-        database._create = create
-        database._open_postgresql(pool_size=pool_size, busy_timeout_ms=busy_timeout_ms)
-    else:
-        database = Database(text, "sqlite", schema)
-        database._create = create
-        database._open_sqlite(
-            create=create, busy_timeout_ms=busy_timeout_ms, synchronous=synchronous
-        )
+    database = Database(text, "postgresql" if is_url(text) else "sqlite", schema)
+    database._create = create
+
+    def opener() -> None:
+        if database.engine == "postgresql":
+            database._open_postgresql(pool_size=pool_size, busy_timeout_ms=busy_timeout_ms)
+        else:
+            database._open_sqlite(
+                create=create, busy_timeout_ms=busy_timeout_ms, synchronous=synchronous
+            )
+
+    opener()
+    database._opener = opener
+    _OPEN.add(database)
     return database
+
+
+_OPEN: weakref.WeakSet[Database] = weakref.WeakSet()
+"""The databases open in this process, released before a fork (see the module doc)."""
+
+
+def _release_before_fork() -> None:
+    for database in list(_OPEN):
+        with contextlib.suppress(Exception):  # a fork must not fail for a closing socket
+            database._release()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_release_before_fork)

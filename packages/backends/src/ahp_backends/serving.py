@@ -3,7 +3,8 @@
 Owns the serving flags (stdio persistent by default, ``--once`` for one event
 per process, ``--http HOST:PORT`` on uvicorn, loopback only unless
 ``--allow-remote``, ``--bearer-token-env VAR`` to answer only callers that send
-``Authorization: Bearer`` with the token in ``VAR``), and :class:`Replies`, the memory
+``Authorization: Bearer`` with the token in ``VAR``, ``--workers N`` to serve HTTP from
+N forked processes), and :class:`Replies`, the memory
 of answers by ``(source, event.id)`` that makes a duplicate delivery get the same
 answer. Never decides anything about a tool call. The rules behind the HTTP flags
 (which addresses may be bound, how the token is read and checked) are the server
@@ -51,21 +52,36 @@ def add_transport_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --http: answer only requests with 'Authorization: Bearer <token>', the "
         "token being the value of environment variable VAR (others get 401)",
     )
+    group.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="with --http: N worker processes on the one socket, sharing the database "
+        "(POSIX; default 1: this process only)",
+    )
 
 
 def http_argv(args: argparse.Namespace) -> list[str]:
     """The ``Backend.run`` flags for ``args``' transport, checked by the kit's rules
     (``ValueError`` with the kit's message when they are refused)."""
     from ahp_protocol.server.asgi import bearer_token_from_env, http_address
+    from ahp_protocol.server.workers import check_workers
 
+    workers = getattr(args, "workers", None)
     if not args.http:
         if args.bearer_token_env is not None:
             raise ValueError("--bearer-token-env applies to --http only")
+        if workers is not None:
+            raise ValueError("--workers applies to --http only")
         return ["--once"] if args.once else []
     if args.once:
         raise ValueError("--once and --http cannot be combined")
+    if workers is not None:
+        check_workers(workers)
     host, port = http_address(args.http, allow_remote=args.allow_remote)
     argv = ["--http", f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
+    if workers is not None and workers != 1:
+        argv += ["--workers", str(workers)]
     if args.allow_remote:
         argv.append("--allow-remote")
     if args.bearer_token_env is not None:

@@ -38,7 +38,12 @@ a connection must deliver a complete request head within ``header_timeout`` seco
 such deadline; a byte a second used to hold a connection forever); the body deadline
 is the app's; an idle keep-alive connection is closed after 5 seconds; at most
 ``max_connections`` (default 64) connections are served at once, and a request on one
-more gets ``503`` and is closed. Headers are bounded at 64 KiB.
+more gets ``503`` and is closed. Headers are bounded at 64 KiB. With ``workers`` N > 1
+(POSIX only) the socket is bound once and N forked worker processes serve it, each
+answering any connection, under the supervisor of :mod:`ahp_protocol.server.workers`
+(a dead worker is replaced; SIGTERM/SIGINT stop them all); the limits above are per
+worker. State that must not cross a fork (threads, database connections) is the
+backend's to reopen in each worker.
 
 :func:`http_address` is THE rule for where a backend may listen, for the kit's
 ``Backend.run --http`` and for every sample backend: ``HOST:PORT``, loopback only
@@ -395,6 +400,18 @@ def _deadline_protocol(header_timeout: float) -> type[Any]:
     return DeadlineH11Protocol
 
 
+def _preload() -> None:
+    """Import what judging a request imports on first use (the wire models, about 0.6 s),
+    once in the supervisor: every worker, a replacement too, starts with it loaded."""
+    import anyio.to_thread  # noqa: F401
+
+    import ahp_protocol.wire.capabilities
+    import ahp_protocol.wire.effects
+    import ahp_protocol.wire.errors
+    import ahp_protocol.wire.events
+    import ahp_protocol.wire.state  # noqa: F401
+
+
 def serve_http(
     backend: Backend,
     host: str,
@@ -405,17 +422,23 @@ def serve_http(
     header_timeout: float = HEADER_TIMEOUT_S,
     body_timeout: float = BODY_TIMEOUT_S,
     max_connections: int = MAX_CONNECTIONS,
+    workers: int = 1,
 ) -> None:
     """Serve ``backend`` over HTTP with uvicorn until interrupted (SIGINT/SIGTERM).
 
     It binds any address it is given: :func:`http_address` decides which may be given.
+    ``workers`` > 1 forks that many worker processes on the one socket (POSIX only;
+    ``ValueError`` elsewhere or for fewer than 1).
     """
     import socket
 
     import uvicorn
 
+    from ahp_protocol.server.workers import check_workers, supervise
+
     if header_timeout <= 0 or max_connections < 1:
         raise ValueError("header_timeout and max_connections must be positive")
+    check_workers(workers)
     app = App(
         backend, max_frame_bytes=max_frame_bytes, bearer_token=bearer_token,
         body_timeout=body_timeout,
@@ -452,6 +475,12 @@ def serve_http(
             # Bodies are bounded by the app; this caps headers and request lines.
             h11_max_incomplete_event_size=MAX_HEADER_BYTES,
         )
-        uvicorn.Server(config).run(sockets=[sock])
+        if workers == 1:
+            uvicorn.Server(config).run(sockets=[sock])
+        else:
+            _preload()
+            supervise(
+                workers, lambda: uvicorn.Server(config).run(sockets=[sock]), name=backend.name
+            )
     finally:
         sock.close()

@@ -4,7 +4,9 @@ No arguments: stdio ``persistent`` (until EOF). ``--once``: stdio ``per_event`` 
 message, then exit). ``--http HOST:PORT``: HTTP via uvicorn, on a loopback address
 unless ``--allow-remote``; with ``--bearer-token-env VAR``, only callers sending the
 token in environment variable ``VAR`` as ``Authorization: Bearer`` are answered.
-``--max-frame-bytes N`` changes the frame limit. The two usual forms never import
+``--workers N`` (with ``--http``, POSIX only) serves from N forked worker processes
+on one socket (:mod:`ahp_protocol.server.workers`); 1, the default, is one process,
+no fork. ``--max-frame-bytes N`` changes the frame limit. The two usual forms never import
 argparse, so a per-event process starts light.
 """
 
@@ -48,6 +50,9 @@ def _parsed(backend: Backend, args: list[str]) -> int:
     token = "with --http: answer only 'Authorization: Bearer <token>', the token being \
 the value of environment variable VAR (401 otherwise)"
     parser.add_argument("--bearer-token-env", metavar="VAR", help=token)
+    many = "with --http: serve from N worker processes on the one socket (POSIX; \
+default 1: this process only)"
+    parser.add_argument("--workers", type=int, default=None, metavar="N", help=many)
     frame = f"largest message accepted or sent, in bytes (default {limit})"
     parser.add_argument("--max-frame-bytes", type=int, default=limit, metavar="N", help=frame)
     ns = parser.parse_args(args)
@@ -56,6 +61,8 @@ the value of environment variable VAR (401 otherwise)"
         parser.error("--max-frame-bytes must be positive")
     if ns.http is None and (ns.allow_remote or ns.bearer_token_env is not None):
         parser.error("--allow-remote and --bearer-token-env apply to --http only")
+    if ns.http is None and ns.workers is not None:
+        parser.error("--workers applies to --http only")
     if ns.http is None:
         if ns.once:
             _once(backend, limit)
@@ -64,14 +71,21 @@ the value of environment variable VAR (401 otherwise)"
         serve_persistent(backend, max_frame_bytes=limit)
         return 0
     from ahp_protocol.server.asgi import bearer_token_from_env, http_address, serve_http
+    from ahp_protocol.server.workers import WorkersFailed, check_workers
 
+    workers = 1 if ns.workers is None else int(ns.workers)
     try:
+        check_workers(workers)
         host, port = http_address(str(ns.http), allow_remote=ns.allow_remote)
         env = ns.bearer_token_env
         bearer = None if env is None else bearer_token_from_env(env)
     except ValueError as exc:
         parser.error(str(exc))
-    serve_http(backend, host, port, max_frame_bytes=limit, bearer_token=bearer)
+    try:
+        serve_http(backend, host, port, max_frame_bytes=limit, bearer_token=bearer, workers=workers)
+    except WorkersFailed as exc:
+        print(f"{backend.name}: error: {exc}", file=sys.stderr, flush=True)
+        return 1
     return 0
 
 
