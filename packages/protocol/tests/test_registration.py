@@ -690,6 +690,36 @@ BAD: list[Bad] = [
         "hooks[1].subscriptions[0].events[0]",
         "not a standard event name or selector",
     ),
+    # Python's ``$`` matches before a trailing newline: each name rule must refuse one. The
+    # test's schema checker runs the schema's patterns with Python's re, so it lets them by.
+    Bad(
+        "selector-wildcard-trailing-newline",
+        _put((*OBS, "events"), ["tool.*\n"]),
+        "hooks[1].subscriptions[0].events[0]",
+        "not a standard event name or selector",
+        schema_agrees=False,
+    ),
+    Bad(
+        "id-trailing-newline",
+        _put((*H0, "id"), "com.example\n"),
+        "hooks[0].id",
+        "reverse-DNS",
+        schema_agrees=False,
+    ),
+    Bad(
+        "http-header-name-trailing-newline",
+        _put((*H0, "transport", "headers"), {"X-A\n": "b"}),
+        "hooks[0].transport.headers",
+        "is not a valid HTTP token",
+        schema_agrees=False,
+    ),
+    Bad(
+        "http-header-value-env-trailing-newline",
+        _put((*H0, "transport", "headers"), {"X-Key": {"valueEnv": "POLICY_KEY\n"}}),
+        "hooks[0].transport.headers.X-Key.valueEnv",
+        "environment variable name",
+        schema_agrees=False,
+    ),
     Bad(
         "selector-removed-name",
         _put((*OBS, "events"), ["tool.error"]),
@@ -1499,3 +1529,11 @@ def test_load_reports_rule_errors(tmp_path: Path) -> None:
     with pytest.raises(WireErrors) as info:
         load_registration(path)
     assert _pairs(info.value) == [("hooks", "hooks must list at least one backend")]
+
+
+@pytest.mark.parametrize("value", ["com.example\n", "com.example\r", " com.example", "com"])
+def test_is_reverse_dns_refuses_what_the_schema_pattern_refuses(value: str) -> None:
+    from ahp_protocol.wire.names import is_reverse_dns
+
+    assert not is_reverse_dns(value)
+    assert is_reverse_dns("com.example")

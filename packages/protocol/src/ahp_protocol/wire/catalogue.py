@@ -70,7 +70,7 @@ REMOVED: Final = frozenset(
 )
 """Names of earlier drafts. They are not standard events: unsupported, like any unknown type."""
 
-_WILDCARD = re.compile(r"^(?:\*|[a-z][a-z0-9]*\.\*)$")
+_WILDCARD = re.compile(r"\*|[a-z][a-z0-9]*\.\*")
 
 
 def is_event_type(name: object) -> bool:
@@ -82,7 +82,7 @@ def is_interceptable(name: str) -> bool:
 
 
 def is_wildcard(selector: str) -> bool:
-    return bool(_WILDCARD.match(selector))
+    return _WILDCARD.fullmatch(selector) is not None
 
 
 def is_valid_selector(selector: object) -> bool:

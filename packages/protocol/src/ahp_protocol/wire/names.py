@@ -1,4 +1,4 @@
-"""The protocol's naming rules, once: what a reverse-DNS name is, what a loopback host is.
+"""The protocol's naming rules, once: reverse-DNS, header and env names, loopback hosts.
 
 Backend ids, deny codes, extension keys and extension effect names are
 reverse-DNS names (``com.example.policy``): at least two dot-separated labels,
@@ -13,12 +13,20 @@ import re
 from typing import Final
 
 REVERSE_DNS: Final = re.compile(r"^(?:[A-Za-z][A-Za-z0-9_-]*\.)+[A-Za-z][A-Za-z0-9_-]*$")
-"""A reverse-DNS name (a pydantic ``pattern`` may use ``REVERSE_DNS.pattern``)."""
+"""A reverse-DNS name. The anchors are for a pydantic ``pattern`` (``REVERSE_DNS.pattern``,
+where ``$`` is the end of the text); in Python use ``fullmatch``: there ``$`` also matches
+before a trailing newline."""
+
+HEADER_NAME: Final = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+"""An HTTP header name, the RFC 9110 ``token`` (use ``fullmatch``)."""
+
+ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+"""An environment variable name (use ``fullmatch``)."""
 
 
 def is_reverse_dns(value: object) -> bool:
     """Whether ``value`` is a string that is a reverse-DNS name."""
-    return isinstance(value, str) and REVERSE_DNS.match(value) is not None
+    return isinstance(value, str) and REVERSE_DNS.fullmatch(value) is not None
 
 
 def is_loopback_host(host: str) -> bool:

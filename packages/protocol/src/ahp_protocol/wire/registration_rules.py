@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 from .catalogue import EVENT_TYPE_SET, INTERCEPTABLE_SET, REMOVED, expand, is_wildcard
 from .errors import PathPart
 from .jsonrpc import PROTOCOL_VERSION
-from .names import is_reverse_dns
+from .names import ENV_NAME, HEADER_NAME, is_reverse_dns
 
 Path = tuple[PathPart, ...]
 _Obj = dict[str, Any]
@@ -28,9 +28,6 @@ _Obj = dict[str, Any]
 SELECTIONS: Final = ("body", "metadata", "omit")
 CONTENT_CATEGORIES: Final = ("text", "reasoning", "images", "audio", "video", "files")
 
-# Patterns of the official registration / content-upload schemas.
-_ENV_NAME: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_HEADER_NAME: Final = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 # What each URL member accepts (official schemas), and what to say when it does not.
 _URL_SCHEMES: Final = {
     "url": (
@@ -248,7 +245,7 @@ class Checks:
             self.add((*path, key), f"{key} must be true or false")
 
     def env_name(self, obj: _Obj, key: str, path: Path) -> None:
-        if key in obj and not (isinstance(obj[key], str) and _ENV_NAME.match(obj[key])):
+        if key in obj and not (isinstance(obj[key], str) and ENV_NAME.fullmatch(obj[key])):
             self.add(
                 (*path, key),
                 f"{key} must be an environment variable name (letters, digits and underscores, "
@@ -402,7 +399,7 @@ class Checks:
         headers = self.obj(value, path, "headers (header name to value)")
         seen: dict[str, str] = {}
         for name, item in (headers or {}).items():
-            if not _HEADER_NAME.match(name):
+            if not HEADER_NAME.fullmatch(name):
                 self.add(
                     path,
                     f"header name {show(name)} is not a valid HTTP token "

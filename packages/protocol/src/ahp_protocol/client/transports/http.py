@@ -48,13 +48,12 @@ except ImportError as exc:  # a stdio-only install: say what to add, not just "n
 from ahp_protocol.client._failures import FailureClass, OperationalFailure
 from ahp_protocol.client.transports._framing import decode_answer, request_key
 from ahp_protocol.wire import jsonrpc
-from ahp_protocol.wire.names import is_loopback_host
+from ahp_protocol.wire.names import HEADER_NAME, is_loopback_host
 
 __all__ = ["AuthUnsupported", "HeaderSource", "HeaderValue", "HttpTransport", "is_loopback_host"]
 
 AuthUnsupported = Literal["token_ref", "oauth"]
 
-_HEADER_NAME: Final = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 # RFC 9110 field-value: visible ASCII or obs-text, inner spaces/tabs, no leading/trailing blank.
 _VCHAR: Final = r"[\x21-\x7e\x80-\xff]"
 _HEADER_VALUE: Final = re.compile(rf"(?:{_VCHAR}(?:[\x20\x09\x21-\x7e\x80-\xff]*{_VCHAR})?)?")
@@ -154,7 +153,7 @@ class HttpTransport:
         self._headers: list[tuple[str, str | HeaderSource]] = []
         seen: set[str] = set()
         for name, value in (headers or {}).items():
-            if not isinstance(name, str) or not _HEADER_NAME.fullmatch(name):
+            if not isinstance(name, str) or not HEADER_NAME.fullmatch(name):
                 raise ValueError(f"header name {name!r} is not a valid HTTP token")
             lower = name.lower()
             if lower in seen:
