@@ -347,3 +347,13 @@ def test_state_survives_exactly_when_the_input_is_unchanged(
 def test_same_json_is_equality_of_the_canonical_json_text(a: Any, b: Any) -> None:
     assert same_json(a, b) is (_canonical(a) == _canonical(b))
     assert same_json(a, copy.deepcopy(a))
+
+
+def test_every_legal_modify_target_has_a_place_in_its_event() -> None:
+    """``MODIFY_TARGETS`` says which targets are legal, ``MODIFY_LOCATIONS`` where each lives:
+    two facts, but never a legal target without a place (elicitation content is special)."""
+    from ahp_protocol.client.chain import MODIFY_LOCATIONS
+    from ahp_protocol.wire.effects import MODIFY_TARGETS
+
+    legal = {(event, target) for event, targets in MODIFY_TARGETS.items() for target in targets}
+    assert set(MODIFY_LOCATIONS) | {("user.elicitation.result", "content")} == legal
