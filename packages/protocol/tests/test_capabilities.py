@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from ahp_protocol.wire import effects as fx
+from ahp_protocol.wire._legality import is_plain_grant_at
 from ahp_protocol.wire.capabilities import (
     Capabilities,
     FlowGrant,
@@ -568,7 +569,7 @@ def test_a_plain_grant_is_exactly_a_valid_grant_of_names_without_blocks() -> Non
                     expected = _valid_at(event, caps) and not {"modify", "flow", "inject"} & set(
                         effects
                     )
-                    assert fx.is_plain_grant_at(event, caps) is expected, (event, effects)
+                    assert is_plain_grant_at(event, caps) is expected, (event, effects)
                     plain += expected
     assert plain > 100
 
@@ -591,10 +592,10 @@ def test_a_plain_grant_is_exactly_a_valid_grant_of_names_without_blocks() -> Non
     ],
 )
 def test_anything_more_than_names_is_not_a_plain_grant(caps: Any) -> None:
-    assert not fx.is_plain_grant_at("tool.before", caps)
+    assert not is_plain_grant_at("tool.before", caps)
 
 
 def test_a_plain_grant_needs_an_interceptable_event() -> None:
     for event in ("session.end", "tool.call", "", "tool.*"):
-        assert not fx.is_plain_grant_at(event, {"effects": []})
-    assert fx.is_plain_grant_at("tool.before", {"effects": []})
+        assert not is_plain_grant_at(event, {"effects": []})
+    assert is_plain_grant_at("tool.before", {"effects": []})

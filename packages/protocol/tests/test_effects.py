@@ -17,7 +17,7 @@ import pytest
 from ahp_protocol.wire import effects as fx
 from ahp_protocol.wire.catalogue import INTERCEPTABLE, OBSERVE_ONLY
 from ahp_protocol.wire.errors import WireErrors
-from ahp_protocol.wire.state import Candidate, State, is_plain_state, parse_state
+from ahp_protocol.wire.state import Candidate, State, _is_plain_state, parse_state
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -1354,7 +1354,7 @@ STATE_SHAPES: list[Any] = [
 
 
 def test_a_plain_state_is_exactly_permission_and_a_null_candidate() -> None:
-    """``is_plain_state`` lets a backend skip the state models: what it calls plain is
+    """``_is_plain_state`` lets a backend skip the state models: what it calls plain is
     valid at every interceptable event, and it calls plain exactly that shape."""
     plain = 0
     for obj in STATE_SHAPES:
@@ -1364,7 +1364,7 @@ def test_a_plain_state_is_exactly_permission_and_a_null_candidate() -> None:
             and obj["candidate"] is None
             and obj["permission"] in ("none", "allow", "ask", "deny")
         )
-        assert is_plain_state(obj) is expected, obj
+        assert _is_plain_state(obj) is expected, obj
         if expected:
             plain += 1
             assert all(_state_valid_at(event, obj) for event in INTERCEPTABLE), obj

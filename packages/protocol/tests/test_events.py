@@ -40,7 +40,7 @@ from ahp_protocol.wire.events import (
     Tool,
     ToolBefore,
     UnsupportedEvent,
-    event_validator,
+    _event_validator,
     is_uri,
     parse_event,
 )
@@ -525,8 +525,8 @@ def _mutants(event: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
 @pytest.mark.parametrize("event_type", sorted(BODIES))
 def test_event_validator_gives_parse_events_verdict(event_type: str) -> None:
     """The validate-only callable a backend uses judges exactly as ``parse_event`` does."""
-    validate = event_validator(event_type)
-    assert event_validator(event_type) is validate  # built once, then kept
+    validate = _event_validator(event_type)
+    assert _event_validator(event_type) is validate  # built once, then kept
     verdicts = []
     for label, mutant in [("sample", sample(event_type)), *_mutants(sample(event_type))]:
         if mutant.get("type") != event_type:
@@ -544,7 +544,7 @@ def test_event_validator_gives_parse_events_verdict(event_type: str) -> None:
 def test_event_validator_knows_only_standard_events() -> None:
     for name in ("tool.call", "com.example.custom", "", "tool.*"):
         with pytest.raises(KeyError):
-            event_validator(name)
+            _event_validator(name)
 
 
 @pytest.mark.parametrize("event_type", sorted(BODIES))

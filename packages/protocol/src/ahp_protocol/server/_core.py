@@ -173,8 +173,8 @@ def _capabilities_shape(capabilities: Any) -> str | None:
 def _grant_problem(event_type: str, capabilities: dict[str, Any], state: Any) -> str | None:
     """Why the grant or the state is invalid at the event, else ``None``; the usual
     ones are judged without building their models."""
-    from ahp_protocol.wire.effects import is_plain_grant_at
-    from ahp_protocol.wire.state import is_plain_state
+    from ahp_protocol.wire._legality import is_plain_grant_at
+    from ahp_protocol.wire.state import _is_plain_state
 
     if not is_plain_grant_at(event_type, capabilities):
         from ahp_protocol.wire.capabilities import parse_capabilities
@@ -183,7 +183,7 @@ def _grant_problem(event_type: str, capabilities: dict[str, Any], state: Any) ->
             parse_capabilities(capabilities, event_type=event_type)
         except Exception:
             return "params.capabilities is not a valid grant at this event"
-    if state is not _NO_STATE and not is_plain_state(state):
+    if state is not _NO_STATE and not _is_plain_state(state):
         from ahp_protocol.wire.state import parse_state
 
         try:
@@ -330,12 +330,12 @@ class Core:
         if found is None:
             return Verdict((ErrorCode.UNSUPPORTED_EVENT, "no handler for this event"))
         from ahp_protocol.wire.effects import Grants
-        from ahp_protocol.wire.events import event_validator
+        from ahp_protocol.wire.events import _event_validator
 
         self._codec.accelerate()  # the wire models import pydantic: use its decoder too
         return Verdict(
             None, _grant_problem(event_type, capabilities, state), *found,
-            event_validator(event_type), frozenset(capabilities["effects"]),
+            _event_validator(event_type), frozenset(capabilities["effects"]),
             Grants(_codec.json_copy(capabilities)), key,
         )  # fmt: skip
 

@@ -34,7 +34,6 @@ from ahp_protocol.wire._legality import (
     Grants,
     ModifyTarget,
     at_event,
-    is_plain_grant_at,
 )
 from ahp_protocol.wire._values import (
     RETURN_VALUE,
@@ -77,7 +76,6 @@ __all__ = [  # with the names of _legality and _values, re-exported (import path
     "check_effects",
     "check_return_value",
     "effects_to_wire",
-    "is_plain_grant_at",
     "modify_value_kind",
     "parse_effect",
     "to_json_value",

@@ -15,7 +15,7 @@ from ahp_protocol.wire import effects as fx
 from ahp_protocol.wire.errors import WireError, WireErrors
 from ahp_protocol.wire.model import NonEmptyStr, WireModel, to_wire_errors
 
-__all__ = ["Candidate", "FlowState", "Permission", "State", "is_plain_state", "parse_state"]
+__all__ = ["Candidate", "FlowState", "Permission", "State", "parse_state"]
 
 Permission = Literal["none", "allow", "ask", "deny"]
 _PERMISSIONS: Final = frozenset(get_args(Permission))
@@ -97,7 +97,7 @@ def parse_state(obj: object, *, event_type: str | None = None) -> State:
         raise to_wire_errors(exc) from None
 
 
-def is_plain_state(obj: object) -> bool:
+def _is_plain_state(obj: object) -> bool:
     """Whether ``obj`` is ``permission`` and a ``null`` ``candidate``, nothing else (the
     neutral start is one). Every plain state is valid at every event (:func:`parse_state`
     accepts it; a test checks); ``False`` only means "not plain", for that parse to judge.

@@ -93,7 +93,7 @@ _HOME: Final[Mapping[str, str]] = {
 }
 
 __all__ = sorted(  # every name below, the families' (lazy) and the envelope's
-    [*_HOME, *_ENVELOPE, "EVENT_MODELS", "UnsupportedEvent", "event_validator", "parse_event"]
+    [*_HOME, *_ENVELOPE, "EVENT_MODELS", "UnsupportedEvent", "parse_event"]
 )
 
 
@@ -195,7 +195,7 @@ def parse_event(obj: object) -> Event:
         raise UnsupportedEvent("type", "is not a standard event type")
     data = obj if type(obj) is dict else dict(obj)
     try:
-        event: Event = event_validator(name)(data)
+        event: Event = _event_validator(name)(data)
     except ValidationError as exc:
         raise to_wire_errors(exc) from None
     # The open objects with renamed fields: the envelope and ``session`` (a test
@@ -211,10 +211,10 @@ def parse_event(obj: object) -> Event:
 _VALIDATORS: Final[dict[str, Callable[[dict[str, Any]], Any]]] = {}
 
 
-def event_validator(name: str) -> Callable[[dict[str, Any]], Any]:
+def _event_validator(name: str) -> Callable[[dict[str, Any]], Any]:
     """The check :func:`parse_event` runs once it has picked the model, as one callable.
 
-    ``event_validator(name)(event_dict)`` raises pydantic's ``ValidationError`` where
+    ``_event_validator(name)(event_dict)`` raises pydantic's ``ValidationError`` where
     :func:`parse_event` raises :class:`~ahp_protocol.wire.errors.WireErrors`, and the
     model it returns still counts an unknown Python-spelled key as its field given: for
     callers that only need the verdict. ``KeyError`` for a name that is no standard event.
