@@ -31,6 +31,7 @@ from typing import Any
 import pytest
 from ahp_protocol.server import Backend, InterceptRequest
 from ahp_protocol.server import backend as kit
+from ahp_protocol.server._codec import too_deep
 from ahp_protocol.wire.capabilities import parse_capabilities
 from ahp_protocol.wire.content import project_event
 from ahp_protocol.wire.effects import check_effects
@@ -278,13 +279,13 @@ def test_the_nesting_limit_is_the_fast_decoders_on_every_shape() -> None:
                 fast_accepts = True
             except ValueError:
                 fast_accepts = False
-            assert fast_accepts is not kit._too_deep(json.loads(text)), (depth, kind)
+            assert fast_accepts is not too_deep(json.loads(text)), (depth, kind)
 
 
 def test_nesting_is_judged_in_linear_time() -> None:
     def make(n: int) -> Callable[[], object]:
         value = json.loads("[" + ",".join([_nested(150, "arrays")] * (n // 150)) + "]")
-        return lambda: kit._too_deep(value)
+        return lambda: too_deep(value)
 
     _assert_linear(make, 15_000)
 

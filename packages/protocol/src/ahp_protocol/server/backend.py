@@ -49,7 +49,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
-from ahp_protocol.server._codec import MAX_NESTING, SILENT, Reply, parse_error_reply, too_deep
+from ahp_protocol.server._codec import MAX_NESTING, SILENT, Reply, parse_error_reply
 from ahp_protocol.server._core import (
     MAX_EFFECT_NAMES,
     Core,
@@ -81,7 +81,6 @@ __all__ = [
     "parse_error_reply",
 ]
 
-_too_deep = too_deep  # the nesting rule, under the name the tests know
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
