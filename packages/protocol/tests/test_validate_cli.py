@@ -300,3 +300,10 @@ def test_an_invalid_file_keeps_its_verdict_and_still_notes(tmp_path: Path) -> No
     verdict = validate(tmp_path, message)
     assert not verdict["valid"]
     assert [n["path"] for n in verdict["notes"]] == ["params.event.tool.kind"]
+
+
+def test_a_long_unknown_kind_is_shown_cut_but_still_quoted(tmp_path: Path) -> None:
+    """Notes show a value the way registration reasons do (``registration_rules.show``)."""
+    verdict = validate(tmp_path, tool_before("k" * 100))
+    (note,) = verdict["notes"]
+    assert note["note"].startswith('unknown tool kind "' + "k" * 63 + '\u2026" (known: ')

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ahp_protocol.wire.errors import WireError, WireErrors
 from ahp_protocol.wire.kinds import TOOL_KINDS, is_known_kind
+from ahp_protocol.wire.registration_rules import show
 
 if TYPE_CHECKING:
     from ahp_protocol.client._result import HookResult
@@ -92,15 +93,10 @@ def _kind_notes(kinds: Sequence[tuple[str, object]], *, in_filter: bool) -> list
         else "accepted (kind is descriptive only), but a rule or filter on kind never matches it"
     )
     return [
-        Note(path, f"unknown tool kind {_shown(kind)} (known: {_KNOWN_KINDS}); {consequence}")
+        Note(path, f"unknown tool kind {show(kind)} (known: {_KNOWN_KINDS}); {consequence}")
         for path, kind in kinds
         if not is_known_kind(kind)
     ]
-
-
-def _shown(value: object, limit: int = 64) -> str:
-    text = json.dumps(value, ensure_ascii=False)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _event_notes(event: object, where: str) -> list[Note]:
