@@ -63,6 +63,7 @@ import sys
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any, Final
 
+from ahp_protocol.wire.names import ENV_NAME
 from ahp_protocol.wire.names import is_loopback_host as is_loopback
 
 if TYPE_CHECKING:
@@ -101,7 +102,6 @@ MAX_HEADER_BYTES: Final = 64 * 1024
 _TEXT = b"text/plain; charset=utf-8"
 _JSON = b"application/json"
 _CLOSE = (b"connection", b"close")
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _HEADER_VALUE = re.compile(r"[\x21-\x7e\x80-\xff]+(?:[ \t]+[\x21-\x7e\x80-\xff]+)*")
 
 
@@ -145,7 +145,7 @@ def bearer_token_from_env(name: str, environ: Mapping[str, str] | None = None) -
     HTTP header.
     """
     env = os.environ if environ is None else environ
-    if not _ENV_NAME.fullmatch(name):
+    if not ENV_NAME.fullmatch(name):
         raise ValueError(f"--bearer-token-env {name!r}: not an environment variable name")
     value = env.get(name)
     if value is None:
