@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -57,3 +58,18 @@ def schema_errors(name: str, instance: Any) -> list[str]:
         f"{'/'.join(map(str, e.absolute_path)) or '$'}: {e.message}"
         for e in _validator(name).iter_errors(instance)
     ]
+
+
+def intercept_request(event: dict[str, Any], effects: Sequence[str]) -> dict[str, Any]:
+    """A ``hooks/intercept`` request for ``event`` (its id as the request id), advertising
+    ``effects``: what a harness sends, built by hand for tests that speak raw JSON-RPC."""
+    return {
+        "jsonrpc": "2.0",
+        "id": event["id"],
+        "method": "hooks/intercept",
+        "params": {
+            "protocolVersion": "draft",
+            "event": event,
+            "capabilities": {"effects": list(effects)},
+        },
+    }

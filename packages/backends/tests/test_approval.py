@@ -50,6 +50,8 @@ from ahp_backends.denylist import ConfigError
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kit_testing import intercept_request
+
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLE_CONFIG = REPO / "examples" / "backends" / "approval.toml"
 DENY_CODE = "com.example.ahp.approval.required"
@@ -268,16 +270,7 @@ async def test_registration_without_subscriptions_uses_the_served_defaults(
 
 
 def intercept(event: dict[str, Any], effects: tuple[str, ...]) -> dict[str, Any]:
-    return {
-        "jsonrpc": "2.0",
-        "id": event["id"],
-        "method": "hooks/intercept",
-        "params": {
-            "protocolVersion": "draft",
-            "event": event,
-            "capabilities": {"effects": list(effects)},
-        },
-    }
+    return intercept_request(event, effects)
 
 
 def call(

@@ -37,6 +37,8 @@ from ahp_backends import denylist
 from ahp_backends.denylist import ConfigError, glob_to_regex, parse_rules, table_lines
 from ahp_protocol.wire.kinds import TOOL_KINDS
 
+from kit_testing import intercept_request
+
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLE_RULES = REPO / "examples" / "backends" / "denylist.toml"
 
@@ -300,16 +302,7 @@ def test_configuration_defaults(
 def intercept(
     event: dict[str, Any], effects: tuple[str, ...] = ("deny", "message")
 ) -> dict[str, Any]:
-    return {
-        "jsonrpc": "2.0",
-        "id": event["id"],
-        "method": "hooks/intercept",
-        "params": {
-            "protocolVersion": "draft",
-            "event": event,
-            "capabilities": {"effects": list(effects)},
-        },
-    }
+    return intercept_request(event, effects)
 
 
 def event_for(clients: Any, tool: dict[str, Any], event_id: str | None = None) -> dict[str, Any]:

@@ -31,6 +31,8 @@ from typing import Any
 
 import pytest
 
+from kit_testing import intercept_request
+
 REPO = Path(__file__).resolve().parents[3]
 README = REPO / "packages" / "backends" / "README.md"
 
@@ -254,16 +256,7 @@ def test_configuration_defaults_are_the_deny_lists(
 def intercept(
     event: dict[str, Any], effects: tuple[str, ...] = ("allow", "ask", "deny", "message")
 ) -> dict[str, Any]:
-    return {
-        "jsonrpc": "2.0",
-        "id": event["id"],
-        "method": "hooks/intercept",
-        "params": {
-            "protocolVersion": "draft",
-            "event": event,
-            "capabilities": {"effects": list(effects)},
-        },
-    }
+    return intercept_request(event, effects)
 
 
 def event_for(

@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from kit_testing import intercept_request
+
 pytestmark = pytest.mark.timeout(60)
 ATTEMPTS = 300
 EFFECTS = ["allow", "ask", "deny", "message"]
@@ -91,16 +93,7 @@ def _intercept(clients: Any, command: str) -> dict[str, Any]:
         clients.Case("push", {"name": "Bash", "input": {"command": command}, "origin": "native"}),
         clients.SOURCE_OURS,
     )
-    return {
-        "jsonrpc": "2.0",
-        "id": event["id"],
-        "method": "hooks/intercept",
-        "params": {
-            "protocolVersion": "draft",
-            "event": event,
-            "capabilities": {"effects": EFFECTS},
-        },
-    }
+    return intercept_request(event, EFFECTS)
 
 
 def _effects(answer: tuple[int, bytes]) -> list[str]:
