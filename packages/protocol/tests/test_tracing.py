@@ -201,8 +201,9 @@ def test_one_trace_spans_harness_and_http_backend(tmp_path: Path) -> None:
     check_one_trace(out, backend_spans(tmp_path))
 
 
-@pytest.mark.timeout(120)
-def test_without_opentelemetry_nothing_is_imported_or_sent(tmp_path: Path) -> None:
+def run_recorded(tmp_path: Path, mode: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The harness (``mode``) against a persistent recording backend: its output, and
+    every message the backend received."""
     record = tmp_path / "record.jsonl"
     hook = {
         "id": "com.example.recorder",
@@ -214,35 +215,21 @@ def test_without_opentelemetry_nothing_is_imported_or_sent(tmp_path: Path) -> No
         },
         "subscriptions": [intercept_sub()],
     }
-    out = run_harness(tmp_path, [hook], "plain")
+    out = run_harness(tmp_path, [hook], mode)
+    entries = [json.loads(line) for line in record.read_text().splitlines()]
+    return out, [e["message"] for e in entries if e["event"] == "message"]
+
+
+@pytest.mark.timeout(120)
+def test_without_opentelemetry_nothing_is_imported_or_sent(tmp_path: Path) -> None:
+    out, sent = run_recorded(tmp_path, "plain")
     assert out["otel_modules"] == []
-    sent = [
-        json.loads(line)["message"]
-        for line in record.read_text().splitlines()
-        if json.loads(line)["event"] == "message"
-    ]
     assert len(sent) == 2 and all("extensions" not in m["params"] for m in sent)
 
 
 @pytest.mark.timeout(120)
 def test_the_carrier_is_on_the_wire_under_its_extension(tmp_path: Path) -> None:
-    record = tmp_path / "record.jsonl"
-    hook = {
-        "id": "com.example.recorder",
-        "transport": {
-            "type": "stdio",
-            "command": sys.executable,
-            "args": ["-I", "-S", str(RECORDER), "--record", str(record)],
-            "lifecycle": "persistent",
-        },
-        "subscriptions": [intercept_sub()],
-    }
-    out = run_harness(tmp_path, [hook], "otel")
-    sent = [
-        json.loads(line)["message"]
-        for line in record.read_text().splitlines()
-        if json.loads(line)["event"] == "message"
-    ]
+    out, sent = run_recorded(tmp_path, "otel")
     hook_spans = [s for s in out["spans"] if s["kind"] == "CLIENT"]
     assert len(sent) == 3
     for message, span in zip(sent, hook_spans, strict=True):
