@@ -12,9 +12,8 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
 
 from ahp_protocol.client._failures import FailureClass
-from ahp_protocol.client.chain import ChainState, Denial
+from ahp_protocol.client.chain import ChainState
 from ahp_protocol.wire.routing import Policy
-from ahp_protocol.wire.state import Candidate, FlowState, Permission
 
 Mode = Literal["intercept", "observe", "short-circuit"]
 Outcome = Literal["no_effect", "accepted", "denied", "failed", "delivered"]
@@ -56,33 +55,23 @@ class Diagnostic:
         return out
 
 
-@dataclass(frozen=True, slots=True)
-class HookResult:
-    """The settled outcome of one event. ``permission`` is ``none|allow|ask|deny``.
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HookResult(ChainState):
+    """The settled outcome of one event: the chain's final state, the event's type and
+    a diagnostic per subscription reached. ``permission`` is ``none|allow|ask|deny``.
 
     ``none`` is not permission: the host's own permission flow still decides.
     ``allow`` only suppresses the host's ordinary prompt.
     """
 
     event_type: str
-    permission: Permission
-    event: Mapping[str, Any]
-    denial: Denial | None
-    candidate: Candidate | None
-    messages: tuple[str, ...]
-    injections: tuple[Mapping[str, Any], ...]
-    flow: FlowState
-    flow_reason: str | None
-    instructions: tuple[str, ...]
     diagnostics: tuple[Diagnostic, ...]
-    event_changed: bool = False
-    """True when an accepted modification changed the event (the output, the input, ...)."""
 
     @classmethod
     def settle(
         cls, event_type: str, state: ChainState, diagnostics: list[Diagnostic]
     ) -> HookResult:
-        carried = {name: getattr(state, name) for name in _CARRIED}
+        carried = {f.name: getattr(state, f.name) for f in fields(ChainState)}
         return cls(event_type=event_type, diagnostics=tuple(diagnostics), **carried)
 
     @property
@@ -97,11 +86,6 @@ class HookResult:
     def denied_by(self) -> str | None:
         """The backend id that denied (or whose failure denied), else ``None``."""
         return self.denial.backend if self.denial else None
-
-    @property
-    def stopped(self) -> bool:
-        """True when the operation must not proceed: a denial or a flow stop."""
-        return self.denied or self.flow == "stop"
 
     @property
     def tool_input(self) -> Any:
@@ -124,7 +108,3 @@ class HookResult:
             "toolInput": self.tool_input,
             "diagnostics": [d.to_json() for d in self.diagnostics],
         }
-
-
-_CARRIED = tuple(f.name for f in fields(ChainState))
-"""What a settled result takes from the chain state: every field, under the same name."""

@@ -69,10 +69,12 @@ class ChainState:
     messages: tuple[str, ...] = ()
     denial: Denial | None = None
     event_changed: bool = field(default=False, compare=False)
+    """True when an accepted modification changed the event (the output, the input, ...)."""
 
     @property
     def stopped(self) -> bool:
-        """True once decision-making has ended (accepted deny or flow stop)."""
+        """True when the operation must not proceed and decision-making has ended: a
+        denial (accepted or fail-closed) or a flow stop."""
         return self.denial is not None or self.flow == "stop"
 
     def wire_state(self) -> dict[str, Any]:

@@ -414,16 +414,14 @@ class ToolCall:
     file_changed: HookResult | None = None
     _judged: bool = field(default=False, init=False)
 
-    def _fields(self, tool_input: Any) -> dict[str, Any]:
-        tool: dict[str, Any] = {"name": self.name, "input": tool_input, "origin": self.origin}
-        if self.kind is not None:
-            tool["kind"] = self.kind
-        return {"tool": tool, "call": {"id": self.id}, "path": self.path}
-
     def event(self, event_type: str, **fields: Any) -> dict[str, Any]:
         """A complete event of this call (``tool`` with the current input, ``call``,
         ``path``, the session's envelope) with ``fields`` added; built, not sent."""
-        return self.session.event(event_type, **self._fields(self.input), **fields)
+        tool: dict[str, Any] = {"name": self.name, "input": self.input, "origin": self.origin}
+        if self.kind is not None:
+            tool["kind"] = self.kind
+        call = {"id": self.id}
+        return self.session.event(event_type, tool=tool, call=call, path=self.path, **fields)
 
     async def _send(
         self, event_type: str, *, initial_permission: Permission = "none", **fields: Any

@@ -32,7 +32,6 @@ import contextlib
 import os
 import re
 from collections.abc import AsyncIterator, Mapping
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any, Final, Literal, Protocol
@@ -255,9 +254,28 @@ class HttpTransport:
             )
         return self._client
 
-    def _post(self, message: dict[str, Any]) -> AbstractAsyncContextManager[httpx.Response]:
+    @contextlib.asynccontextmanager
+    async def _post(self, message: dict[str, Any]) -> AsyncIterator[httpx.Response]:
+        """One streamed POST of ``message``; httpx errors become ``CONNECT_FAILED``."""
         headers = self._resolve_headers()  # before anything is sent
-        return _exchange(self._ready(), self.url, headers, jsonrpc.encode(message)[:-1])
+        client = self._ready()
+        body = jsonrpc.encode(message)[:-1]
+        request = client.build_request("POST", self.url, headers=headers, content=body)
+        try:
+            response = await client.send(request, stream=True)
+        except httpx.ConnectError:
+            raise OperationalFailure(
+                FailureClass.CONNECT_FAILED, "connection refused or not established"
+            ) from None
+        except (httpx.HTTPError, OSError):
+            raise OperationalFailure(FailureClass.CONNECT_FAILED, "connection lost") from None
+        try:
+            yield response
+        except (httpx.HTTPError, OSError):
+            raise OperationalFailure(FailureClass.CONNECT_FAILED, "connection lost") from None
+        finally:
+            with contextlib.suppress(httpx.HTTPError, OSError):
+                await response.aclose()
 
     async def _response(self, response: httpx.Response, key: tuple[str, object]) -> dict[str, Any]:
         if response.status_code != 200:
@@ -288,26 +306,3 @@ class HttpTransport:
                     FailureClass.MALFORMED_OUTPUT, "response exceeds the frame size limit"
                 )
         return decode_answer(bytes(body), self.max_frame_bytes, key)
-
-
-@contextlib.asynccontextmanager
-async def _exchange(
-    client: httpx.AsyncClient, url: str, headers: list[tuple[bytes, bytes]], body: bytes
-) -> AsyncIterator[httpx.Response]:
-    """One streamed POST; httpx errors become ``CONNECT_FAILED``."""
-    request = client.build_request("POST", url, headers=headers, content=body)
-    try:
-        response = await client.send(request, stream=True)
-    except httpx.ConnectError:
-        raise OperationalFailure(
-            FailureClass.CONNECT_FAILED, "connection refused or not established"
-        ) from None
-    except (httpx.HTTPError, OSError):
-        raise OperationalFailure(FailureClass.CONNECT_FAILED, "connection lost") from None
-    try:
-        yield response
-    except (httpx.HTTPError, OSError):
-        raise OperationalFailure(FailureClass.CONNECT_FAILED, "connection lost") from None
-    finally:
-        with contextlib.suppress(httpx.HTTPError, OSError):
-            await response.aclose()
