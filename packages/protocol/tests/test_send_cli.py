@@ -171,6 +171,8 @@ USAGE_ERRORS = [
     ("event-without-type", "event-no-type", "type: "),
     ("event-removed-type", "event-removed-type", "type: "),
     ("event-invalid", "event-invalid", "tool"),
+    ("event-not-json", "event-bad-json", "event.json: $: not valid JSON: "),
+    ("event-not-utf8", "event-not-utf8", "event.json: $: not valid UTF-8"),
     ("repeat-zero", "repeat=0", "--repeat"),
 ]
 
@@ -216,6 +218,10 @@ def test_exit_2_on_usage_and_registration_errors(
         event = event_file(tmp_path, {**PARTIAL_EVENT, "type": "tool.error"})
     elif how == "event-invalid":
         event = event_file(tmp_path, {k: v for k, v in PARTIAL_EVENT.items() if k != "tool"})
+    elif how == "event-bad-json":
+        Path(event).write_text("{not json", "utf-8")
+    elif how == "event-not-utf8":
+        Path(event).write_bytes(b'{"type": "tool.before\xff"}')
     elif how.startswith("repeat="):
         extra = ["--repeat", how.split("=", 1)[1]]
     code, out, err = run(capsys, "--registration", reg, "--event", event, *extra)

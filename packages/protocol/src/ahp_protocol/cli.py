@@ -1,21 +1,11 @@
 """The ``ahp-protocol`` command: check AHP documents and try backends from the shell.
 
-``ahp-protocol validate [--kind auto|registration|message|stdio] [--json] FILE...``
-prints ``FILE: valid`` or ``FILE: invalid: <JSON path>: <reason>`` per file
-and exits 0 only when every file is valid (1 when one is not, 2 on a usage
-error). It reads files only; it never starts a backend. What is valid but
-likely a mistake follows as ``FILE: note: <JSON path>: <note>`` lines, which
-never change the verdict: a ``tool.kind`` (in an event, or a batch's calls) or a
-``filters.toolKinds`` entry (in a registration or a ``hooks/configuration``
-result) that is not one of :data:`~ahp_protocol.wire.kinds.TOOL_KINDS`. The
-draft accepts any kind on the wire, but a rule keyed on ``kind = "shell"`` never
-meets a harness that says ``"bash"``.
-
-``ahp-protocol send --registration FILE --event FILE [--effects LIST] [--repeat N] [--json]``
-is a one-shot harness: it completes a partial event, runs it through the
-registration's chain (starting the backends it names) and prints the settled
-result with every diagnostic. Exit 0 when the chain settled without a denial,
-1 on a denial, 2 on a usage or registration error.
+``validate`` reads files only (it never starts a backend) and adds notes, which never
+change a verdict, for a tool kind outside :data:`~ahp_protocol.wire.kinds.TOOL_KINDS`:
+the wire accepts any kind, but a rule keyed on ``kind = "shell"`` never meets a harness
+that says ``"bash"``. ``send`` is a one-shot harness: it starts the backends the
+registration names. What each command prints and its exit codes are written once, in
+its ``--help`` text (:func:`build_parser`).
 """
 
 from __future__ import annotations
@@ -31,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from ahp_protocol import __version__
 from ahp_protocol.wire.errors import WireError, WireErrors
 from ahp_protocol.wire.kinds import TOOL_KINDS, is_known_kind
 from ahp_protocol.wire.registration_rules import show
@@ -180,8 +171,15 @@ def _detect(path: Path, data: bytes) -> Kind:
     return "registration" if isinstance(document, dict) and "hooks" in document else "message"
 
 
-def _json_error(exc: json.JSONDecodeError) -> WireError:
-    return WireError("$", f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")
+def _decode_json(data: bytes) -> Any:
+    """One JSON document from a file's bytes, or a ``WireError`` saying what is wrong."""
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise WireError("$", "not valid UTF-8") from None
+    except json.JSONDecodeError as exc:
+        reason = f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        raise WireError("$", reason) from None
 
 
 def validate_file(name: str, kind: Kind = "auto") -> Verdict:
@@ -202,12 +200,7 @@ def validate_file(name: str, kind: Kind = "auto") -> Verdict:
             notes = _stdio_notes(data)
             messages.validate_stdio(data)
             return Verdict(name, kind, (), tuple(notes))
-        try:
-            document = json.loads(data.decode("utf-8"))
-        except UnicodeDecodeError:
-            raise WireError("$", "not valid UTF-8") from None
-        except json.JSONDecodeError as exc:
-            raise _json_error(exc) from None
+        document = _decode_json(data)
         notes = _document_notes(document, kind)
         if kind == "registration":
             registration.parse_registration(document)
@@ -232,16 +225,19 @@ def _validate(args: argparse.Namespace) -> int:
     return 0 if all(v.valid for v in verdicts) else 1
 
 
+_HARNESS: Mapping[str, str] = {"name": "ahp-protocol-send", "version": __version__}
+"""Who ``send`` says it is, where a partial event does not say."""
+
+
 def complete_event(partial: Mapping[str, Any], *, source: str) -> dict[str, Any]:
     """Fill ``id``, ``time``, ``source`` and ``harness`` where a partial event lacks them."""
-    from ahp_protocol import __version__
     from ahp_protocol.client._dispatcher import new_id, now
 
     event = dict(partial)
     event.setdefault("id", new_id("evt"))
     event.setdefault("time", now())
     event.setdefault("source", source)
-    event.setdefault("harness", {"name": "ahp-protocol-send", "version": __version__})
+    event.setdefault("harness", dict(_HARNESS))
     return event
 
 
@@ -252,11 +248,13 @@ def _usage_error(message: str) -> int:
 
 def _read_json(name: str, what: str) -> Any:
     try:
-        return json.loads(Path(name).read_text("utf-8"))
+        data = Path(name).read_bytes()
     except OSError as exc:
         raise WireError("$", f"cannot read {what} {name}: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise WireError(f"{name}", str(_json_error(exc))) from None
+    try:
+        return _decode_json(data)
+    except WireError as exc:
+        raise WireError(name, str(exc)) from None
 
 
 def _grant(event_type: str, effects: str | None) -> dict[str, Any]:
@@ -302,7 +300,7 @@ def _print_result(result: HookResult) -> None:
 async def _send(args: argparse.Namespace) -> int:
     import statistics
 
-    from ahp_protocol.client import ChainState, Dispatcher, HookResult, RegistrationError
+    from ahp_protocol.client import Hooks, RegistrationError
     from ahp_protocol.client.hooks import load_anchored
     from ahp_protocol.wire import catalogue, events
 
@@ -319,28 +317,23 @@ async def _send(args: argparse.Namespace) -> int:
         if catalogue.is_interceptable(event_type):
             capabilities[event_type] = _grant(event_type, args.effects)
         events.parse_event(complete_event(partial, source=source))
-        dispatcher = Dispatcher(registration, capabilities=capabilities, source=source)
-    except (WireError, WireErrors) as exc:
-        return _usage_error(str(exc))
-    except RegistrationError as exc:
+        hooks = Hooks(  # the event was checked once, above: --repeat measures the chain only
+            registration, harness=_HARNESS, capabilities=capabilities, source=source, validate=False
+        )
+    except (WireError, WireErrors, RegistrationError) as exc:
         return _usage_error(str(exc))
     results: list[HookResult] = []
     latencies: list[float] = []
-    async with dispatcher:
-        for diagnostic in dispatcher.configuration_diagnostics:
+    async with hooks:
+        for diagnostic in hooks.configuration_diagnostics:
             print(f"warning: {diagnostic.backend}: {diagnostic.detail}", file=sys.stderr)
         for _ in range(args.repeat):
             # With --repeat every event is distinct: a fixed id is only kept for a single send.
             fresh = {k: v for k, v in partial.items() if k != "id"}
             event = complete_event(fresh if args.repeat > 1 else partial, source=source)
             started = time.perf_counter()
-            if event_type in capabilities:
-                result = await dispatcher.intercept(event)
-            else:
-                diagnostics = await dispatcher.observe(event)
-                result = HookResult.settle(event_type, ChainState(event=event), diagnostics)
+            results.append(await hooks.send(event))
             latencies.append((time.perf_counter() - started) * 1000)
-            results.append(result)
     denied = sum(1 for r in results if r.denied)
     summary = None
     if args.repeat > 1:
