@@ -226,3 +226,35 @@ def test_workers_that_die_at_start_make_the_supervisor_give_up() -> None:
     assert "exited with status 3; started worker" in err
     assert "workers in a row ended within 2 s of starting; giving up" in err
     assert "Traceback" not in err
+
+
+def test_a_worker_that_ignores_sigterm_is_killed_after_the_stop_timeout() -> None:
+    script = (
+        "import os, signal, sys; from ahp_protocol.server.workers import supervise\n"
+        "def serve():\n"
+        "    signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "    print(os.getpid(), flush=True)\n"
+        "    signal.pause()\n"
+        "supervise(2, serve, name='stubborn', stop_timeout=0.5)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    workers = [int(proc.stdout.readline()) for _ in range(2)]  # both ignore SIGTERM now
+    try:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=DEADLINE)
+        assert proc.returncode == 0, err
+        assert b"stubborn: all workers stopped" in err
+        for pid in workers:
+            wait_gone(pid)
+    finally:
+        proc.kill()
+        proc.wait(timeout=DEADLINE)
+        for pid in workers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

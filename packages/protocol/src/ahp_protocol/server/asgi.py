@@ -67,8 +67,6 @@ from ahp_protocol.wire.names import ENV_NAME
 from ahp_protocol.wire.names import is_loopback_host as is_loopback
 
 if TYPE_CHECKING:
-    from anyio import CapacityLimiter
-
     from ahp_protocol.server.backend import Backend
 
 __all__ = [
@@ -103,10 +101,6 @@ _TEXT = b"text/plain; charset=utf-8"
 _JSON = b"application/json"
 _CLOSE = (b"connection", b"close")
 _HEADER_VALUE = re.compile(r"[\x21-\x7e\x80-\xff]+(?:[ \t]+[\x21-\x7e\x80-\xff]+)*")
-
-
-class _Disconnected(Exception):
-    pass
 
 
 class _Refusal(Exception):
@@ -228,6 +222,8 @@ class App:
             raise ValueError("body_timeout must be positive")
         if bearer_token is not None and not bearer_token:
             raise ValueError("bearer_token must not be empty")
+        import anyio
+
         self.backend = backend
         self.max_frame_bytes = limit
         self.body_timeout = body_timeout
@@ -235,7 +231,8 @@ class App:
         self._expected = (
             None if bearer_token is None else b"Bearer " + bearer_token.encode("latin-1")
         )
-        self._judge_limiter: CapacityLimiter | None = None
+        # One large frame judged in a thread at a time (created here, bound on first use).
+        self._judge_limiter = anyio.CapacityLimiter(1)
 
     def __repr__(self) -> str:  # never shows the token
         return f"App({self.backend.name!r}, authenticated={self._expected is not None})"
@@ -249,20 +246,14 @@ class App:
             raise RuntimeError("this app serves HTTP only")
         try:
             self._authenticate(scope)
-            body = await self._read_within_deadline(scope, receive)
+            body = await self._read(scope, receive)
         except _Refusal as refusal:
             headers = [*refusal.headers, _CLOSE]
             await self._send(send, refusal.status, refusal.text.encode(), _TEXT, headers)
             return
-        except _Disconnected:
+        if body is None:  # the client went away
             return
-        judge_in = None
-        if len(body) > self.judge_in_thread_bytes:
-            judge_in = self._judge_limiter
-            if judge_in is None:
-                import anyio
-
-                judge_in = self._judge_limiter = anyio.CapacityLimiter(1)
+        judge_in = self._judge_limiter if len(body) > self.judge_in_thread_bytes else None
         reply = await self.backend.respond(
             body, self.max_frame_bytes, offload_sync=True, judge_in=judge_in
         )
@@ -287,18 +278,10 @@ class App:
         if not hmac.compare_digest(given, expected):
             raise _INVALID
 
-    async def _read_within_deadline(self, scope: Scope, receive: Receive) -> bytes:
+    async def _read(self, scope: Scope, receive: Receive) -> bytes | None:
+        """The whole body within ``body_timeout``, ``None`` if the client went away."""
         import anyio
 
-        try:
-            with anyio.fail_after(self.body_timeout):
-                return await self._read(scope, receive)
-        except TimeoutError:
-            raise _Refusal(
-                408, f"request body not received within {self.body_timeout:g} s\n", []
-            ) from None
-
-    async def _read(self, scope: Scope, receive: Receive) -> bytes:
         if scope.get("method") != "POST":
             raise _Refusal(405, "method not allowed: use POST\n", [(b"allow", b"POST")])
         headers: list[tuple[bytes, bytes]] = list(scope.get("headers") or [])
@@ -312,18 +295,20 @@ class App:
         if declared is not None and declared > self.max_frame_bytes:
             raise too_large
         body = bytearray()
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                raise _Disconnected
-            if message["type"] != "http.request":
-                raise _Refusal(400, "request body could not be read\n", [])
-            chunk = message.get("body", b"")
-            if len(body) + len(chunk) > self.max_frame_bytes:
-                raise too_large
-            body.extend(chunk)
-            if not message.get("more_body", False):
-                return bytes(body)
+        with anyio.move_on_after(self.body_timeout):
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return None
+                if message["type"] != "http.request":
+                    raise _Refusal(400, "request body could not be read\n", [])
+                chunk = message.get("body", b"")
+                if len(body) + len(chunk) > self.max_frame_bytes:
+                    raise too_large
+                body.extend(chunk)
+                if not message.get("more_body", False):
+                    return bytes(body)
+        raise _Refusal(408, f"request body not received within {self.body_timeout:g} s\n", [])
 
     @staticmethod
     async def _send(

@@ -135,20 +135,12 @@ def supervise(
             os._exit(code)
 
     crashes = 0
-    stopping = False
-    deadline = 0.0
     try:
         for _ in range(count):
             spawn()
         _note(name, f"{count} workers: " + ", ".join(str(p) for p in workers))
-        while workers:
-            while workers:  # reap every worker that has ended
-                pid, status = os.waitpid(-1, os.WNOHANG)
-                if pid == 0:
-                    break
-                started = workers.pop(pid, None)
-                if started is None or stopping:
-                    continue
+        while True:
+            for pid, status, started in _reap(workers):
                 quick = time.monotonic() - started < crash_window
                 crashes = crashes + 1 if quick else 0
                 if crashes >= max_crashes:
@@ -157,26 +149,11 @@ def supervise(
                         "starting; giving up"
                     )
                 _note(name, f"worker {pid} {_describe(status)}; started worker {spawn()}")
-            if not workers:
+            received = _wait(wake_r, None)
+            if any(sig in received for sig in _STOP_SIGNALS):
                 break
-            timeout = None if not stopping else max(0.0, deadline - time.monotonic())
-            if stopping and timeout == 0.0:
-                for pid in workers:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(pid, signal.SIGKILL)
-                timeout = None
-            with contextlib.suppress(InterruptedError):
-                select.select([wake_r], [], [], timeout)
-            with contextlib.suppress(BlockingIOError):
-                received = os.read(wake_r, 512)
-                if not stopping and any(sig in received for sig in _STOP_SIGNALS):
-                    stopping = True
-                    deadline = time.monotonic() + stop_timeout
-                    for pid in workers:
-                        with contextlib.suppress(ProcessLookupError):
-                            os.kill(pid, signal.SIGTERM)
     finally:
-        _stop_all(workers, stop_timeout)
+        _stop_all(workers, stop_timeout, wake_r)
         signal.set_wakeup_fd(old_wakeup)
         for sig, handler in previous.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
@@ -185,22 +162,41 @@ def supervise(
     _note(name, "all workers stopped")
 
 
-def _stop_all(workers: dict[int, float], stop_timeout: float) -> None:
-    """SIGTERM the workers still running, wait, SIGKILL the stragglers; reap them all."""
+def _reap(workers: dict[int, float]) -> list[tuple[int, int, float]]:
+    """``(pid, wait status, start time)`` of each worker that has ended, now unlisted."""
+    ended = []
+    for pid in list(workers):
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:  # reaped already: gone all the same
+            done, status = pid, 0
+        if done:
+            ended.append((pid, status, workers.pop(pid)))
+    return ended
+
+
+def _wait(wake_r: int, timeout: float | None) -> bytes:
+    """Block until a signal arrives (SIGCHLD included) or ``timeout``; the signal numbers."""
+    with contextlib.suppress(InterruptedError):
+        select.select([wake_r], [], [], timeout)
+    with contextlib.suppress(BlockingIOError):
+        return os.read(wake_r, 512)
+    return b""
+
+
+def _stop_all(workers: dict[int, float], stop_timeout: float, wake_r: int) -> None:
+    """SIGTERM the workers still running, wait for them, SIGKILL the stragglers after
+    ``stop_timeout`` seconds; reap them all."""
     for pid in workers:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + stop_timeout
-    while workers:
-        for pid in list(workers):
-            with contextlib.suppress(ChildProcessError):
-                done, _ = os.waitpid(pid, os.WNOHANG)
-                if not done:
-                    continue
-            workers.pop(pid)
+    while True:
+        _reap(workers)
         if not workers:
             return
-        if time.monotonic() >= deadline:
+        left = deadline - time.monotonic()
+        if left <= 0:
             for pid in workers:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
@@ -209,4 +205,4 @@ def _stop_all(workers: dict[int, float], stop_timeout: float) -> None:
                     os.waitpid(pid, 0)
             workers.clear()
             return
-        time.sleep(0.05)  # a bounded poll on the way out (no signal to wait on here)
+        _wait(wake_r, left)
