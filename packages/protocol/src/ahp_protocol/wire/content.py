@@ -118,7 +118,6 @@ AttachmentMediaType: TypeAlias = Annotated[NonEmptyStr, AfterValidator(_attachme
 # --------------------------------------------------------------------------- parts
 
 Role = Literal["system", "developer", "user", "assistant", "tool"]
-Selection = Literal["body", "metadata", "omit"]
 
 
 class ContentReference(ClosedModel):
@@ -233,11 +232,15 @@ def _text_part_tag(value: Any) -> str | None:
     return tag if tag is not None and tag.startswith("text:") else None
 
 
-TextPart: TypeAlias = Annotated[
+_TextVariants: TypeAlias = (
     Annotated[TextBodyPart, union_tag("text:body")]
     | Annotated[TextGapPart, union_tag("text:gap")]
     | Annotated[TextMetadataPart, union_tag("text:metadata")]
-    | Annotated[TextOmittedPart, union_tag("text:omit")],
+    | Annotated[TextOmittedPart, union_tag("text:omit")]
+)
+
+TextPart: TypeAlias = Annotated[
+    _TextVariants,
     Discriminator(
         _text_part_tag, custom_error_type="invalid_text_part", custom_error_message=_TEXT_PART_ERROR
     ),
@@ -245,10 +248,7 @@ TextPart: TypeAlias = Annotated[
 """One selection-aware text part (text-part-list slots: summary, instructions, attention)."""
 
 ContentItem: TypeAlias = Annotated[
-    Annotated[TextBodyPart, union_tag("text:body")]
-    | Annotated[TextGapPart, union_tag("text:gap")]
-    | Annotated[TextMetadataPart, union_tag("text:metadata")]
-    | Annotated[TextOmittedPart, union_tag("text:omit")]
+    _TextVariants
     | Annotated[AttachmentBodyPart, union_tag("attachment:body")]
     | Annotated[AttachmentGapPart, union_tag("attachment:gap")]
     | Annotated[AttachmentMetadataPart, union_tag("attachment:metadata")]

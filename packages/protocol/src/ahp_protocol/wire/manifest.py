@@ -79,9 +79,7 @@ class Limits(_Open):
     min_timeout_ms: NonNegativeInt | None = None
     max_timeout_ms: NonNegativeInt | None = None
 
-    @field_validator(
-        "max_upload_bytes", "max_continuations", "min_timeout_ms", "max_timeout_ms", mode="before"
-    )
+    @field_validator("*", mode="before")
     @classmethod
     def _present_means_integer(cls, value: object) -> object:
         if value is None:

@@ -124,11 +124,6 @@ def _intercept_request(message: Mapping[str, Any]) -> None:
         )
 
 
-def _discovery_request(message: Mapping[str, Any]) -> None:
-    params = _params(message)
-    _only(params, {"protocolVersion"}, "params")
-
-
 def _result(message: Mapping[str, Any]) -> dict[str, Any]:
     result = message["result"]
     if not isinstance(result, dict):
@@ -219,7 +214,7 @@ def validate_message(message: object, *, context: EditContext | None = None) -> 
         if method == jsonrpc.OBSERVE:
             _event(_params(message))
             return "observe-notification"
-        _discovery_request(message)
+        _only(_params(message), {"protocolVersion"}, "params")
         return "capabilities-request" if method == jsonrpc.CAPABILITIES else "configuration-request"
     if kind == "error":
         return "error-response"

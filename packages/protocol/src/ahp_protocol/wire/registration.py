@@ -21,16 +21,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final, Literal, Self, TypeAlias, TypeVar
 
 from pydantic import (
     ConfigDict,
-    Discriminator,
     Field,
     ModelWrapValidatorHandler,
-    Tag,
     ValidationError,
     ValidationInfo,
     model_validator,
@@ -38,7 +35,7 @@ from pydantic import (
 
 from .errors import WireError, WireErrors, json_path
 from .model import WireModel, to_wire_errors, unknown_stay_unknown
-from .registration_rules import CONTENT_CATEGORIES, Checks, show
+from .registration_rules import Checks, show
 from .routing import routes
 
 __all__ = [
@@ -118,14 +115,8 @@ class ContentSelection(_ConfigModel):
 
     def for_category(self, category: str | None) -> Selection:
         """The selection for one category; unlisted categories use ``default``."""
-        if category:
-            if category in CONTENT_CATEGORIES:
-                chosen: Selection | None = getattr(self, category)
-                if chosen is not None:
-                    return chosen
-            elif self.__pydantic_extra__ and category in self.__pydantic_extra__:
-                return self.__pydantic_extra__[category]
-        return self.default
+        chosen: Selection = self.to_wire().get(category or "default", self.default)
+        return chosen
 
 
 class Filters(_ConfigModel):
@@ -249,14 +240,7 @@ class HeaderSourceConfig(_ConfigModel):
     value_ref: str | None = None
 
 
-def _header_kind(value: Any) -> str:
-    return "literal" if isinstance(value, str) else "source"
-
-
-HeaderValueConfig: TypeAlias = Annotated[
-    Annotated[str, Tag("literal")] | Annotated[HeaderSourceConfig, Tag("source")],
-    Discriminator(_header_kind),
-]
+HeaderValueConfig: TypeAlias = str | HeaderSourceConfig
 """A literal header value, or a :class:`HeaderSourceConfig` resolved by the harness."""
 
 
@@ -327,10 +311,6 @@ class Configuration(_ConfigModel, _Routed):
 # Loaders
 
 
-def _depth(path: str) -> int:
-    return 0 if path == "$" else len(re.findall(r"\[\d+\]|[^.\[\]]+", path))
-
-
 _Document = TypeVar("_Document", "Registration", "Configuration")
 
 
@@ -338,8 +318,8 @@ def _parse(model: type[_Document], obj: object) -> _Document:
     checks = Checks()
     getattr(checks, model._rule)(obj, ())
     if checks.errors:
-        found = [WireError(json_path(path), reason) for path, reason in checks.errors]
-        raise WireErrors(sorted(found, key=lambda e: -_depth(e.path)))
+        deepest = sorted(checks.errors, key=lambda error: -len(error[0]))
+        raise WireErrors([WireError(json_path(path), reason) for path, reason in deepest])
     try:
         # Wire names only: a snake_case key in a document is an unknown field, kept as is.
         return model.model_validate(obj, by_alias=True, by_name=False, context=_JUDGED)

@@ -26,7 +26,6 @@ Path = tuple[PathPart, ...]
 _Obj = dict[str, Any]
 
 SELECTIONS: Final = ("body", "metadata", "omit")
-CONTENT_CATEGORIES: Final = ("text", "reasoning", "images", "audio", "video", "files")
 
 # What each URL member accepts (official schemas), and what to say when it does not.
 _URL_SCHEMES: Final = {
