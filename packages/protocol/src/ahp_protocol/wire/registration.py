@@ -35,8 +35,8 @@ from pydantic import (
 
 from .errors import WireError, WireErrors, json_path
 from .model import WireModel, to_wire_errors, unknown_stay_unknown
-from .registration_rules import Checks, show
-from .routing import routes
+from .registration_rules import Checks, Lifecycle, OAuthFlow, Selection, show
+from .routing import Policy, Scope, routes
 
 __all__ = [
     "Authentication",
@@ -49,6 +49,7 @@ __all__ = [
     "Hook",
     "HttpTransportConfig",
     "InterceptSubscription",
+    "Lifecycle",
     "OAuthAuthentication",
     "ObserveSubscription",
     "Registration",
@@ -60,11 +61,6 @@ __all__ = [
     "parse_configuration",
     "parse_registration",
 ]
-
-Selection = Literal["body", "metadata", "omit"]
-FailurePolicy = Literal["fail-open", "fail-closed"]
-Scope = Literal["managed", "project", "user"]
-Lifecycle = Literal["persistent", "per_event"]
 
 # The validation context of a document the loaders have already judged in full.
 _JUDGED: Final = {"ahp.registration.judged": True}
@@ -148,7 +144,7 @@ class OAuthAuthentication(_ConfigModel):
     resource: str
     issuer: str
     client_id: str
-    flow: Literal["authorization_code_pkce", "client_credentials"]
+    flow: OAuthFlow
     scopes: list[str] | None = None
     client_secret_ref: str | None = None
 
@@ -198,7 +194,7 @@ class InterceptSubscription(_SubscriptionBase):
 
     mode: Literal["intercept"] = "intercept"
     timeout_ms: int
-    failure_policy: FailurePolicy
+    failure_policy: Policy
 
 
 class ObserveSubscription(_SubscriptionBase):

@@ -14,18 +14,22 @@ import math
 import re
 import string
 from collections.abc import Iterable, Sequence
-from typing import Any, Final
+from typing import Any, Final, Literal, get_args
 from urllib.parse import urlsplit
 
-from .catalogue import EVENT_TYPE_SET, INTERCEPTABLE_SET, REMOVED, expand, is_wildcard
+from .catalogue import EVENT_TYPE_SET, INTERCEPTABLE_SET, REMOVED, Mode, expand, is_wildcard
 from .errors import PathPart
 from .jsonrpc import PROTOCOL_VERSION
 from .names import ENV_NAME, HEADER_NAME, is_reverse_dns
+from .routing import Policy, Scope
 
 Path = tuple[PathPart, ...]
 _Obj = dict[str, Any]
 
-SELECTIONS: Final = ("body", "metadata", "omit")
+Selection = Literal["body", "metadata", "omit"]
+Lifecycle = Literal["persistent", "per_event"]
+OAuthFlow = Literal["authorization_code_pkce", "client_credentials"]
+SELECTIONS: Final = get_args(Selection)
 
 # What each URL member accepts (official schemas), and what to say when it does not.
 _URL_SCHEMES: Final = {
@@ -373,7 +377,7 @@ class Checks:
         for index, arg in enumerate(self.array(transport, "args", path, "stdio")):
             if not isinstance(arg, str):
                 self.add((*path, "args", index), "each argument must be a string")
-        self.enum(transport, "lifecycle", path, ("persistent", "per_event"), need="stdio")
+        self.enum(transport, "lifecycle", path, get_args(Lifecycle), need="stdio")
         self.string(transport, "cwd", path)
         if "env" in transport:
             env = self.obj(transport["env"], (*path, "env"), "env (literal name-to-value strings)")
@@ -465,7 +469,7 @@ class Checks:
         for field in ("resource", "clientId", "clientSecretRef"):
             self.string(auth, field, path, non_empty=True)
         self.url(auth, "issuer", path)
-        self.enum(auth, "flow", path, ("authorization_code_pkce", "client_credentials"))
+        self.enum(auth, "flow", path, get_args(OAuthFlow))
         self.string_set(auth, "scopes", path)
         if "clientSecret" in auth:
             self.add(
@@ -479,11 +483,11 @@ class Checks:
         sub = self.obj(value, path, "each subscription")
         if sub is None:
             return
-        mode = self.enum(sub, "mode", path, ("intercept", "observe"), need="subscription")
+        mode = self.enum(sub, "mode", path, get_args(Mode), need="subscription")
         self.events(sub, path, mode)
         if mode == "intercept":
             self.integer(sub, "timeoutMs", path, 1, need="intercept")
-            self.enum(sub, "failurePolicy", path, ("fail-open", "fail-closed"), need="intercept")
+            self.enum(sub, "failurePolicy", path, get_args(Policy), need="intercept")
         elif mode == "observe":
             for field in ("timeoutMs", "failurePolicy"):
                 if field in sub:
@@ -499,7 +503,7 @@ class Checks:
             self.upload(sub["upload"], (*path, "upload"))
         if "filters" in sub:
             self.filters(sub["filters"], (*path, "filters"))
-        self.enum(sub, "scope", path, ("managed", "project", "user"))
+        self.enum(sub, "scope", path, get_args(Scope))
         self.boolean(sub, "disableable", path)
         if sub.get("scope") == "managed" and "disableable" not in sub:
             self.add(path, f"{_MANAGED} (add it)")

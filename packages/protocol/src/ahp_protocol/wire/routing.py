@@ -21,17 +21,18 @@ adapters' hook path can import it without pydantic.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Literal
+from typing import Literal, get_args
 
-from .catalogue import INTERCEPTABLE_SET, selector_matches
+from .catalogue import INTERCEPTABLE_SET, Mode, selector_matches
 
-__all__ = ["Policy", "failure_policy", "routes", "strictest_policy"]
+__all__ = ["Policy", "Scope", "failure_policy", "routes", "strictest_policy"]
 
 Policy = Literal["fail-open", "fail-closed"]
+Scope = Literal["managed", "project", "user"]
 
-_MODES = ("intercept", "observe")
-_POLICIES = ("fail-open", "fail-closed")
-_SCOPES = ("managed", "project", "user")
+_MODES = get_args(Mode)
+_POLICIES = get_args(Policy)
+_SCOPES = get_args(Scope)
 
 
 def failure_policy(
