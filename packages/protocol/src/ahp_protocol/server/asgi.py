@@ -97,8 +97,8 @@ JUDGE_IN_THREAD_BYTES: Final = 16 * 1024
 """Frames larger than this are decoded and judged in a worker thread."""
 MAX_HEADER_BYTES: Final = 64 * 1024
 
-_TEXT = b"text/plain; charset=utf-8"
-_JSON = b"application/json"
+_TEXT = (b"content-type", b"text/plain; charset=utf-8")
+_JSON = (b"content-type", b"application/json")
 _CLOSE = (b"connection", b"close")
 _HEADER_VALUE = re.compile(r"[\x21-\x7e\x80-\xff]+(?:[ \t]+[\x21-\x7e\x80-\xff]+)*")
 
@@ -248,8 +248,8 @@ class App:
             self._authenticate(scope)
             body = await self._read(scope, receive)
         except _Refusal as refusal:
-            headers = [*refusal.headers, _CLOSE]
-            await self._send(send, refusal.status, refusal.text.encode(), _TEXT, headers)
+            headers = [_TEXT, *refusal.headers, _CLOSE]
+            await self._send(send, refusal.status, refusal.text.encode(), headers)
             return
         if body is None:  # the client went away
             return
@@ -258,9 +258,9 @@ class App:
             body, self.max_frame_bytes, offload_sync=True, judge_in=judge_in
         )
         if reply.body is None:
-            await self._send(send, 204, b"", None)
+            await self._send(send, 204, b"")
         else:
-            await self._send(send, 400 if reply.parse_error else 200, reply.body, _JSON)
+            await self._send(send, 400 if reply.parse_error else 200, reply.body, [_JSON])
 
     def _authenticate(self, scope: Scope) -> None:
         expected = self._expected
@@ -312,16 +312,9 @@ class App:
 
     @staticmethod
     async def _send(
-        send: Send,
-        status: int,
-        body: bytes,
-        content_type: bytes | None,
-        extra: list[tuple[bytes, bytes]] | None = None,
+        send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]] | None = None
     ) -> None:
-        headers = [(b"content-length", str(len(body)).encode())]
-        if content_type is not None:
-            headers.append((b"content-type", content_type))
-        headers.extend(extra or [])
+        headers = [(b"content-length", str(len(body)).encode()), *(headers or [])]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 
