@@ -15,7 +15,7 @@ strict: no coercion (``"true"`` is not a boolean).
 import hashlib
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from functools import cache
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, TypeAlias
 
@@ -90,28 +90,25 @@ def is_attachment_media_type(media_type: str) -> bool:
 
 
 def _attachment_media_type(value: str) -> str:
-    if not _ATTACHMENT_FORBIDDEN.search(value):
+    if is_attachment_media_type(value):
         return value
     raise rule(
         "an attachment cannot be text or JSON (text is inline; JSON is serialized into text)"
     )
 
 
-def _number(minimum: float | None) -> Callable[[object], int | float]:
-    def check(value: object) -> int | float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise rule("must be a number")
-        if isinstance(value, float) and not math.isfinite(value):
-            raise rule("must be a finite number")
-        if minimum is not None and value < minimum:
-            raise rule(f"must be >= {minimum:g}")
-        return value
-
-    return check
+def _non_negative_number(value: object) -> int | float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise rule("must be a number")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise rule("must be a finite number")
+    if value < 0:
+        raise rule("must be >= 0")
+    return value
 
 
 PositiveInt: TypeAlias = Annotated[int, Field(ge=1)]
-NonNegativeNumber: TypeAlias = Annotated[int | float, PlainValidator(_number(0))]
+NonNegativeNumber: TypeAlias = Annotated[int | float, PlainValidator(_non_negative_number)]
 Sha256: TypeAlias = Annotated[str, AfterValidator(_sha256)]
 AttachmentMediaType: TypeAlias = Annotated[NonEmptyStr, AfterValidator(_attachment_media_type)]
 
