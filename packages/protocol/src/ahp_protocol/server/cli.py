@@ -22,17 +22,17 @@ if TYPE_CHECKING:
 def run(backend: Backend, argv: list[str] | None = None) -> NoReturn:
     """Serve ``backend`` as ``argv`` (default ``sys.argv[1:]``) says; ``SystemExit``."""
     args = sys.argv[1:] if argv is None else list(argv)
-    if args == ["--once"]:
-        _once(backend, None)
-    if args:
-        raise SystemExit(_parsed(backend, args))
+    once, limit = (args == ["--once"], None) if args in ([], ["--once"]) else _parsed(backend, args)
+    if once:
+        _once(backend, limit)
     from ahp_protocol.server.stdio import serve_persistent
 
-    serve_persistent(backend)
+    serve_persistent(backend, max_frame_bytes=limit)
     raise SystemExit(0)
 
 
-def _parsed(backend: Backend, args: list[str]) -> int:
+def _parsed(backend: Backend, args: list[str]) -> tuple[bool, int]:
+    """``(once, frame limit)`` for stdio; serves HTTP itself, then ``SystemExit``."""
     import argparse
 
     parser = argparse.ArgumentParser(
@@ -64,12 +64,7 @@ default 1: this process only)"
     if ns.http is None and ns.workers is not None:
         parser.error("--workers applies to --http only")
     if ns.http is None:
-        if ns.once:
-            _once(backend, limit)
-        from ahp_protocol.server.stdio import serve_persistent
-
-        serve_persistent(backend, max_frame_bytes=limit)
-        return 0
+        return bool(ns.once), limit
     from ahp_protocol.server.asgi import bearer_token_from_env, http_address, serve_http
     from ahp_protocol.server.workers import WorkersFailed, check_workers
 
@@ -85,8 +80,8 @@ default 1: this process only)"
         serve_http(backend, host, port, max_frame_bytes=limit, bearer_token=bearer, workers=workers)
     except WorkersFailed as exc:
         print(f"{backend.name}: error: {exc}", file=sys.stderr, flush=True)
-        return 1
-    return 0
+        raise SystemExit(1) from None
+    raise SystemExit(0)
 
 
 def _once(backend: Backend, limit: int | None) -> NoReturn:
