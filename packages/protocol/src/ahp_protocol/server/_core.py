@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol, TypeAlias, TypeGuard
 
 from ahp_protocol.server import _codec
@@ -70,9 +69,8 @@ def log(message: str, *args: object) -> None:
     logging.getLogger("ahp_protocol.server").warning(message, *args)
 
 
-@dataclass(frozen=True, slots=True)
-class InterceptRequest:
-    """One ``hooks/intercept`` request as a handler sees it.
+class InterceptRequest(NamedTuple):
+    """One ``hooks/intercept`` request as a handler sees it (immutable).
 
     ``event`` is the raw event dict (lossless, as received); ``capabilities`` and
     ``state`` are the raw request objects; ``advertised`` is the set of effect types
@@ -138,6 +136,12 @@ class InterceptCall(NamedTuple):
     request: InterceptRequest
     verdict: Verdict  # judges the handler's effects; never handed to a handler
     limit: int
+
+
+# Each request builds an InterceptRequest, an InterceptCall and a Reply: ``tuple.__new__``
+# builds them without the Python-level ``__new__`` a NamedTuple's constructor runs
+# (every field given, in declaration order).
+_new: Final = tuple.__new__
 
 
 class ObserveCall(NamedTuple):
@@ -310,11 +314,11 @@ class Core:
         if verdict.invalid is not None:
             return error_reply(rid, _BAD, verdict.invalid)
         assert verdict.handler is not None
-        request = InterceptRequest(
+        request = _new(InterceptRequest, (
             rid, event, event_type, capabilities, None if state is _NO_STATE else state,
             verdict.advertised, params,
-        )  # fmt: skip
-        return InterceptCall(verdict.handler, verdict.is_async, request, verdict, limit)
+        ))  # fmt: skip
+        return _new(InterceptCall, (verdict.handler, verdict.is_async, request, verdict, limit))
 
     def _judge(self, event_type: str, capabilities: Any, state: Any, key: Any) -> Verdict:
         """The verdict in full (a memo miss)."""
@@ -416,7 +420,7 @@ class Core:
         if len(line) - 1 > call.limit:
             log("%s: response exceeds the frame size limit", self.name)
             return error_reply(rid, ErrorCode.INTERNAL_ERROR, "response too large")
-        return Reply(line)
+        return _new(Reply, (line, False))
 
     def _accepted(self, call: InterceptCall, effects: list[Any]) -> bytes | None:
         """The encoded wire form of a handler's effects once judged (``check_effects``),

@@ -103,11 +103,9 @@ def decode(data: bytes | str, *, max_bytes: int = MAX_FRAME_BYTES) -> dict[str, 
 
 
 def _valid_id(value: Any) -> bool:
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, int):
-        return True
-    return isinstance(value, str) and value != ""
+    if isinstance(value, str):  # the usual id first: one test
+        return value != ""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def recoverable_id(message: Mapping[str, Any]) -> RequestId | None:

@@ -90,16 +90,22 @@ else:
 # --------------------------------------------------------------------------- the base
 
 
-def _mark_given(self: "WireModel", context: Any = None, /) -> None:
-    """Constants count as given; a ``None`` absent-when-none field does not."""
-    given = self.__pydantic_fields_set__
-    given.update(self._always)
-    for name in self._absent_when_none:
-        if name in given and getattr(self, name) is None:
-            given.discard(name)
+def _marking(own: Callable[[Any, Any], None] | None) -> Callable[..., None]:
+    """A ``model_post_init`` that marks what was given, then runs the class's ``own``:
+    constants count as given; a ``None`` absent-when-none field does not. One Python
+    frame per instance (two with ``own``): validation runs it for every event."""
 
+    def post_init(self: "WireModel", context: Any = None, /) -> None:
+        given = self.__pydantic_fields_set__
+        given.update(self._always)
+        for name in self._absent_when_none:
+            if name in given and getattr(self, name) is None:
+                given.discard(name)
+        if own is not None:
+            own(self, context)
 
-_mark_given._marks = True  # type: ignore[attr-defined]
+    post_init._marks = True  # type: ignore[attr-defined]
+    return post_init
 
 
 class WireModel(BaseModel):
@@ -120,16 +126,8 @@ class WireModel(BaseModel):
         inherited = cls.model_post_init
         if not (cls._always or cls._absent_when_none) or getattr(inherited, "_marks", False):
             return
-        if inherited is BaseModel.model_post_init:
-            cls.model_post_init = _mark_given  # type: ignore[method-assign,assignment]
-            return
-
-        def post_init(self: WireModel, context: Any, /) -> None:
-            _mark_given(self)
-            inherited(self, context)
-
-        post_init._marks = True  # type: ignore[attr-defined]
-        cls.model_post_init = post_init  # type: ignore[method-assign,assignment]
+        own = None if inherited is BaseModel.model_post_init else inherited
+        cls.model_post_init = _marking(own)  # type: ignore[method-assign]
 
     def to_wire(self) -> dict[str, Any]:
         """The object as wire JSON: wire names, only the fields that were given (and
