@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from contextlib import AbstractContextManager
+from contextlib import ExitStack
 from typing import Any
 
-from anyio.from_thread import BlockingPortal, start_blocking_portal
+from anyio.from_thread import start_blocking_portal
 
 from ahp_protocol.client._dispatcher import Dispatcher
 from ahp_protocol.client._result import Diagnostic, HookResult
@@ -25,13 +25,14 @@ class SyncDispatcher:
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.dispatcher = Dispatcher(*args, **kwargs)
-        self._portal_cm: AbstractContextManager[BlockingPortal] = start_blocking_portal()
-        self._portal = self._portal_cm.__enter__()
+        self._stack = ExitStack()  # what close() undoes, last first
+        self._portal = self._stack.enter_context(start_blocking_portal())
         try:
             self._portal.call(self.dispatcher.start)
         except BaseException:
-            self._portal_cm.__exit__(None, None, None)
+            self._stack.close()
             raise
+        self._stack.callback(self._portal.call, self.dispatcher.aclose)
 
     def intercept(
         self, event: Mapping[str, Any], *, initial_permission: Permission = "none"
@@ -45,13 +46,8 @@ class SyncDispatcher:
         return self._portal.call(self.dispatcher.observe, event)
 
     def close(self) -> None:
-        if self._portal_cm is None:
-            return
-        try:
-            self._portal.call(self.dispatcher.aclose)
-        finally:
-            cm, self._portal_cm = self._portal_cm, None  # type: ignore[assignment]
-            cm.__exit__(None, None, None)
+        """Close every transport, then stop the thread (even if closing failed); idempotent."""
+        self._stack.close()
 
     def __enter__(self) -> SyncDispatcher:
         return self
