@@ -30,7 +30,6 @@ from ahp_protocol.wire.jsonrpc import (
     ErrorCode,
     RequestId,
 )
-from ahp_protocol.wire.names import is_reverse_dns
 
 if TYPE_CHECKING:
     from ahp_protocol.wire.effects import Grants
@@ -167,9 +166,9 @@ def _capabilities_shape(capabilities: Any) -> str | None:
         return "params.capabilities.effects must be an array of strings"
     if len(set(effects)) != len(effects):
         return "params.capabilities.effects must not repeat an effect"
-    from ahp_protocol.wire.effects import EFFECT_TYPES
+    from ahp_protocol.wire._legality import is_effect_name
 
-    if not all(name in EFFECT_TYPES or is_reverse_dns(name) for name in effects):
+    if not all(is_effect_name(name) for name in effects):
         return "params.capabilities.effects holds an unknown effect type"
     return None
 

@@ -13,6 +13,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeGuard, get_args
 
 from ahp_protocol.wire.catalogue import INTERCEPTABLE, is_interceptable
+from ahp_protocol.wire.names import is_reverse_dns
 
 if TYPE_CHECKING:
     from ahp_protocol.wire.model import WireModel
@@ -39,6 +40,12 @@ MODIFY_TARGET_NAMES: Final[frozenset[str]] = frozenset(get_args(ModifyTarget))
 EDIT_OPERATIONS: Final[frozenset[str]] = frozenset(get_args(EditOperation))
 FLOW_OPERATION_NAMES: Final[frozenset[str]] = frozenset(get_args(FlowOperation))
 DELIVER_AT: Final[frozenset[str]] = frozenset(get_args(DeliverAt))
+
+
+def is_effect_name(name: str) -> bool:
+    """Whether ``name`` may be listed in ``capabilities.effects``: a standard effect type
+    or an extension's reverse-DNS name."""
+    return name in EFFECT_TYPES or is_reverse_dns(name)
 
 
 def _table(rows: Mapping[str, Iterable[str]]) -> Mapping[str, frozenset[str]]:

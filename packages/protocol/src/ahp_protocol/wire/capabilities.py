@@ -27,7 +27,6 @@ from pydantic import (
 )
 
 from ahp_protocol.wire._legality import (
-    EFFECT_TYPES,
     EVENT_EFFECTS,
     FLOW_OPERATIONS,
     MODIFY_TARGET_NAMES,
@@ -36,10 +35,10 @@ from ahp_protocol.wire._legality import (
     FlowOperation,
     ModifyTarget,
     at_event,
+    is_effect_name,
 )
 from ahp_protocol.wire.errors import WireError, WireErrors
 from ahp_protocol.wire.model import NonNegativeInt, StrictBool, WireModel, to_wire_errors
-from ahp_protocol.wire.names import is_reverse_dns
 
 __all__ = [
     "Capabilities",
@@ -65,7 +64,7 @@ def _unique(values: list[H]) -> list[H]:
 
 
 def _effect_name(name: str) -> str:
-    if name in EFFECT_TYPES or is_reverse_dns(name):
+    if is_effect_name(name):
         return name
     raise ValueError("must be a standard effect or a reverse-DNS extension name")
 
