@@ -233,7 +233,9 @@ def test_a_worker_that_ignores_sigterm_is_killed_after_the_stop_timeout() -> Non
         "import os, signal, sys; from ahp_protocol.server.workers import supervise\n"
         "def serve():\n"
         "    signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
-        "    print(os.getpid(), flush=True)\n"
+        # One write per line: two workers share the pipe, and print() writes the newline
+        # separately when stdout is unbuffered (PYTHONUNBUFFERED), so lines could mix.
+        "    os.write(1, b'%d\\n' % os.getpid())\n"
         "    signal.pause()\n"
         "supervise(2, serve, name='stubborn', stop_timeout=0.5)\n"
     )
