@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import io
 import json
 import os
 import queue
@@ -260,3 +261,20 @@ def test_a_worker_that_ignores_sigterm_is_killed_after_the_stop_timeout() -> Non
         for pid in workers:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_a_supervisor_note_is_one_write_of_a_whole_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The workers write to the supervisor's stderr too: a note written in pieces (print()
+    # writes the newline apart) can have a worker's line land inside it.
+    from ahp_protocol.server import workers
+
+    writes: list[str] = []
+
+    class Recorder(io.StringIO):
+        def write(self, text: str) -> int:
+            writes.append(text)
+            return len(text)
+
+    monkeypatch.setattr(sys, "stderr", Recorder())
+    workers._note("com.example.notes", "2 workers: 101, 102")
+    assert writes == ["com.example.notes: 2 workers: 101, 102\n"]

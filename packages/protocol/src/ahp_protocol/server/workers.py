@@ -58,7 +58,10 @@ def check_workers(count: int) -> None:
 
 
 def _note(name: str, text: str) -> None:
-    print(f"{name}: {text}", file=sys.stderr, flush=True)
+    # One write per line: the workers share this stderr, and print() writes the newline
+    # apart when stderr is unbuffered (PYTHONUNBUFFERED), letting a worker's line in.
+    sys.stderr.write(f"{name}: {text}\n")
+    sys.stderr.flush()
 
 
 def _die_with_parent() -> None:
