@@ -7,8 +7,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from kit_testing import fixtures_root, schema_errors
+
+# Property tests judge behaviour, not speed (speed targets live in bench/, with --check):
+# no per-example deadline, which a loaded machine (a parallel run, CI) turns into false
+# failures such as a hypothesis DeadlineExceeded of 528 ms against the default 200 ms.
+settings.register_profile("ahp-kit", deadline=None)
+settings.load_profile("ahp-kit")
 
 
 @pytest.fixture(scope="session")
