@@ -134,7 +134,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-contract", action="store_true", help="skip the contract's scenarios")
     parser.add_argument(
-        "--jobs", type=int, default=2, metavar="N", help="registration runs at a time (default 2)"
+        "--jobs",
+        type=int,
+        default=2,
+        metavar="N",
+        help="registration runs at a time (default 2); runs that wait out a deadline run alone",
     )
     add_output_arguments(parser)
     parser.add_argument(

@@ -414,10 +414,16 @@ def binding_checks(
         return run_registration(adapter, workdir, name, hooks, expected, limit, binding)
 
     items = [(f, p) for f in classes for p in POLICIES]
-    timeouts = [i for i in items if i[0].fault == "hang"]
-    rest = [i for i in items if i[0].fault != "hang"]
-    outcomes = {i: failure_run(i) for i in timeouts}  # measured alone, like the baseline
-    progress(f"registration runs over {binding}: {len(rest)} failure runs, {jobs} at a time")
+    # A waiting run's watchdog is the baseline's time plus the deadline and margins, so
+    # each is measured alone, as the baseline was: run beside others on a loaded machine
+    # it can take longer than a bound calibrated alone (a false "ignored the deadline").
+    waiting = [i for i in items if i[0].waits]
+    rest = [i for i in items if not i[0].waits]
+    progress(
+        f"registration runs over {binding}: {len(waiting)} waiting runs one at a time, "
+        f"{len(rest)} other failure runs {jobs} at a time"
+    )
+    outcomes = {i: failure_run(i) for i in waiting}
     short_hooks = [
         (first, ("--fault", "deny"), "fail-closed", LONG_DEADLINE_MS),
         ("org.ahp.fake.second", (), "fail-closed", LONG_DEADLINE_MS),
