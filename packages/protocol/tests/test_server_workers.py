@@ -245,10 +245,13 @@ def test_a_worker_that_ignores_sigterm_is_killed_after_the_stop_timeout() -> Non
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        start_new_session=True,  # so that the finally can kill the group, workers included
     )
     assert proc.stdout is not None
-    workers = [int(proc.stdout.readline()) for _ in range(2)]  # both ignore SIGTERM now
-    try:
+    workers: list[int] = []
+    try:  # inside the try: a bad line must not leak the supervisor and its stubborn workers
+        for _ in range(2):
+            workers.append(int(proc.stdout.readline()))  # both ignore SIGTERM now
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=DEADLINE)
         assert proc.returncode == 0, err
@@ -256,7 +259,8 @@ def test_a_worker_that_ignores_sigterm_is_killed_after_the_stop_timeout() -> Non
         for pid in workers:
             wait_gone(pid)
     finally:
-        proc.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # the workers ignore SIGTERM, even a parent's death
         proc.wait(timeout=DEADLINE)
         for pid in workers:
             with contextlib.suppress(ProcessLookupError):
