@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import json
 import os
+import queue
+import threading
 from collections.abc import Sequence
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 REPO_ROOT = Path(__file__).resolve().parent
 SCHEMA_BASE = "https://agenthooksprotocol.org/schemas/draft/"
@@ -73,3 +75,34 @@ def intercept_request(event: dict[str, Any], effects: Sequence[str]) -> dict[str
             "capabilities": {"effects": list(effects)},
         },
     }
+
+
+class StderrLines:
+    """A child process's stderr, read line by line on a thread (so it never blocks the
+    child): every line so far in :attr:`lines`, and :meth:`wait_for` a line to come."""
+
+    def __init__(self, stream: IO[bytes], deadline: float) -> None:
+        self.lines: list[str] = []
+        self._queue: queue.Queue[str] = queue.Queue()
+        self._deadline = deadline
+        threading.Thread(target=self._pump, args=(stream,), daemon=True).start()
+
+    def _pump(self, stream: IO[bytes]) -> None:
+        for raw in iter(stream.readline, b""):
+            text = raw.decode("utf-8", "replace")
+            self.lines.append(text)
+            self._queue.put(text)
+        self._queue.put("")  # EOF: the child closed its stderr (it exited)
+
+    def wait_for(self, needle: str) -> str:
+        """The first line holding ``needle``, waiting at most ``deadline`` for each new
+        line; AssertionError with everything read when the child exits first."""
+        for text in list(self.lines):
+            if needle in text:
+                return text
+        while True:
+            text = self._queue.get(timeout=self._deadline)
+            if not text:
+                raise AssertionError(f"exited before printing {needle!r}: {''.join(self.lines)}")
+            if needle in text:
+                return text

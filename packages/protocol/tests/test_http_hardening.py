@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import queue
 import select
 import socket
 import subprocess
@@ -31,6 +30,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "backends"))
 from kit_messages import intercept, tool_before
+
+from kit_testing import StderrLines
 
 BACKENDS = Path(__file__).parent / "backends"
 DEADLINE = 20.0  # any single wait
@@ -49,27 +50,12 @@ class Server:
             env={**os.environ, **env},
         )
         assert self.proc.stdout is not None and self.proc.stderr is not None
-        self.lines: list[str] = []
         self.out: list[bytes] = []
-        self._queue: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=self._pump, args=(self.proc.stderr,), daemon=True).start()
+        self.stderr = StderrLines(self.proc.stderr, DEADLINE)
         threading.Thread(target=self._drain, args=(self.proc.stdout,), daemon=True).start()
-        while True:
-            text = self._queue.get(timeout=DEADLINE)
-            if not text:
-                raise AssertionError(f"the backend exited: {''.join(self.lines)}")
-            if "listening on http://" in text:
-                self.url = text.split("listening on ", 1)[1].strip()
-                host, port = self.url.removeprefix("http://").rsplit(":", 1)
-                self.address = (host, int(port))
-                return
-
-    def _pump(self, stream: IO[bytes]) -> None:
-        for raw in iter(stream.readline, b""):
-            text = raw.decode("utf-8", "replace")
-            self.lines.append(text)
-            self._queue.put(text)
-        self._queue.put("")
+        self.url = self.stderr.wait_for("listening on http://").split("listening on ", 1)[1].strip()
+        host, port = self.url.removeprefix("http://").rsplit(":", 1)
+        self.address = (host, int(port))
 
     def _drain(self, stream: IO[bytes]) -> None:
         for raw in iter(stream.readline, b""):
@@ -83,7 +69,7 @@ class Server:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(timeout=DEADLINE)
-        return b"".join(self.out).decode("utf-8", "replace") + "".join(self.lines)
+        return b"".join(self.out).decode("utf-8", "replace") + "".join(self.stderr.lines)
 
 
 @pytest.fixture

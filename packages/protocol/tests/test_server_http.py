@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import signal
 import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import httpx
 import pytest
@@ -29,6 +27,8 @@ from kit_messages import (
     session_end,
     tool_before,
 )
+
+from kit_testing import StderrLines
 
 BACKENDS = Path(__file__).parent / "backends"
 SECRET = "sk-live-SECRET-do-not-echo"
@@ -55,31 +55,8 @@ class Server:
             env=dict(os.environ),
         )
         assert self.proc.stderr is not None
-        self.stderr: queue.Queue[str] = queue.Queue()
-        self.stderr_lines: list[str] = []
-        threading.Thread(target=self._pump, args=(self.proc.stderr,), daemon=True).start()
-        self.url = self._wait_for_address()
-
-    def _pump(self, stream: IO[bytes]) -> None:
-        for raw in iter(stream.readline, b""):
-            text = raw.decode("utf-8", "replace")
-            self.stderr_lines.append(text)
-            self.stderr.put(text)
-        self.stderr.put("")
-
-    def _wait_for_address(self) -> str:
-        while True:
-            text = self.stderr.get(timeout=DEADLINE)
-            if not text:
-                raise AssertionError("the backend exited before listening")
-            if "listening on " in text:
-                return text.split("listening on ", 1)[1].strip()
-
-    def wait_for(self, needle: str) -> None:
-        """Block (bounded) until a stderr line containing ``needle`` has arrived."""
-        while not any(needle in text for text in self.stderr_lines):
-            if not self.stderr.get(timeout=DEADLINE):
-                raise AssertionError(f"the backend exited before printing {needle!r}")
+        self.stderr = StderrLines(self.proc.stderr, DEADLINE)
+        self.url = self.stderr.wait_for("listening on ").split("listening on ", 1)[1].strip()
 
     def stop(self) -> tuple[bytes, int]:
         self.proc.terminate()
@@ -100,7 +77,7 @@ def server() -> Iterator[Server]:
     assert out == b""  # nothing on stdout, ever
     # Graceful shutdown on SIGTERM; uvicorn re-raises the signal once it is done.
     assert status in (0, -signal.SIGTERM)
-    assert not any("Traceback" in text for text in srv.stderr_lines)
+    assert not any("Traceback" in text for text in srv.stderr.lines)
 
 
 @pytest.fixture(scope="module")
@@ -171,7 +148,7 @@ def test_notification_gets_204_with_an_empty_body(client: httpx.Client, server: 
     response = post(client, observe(session_end("http_obs")))
     assert (response.status_code, response.content) == (204, b"")
     assert "content-type" not in response.headers
-    server.wait_for("observed session.end http_obs")  # the observer really ran
+    server.stderr.wait_for("observed session.end http_obs")  # the observer really ran
 
 
 @pytest.mark.parametrize(

@@ -12,20 +12,20 @@ import http.client
 import io
 import json
 import os
-import queue
 import select
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "backends"))
 from kit_messages import intercept, tool_before
+
+from kit_testing import StderrLines
 
 BACKEND = Path(__file__).parent / "backends" / "kit_pid.py"
 DEADLINE = 20.0
@@ -45,32 +45,12 @@ class Supervised:
             stderr=subprocess.PIPE,
         )
         assert self.proc.stderr is not None
-        self.lines: list[str] = []
-        self._queue: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=self._pump, args=(self.proc.stderr,), daemon=True).start()
-        address = self.wait_for("listening on http://").split("http://", 1)[1].strip()
+        self.stderr = StderrLines(self.proc.stderr, DEADLINE)
+        address = self.stderr.wait_for("listening on http://").split("http://", 1)[1].strip()
         host, _, port = address.rpartition(":")
         self.host, self.port = host, int(port)
-        listed = self.wait_for(" workers: ")
+        listed = self.stderr.wait_for(" workers: ")
         self.workers = [int(p) for p in listed.split("workers: ", 1)[1].split(", ")]
-
-    def _pump(self, stream: IO[bytes]) -> None:
-        for raw in iter(stream.readline, b""):
-            text = raw.decode("utf-8", "replace")
-            self.lines.append(text)
-            self._queue.put(text)
-        self._queue.put("")
-
-    def wait_for(self, needle: str) -> str:
-        for text in self.lines:
-            if needle in text:
-                return text
-        while True:
-            text = self._queue.get(timeout=DEADLINE)
-            if not text:
-                raise AssertionError(f"exited before printing {needle!r}: {''.join(self.lines)}")
-            if needle in text:
-                return text
 
     def answer(self, event_id: str) -> int:
         """The pid of the worker that answered one request on a fresh connection."""
@@ -138,15 +118,15 @@ def test_two_workers_answer_and_sigterm_stops_them_all() -> None:
         for pid in server.workers:
             wait_gone(pid)
             assert not Path(f"/proc/{pid}").exists()
-        assert "all workers stopped" in "".join(server.lines)
-        assert "Traceback" not in "".join(server.lines)
+        assert "all workers stopped" in "".join(server.stderr.lines)
+        assert "Traceback" not in "".join(server.stderr.lines)
 
 
 def test_a_killed_worker_is_replaced_and_service_continues() -> None:
     with supervised("--workers", "2") as server:
         victim, survivor = server.workers
         os.kill(victim, signal.SIGKILL)
-        line = server.wait_for(f"worker {victim} killed by SIGKILL; started worker ")
+        line = server.stderr.wait_for(f"worker {victim} killed by SIGKILL; started worker ")
         replacement = int(line.rsplit(" ", 1)[1])
         server.workers.append(replacement)
         assert parent_of(replacement) == server.proc.pid
