@@ -416,6 +416,40 @@ def test_transcript_and_audit_log(kit: HarnessKit) -> None:
         assert "scripted failure" not in text
 
 
+def test_a_lone_surrogate_in_a_tool_input_reaches_the_backend_and_both_records(
+    kit: HarnessKit,
+) -> None:
+    # #26: "\ud800" (as json.dumps writes a lone surrogate: the script file holds that
+    # escape) was a UnicodeEncodeError in the client and in the record writer: a traceback
+    # and a lost record. It is sent and recorded escaped, so the backend's deny stands
+    # (under fail-open too) and both records are kept, as valid UTF-8 JSON lines.
+    lone = "lone \ud800 here"
+    deny = {"type": "deny", "reason": "no surrogates", "code": "com.example.surrogate"}
+    rules = [{"event": "tool.before", "contains": {"content": "\ud800"}, "effects": [deny]}]
+    registration = kit.registration_file([kit.scripted(POLICY, rules, policy="fail-open")])
+    script = script_file(
+        kit.root, [{"tool": "write_file", "input": {"path": "a.txt", "content": lone}}]
+    )
+    transcript, audit = kit.root / "t.jsonl", kit.root / "a.jsonl"
+    done = run_scripted(
+        kit, registration, script, "--transcript", str(transcript), "--audit-log", str(audit)
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    (sent,) = [m for m in kit.recorded(POLICY) if m.get("method") == "hooks/intercept"]
+    assert sent["params"]["event"]["tool"]["input"]["content"] == lone
+    (call,) = lines(transcript)
+    assert call["input"]["content"] == lone
+    assert (call["denied_by"], call["synthetic_denial"], call["executed"]) == (POLICY, False, False)
+    kinds = {entry["kind"]: entry for entry in lines(audit)}
+    assert set(kinds) == {"hook", "call", "exchange"}
+    assert kinds["hook"]["toolInput"]["content"] == lone
+    assert kinds["call"]["input"]["content"] == lone
+    for path in (transcript, audit):
+        assert b"lone \\ud800 here" in path.read_bytes()  # the escape, not raw bytes
+    assert not (kit.workspace / "a.txt").exists()
+
+
 def test_an_unusable_workspace_is_exit_2(kit: HarnessKit) -> None:
     script = script_file(kit.root, [{"say": "hi"}])
     missing = kit.root / "missing"

@@ -60,6 +60,30 @@ def test_decode_encode_round_trip(message: dict[str, Any]) -> None:
     assert jsonrpc.decode(line[:-1]) == message  # unknown envelope members survive
 
 
+lone_surrogates = st.text(st.characters(categories=["Cs"]), min_size=1, max_size=2)
+any_text = st.lists(st.text(max_size=4) | lone_surrogates, max_size=3).map("".join)
+"""Text with lone surrogates too, often (``st.text()`` leaves them out): JSON carries them."""
+
+
+@given(st.dictionaries(any_text, any_text | st.lists(any_text, max_size=3), max_size=3))
+def test_any_text_is_written_as_valid_utf8_json(params: dict[str, Any]) -> None:
+    # #26: a lone surrogate was a UnicodeEncodeError on the client; it is escaped
+    # ("\ud800", as json.dumps and JSON.stringify write it) and the value round-trips.
+    # The value is the one json.dumps writes (a surrogate pair in a str is one character).
+    message = jsonrpc.notification(jsonrpc.OBSERVE, params)
+    line = jsonrpc.encode(message)
+    assert jsonrpc.decode(line[:-1]) == json.loads(json.dumps(message))  # valid UTF-8 only
+
+
+def test_the_server_kit_writes_json_with_the_same_function() -> None:
+    from ahp_protocol.server import _codec
+
+    assert _codec.json_bytes is jsonrpc.json_bytes  # one rule, one place
+    assert _codec.encode is jsonrpc.encode
+    assert jsonrpc.json_bytes("\ud800") == b'"\\ud800"'
+    assert jsonrpc.json_bytes({"t": "é\ud800"}) == b'{"t":"\\u00e9\\ud800"}'
+
+
 @given(messages())
 def test_classify_matches_construction(message: dict[str, Any]) -> None:
     kind = jsonrpc.classify(message)

@@ -299,6 +299,25 @@ async def test_stdio_frame_limit_is_exact(lifecycle: str) -> None:
 
 
 @pytest.mark.anyio
+async def test_a_lone_surrogate_is_sent_escaped_as_valid_json(tmp_path: Path) -> None:
+    # "\ud800" is what json.dumps and JSON.stringify write for a lone surrogate: JSON
+    # carries it, UTF-8 cannot. The client writes it escaped (#26), as the server kit
+    # does, instead of raising UnicodeEncodeError; the backend decodes valid JSON.
+    rec = tmp_path / "rec.jsonl"
+    transport = stdio(record=rec)
+    try:
+        sent = message(id="surrogate", description="lone \ud800 here")
+        result, _ = await outcome(transport, sent)
+        assert is_ok(result) and result["id"] == "surrogate"
+    finally:
+        await transport.aclose()
+    # misbehave records a frame it could not decode as {"event": "raw"}: this one decoded.
+    got = [r for r in records(rec) if r["event"] in ("message", "raw")]
+    assert [r["event"] for r in got] == ["message"]
+    assert got[0]["message"]["params"]["description"] == "lone \ud800 here"
+
+
+@pytest.mark.anyio
 async def test_persistent_stale_duplicate_is_discarded_and_the_next_answer_taken() -> None:
     # A late duplicate of an earlier answer is uncorrelated: discarded, never fatal.
     transport = stdio()

@@ -3,7 +3,8 @@
 Owns decoding one frame (bounded size and nesting; -32700 with a fixed reason for
 oversize, invalid UTF-8 or JSON, too deep; -32600 for a batch or a non-object), the
 exact key the memos are keyed by, and encoding a reply as one compact UTF-8 line
-(lone surrogates escaped rather than failing). The message shapes, codes and
+(the wire's :func:`~ahp_protocol.wire.jsonrpc.json_bytes`, the client's too: lone
+surrogates escaped rather than failing). The message shapes, codes and
 envelope rules are :mod:`ahp_protocol.wire.jsonrpc`'s; this module only adds what a
 server needs to be fast and total, which the wire codec does not promise: the
 pydantic-core decoder and key writer, and an encoder that never raises on a string.
@@ -16,11 +17,13 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, Final, NamedTuple
 
 from ahp_protocol.wire.jsonrpc import PROTOCOL_VERSION, ErrorCode, RequestId
+from ahp_protocol.wire.jsonrpc import encode as encode  # one compact JSON line
 from ahp_protocol.wire.jsonrpc import error as rpc_error
+from ahp_protocol.wire.jsonrpc import json_bytes as json_bytes  # the one JSON writer
 
 MAX_NESTING: Final = 200
 """No value in a frame may sit inside more than this many arrays or objects; a deeper
@@ -138,26 +141,8 @@ def _reject_constant(name: str) -> Any:
     raise ValueError("not JSON")
 
 
-# Built once: ``json.loads``/``json.dumps`` with options build a codec per call.
+# Built once: ``json.loads`` with options builds a decoder per call.
 _DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant)
-_ENCODER: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-_ASCII_ENCODER: Final = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
-_encode_string: Final[Callable[[str], str]] = json.encoder.encode_basestring
-
-
-def json_bytes(value: Any) -> bytes:
-    """Compact JSON in UTF-8; lone surrogates are escaped instead of failing."""
-    try:
-        if type(value) is str:  # a request id: the C string encoder, as _ENCODER uses
-            return _encode_string(value).encode("utf-8")
-        return _ENCODER.encode(value).encode("utf-8")
-    except UnicodeEncodeError:
-        return _ASCII_ENCODER.encode(value).encode("ascii")
-
-
-def encode(message: Mapping[str, Any]) -> bytes:
-    """One compact JSON line."""
-    return json_bytes(message) + b"\n"
 
 
 _RESULT_HEAD: Final = b'{"jsonrpc":"2.0","id":'

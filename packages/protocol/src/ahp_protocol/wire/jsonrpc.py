@@ -3,14 +3,17 @@
 Owns the error codes (standard and AHP's -32001..-32004), the four AHP method names,
 decoding one UTF-8 JSON object from bytes (no batches, no NaN, bounded size) into a plain
 ``dict``, classifying it (request, notification, success or error response), and encoding
-a message as exactly one compact line. No I/O, standard library only: it is on the path
-of every backend and client, and of per-event processes whose start-up cost matters.
+a message as exactly one compact line. :func:`json_bytes` is the one way the kit writes
+JSON as UTF-8 (client and server frames, the harness's records): a lone surrogate is
+written escaped (``\\ud800``), never an error. No I/O, standard library only: it is on
+the path of every backend and client, and of per-event processes whose start-up cost
+matters.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from enum import IntEnum
 from typing import Any, Final, Literal
 
@@ -160,10 +163,42 @@ def classify(message: Mapping[str, Any]) -> Kind:
     return "error"
 
 
+_COMPACT: Final = (",", ":")
+# Built once: ``json.dumps`` with options builds an encoder per call.
+_ENCODER: Final = json.JSONEncoder(ensure_ascii=False, separators=_COMPACT, allow_nan=False)
+_encode_string: Final[Callable[[str], str]] = json.encoder.encode_basestring
+
+
+def json_bytes(
+    value: Any, *, default: Callable[[Any], Any] | None = None, allow_nan: bool = False
+) -> bytes:
+    """Compact JSON in UTF-8: how the kit writes every frame and record (one rule).
+
+    Text is written as itself, not ``\\u``-escaped. A string holding a lone surrogate
+    (``"\\ud800"``: JSON can carry it, as ``json.dumps`` and ``JSON.stringify`` write
+    it, UTF-8 cannot) makes the whole value be written in ASCII with ``\\u`` escapes:
+    the same JSON value, never a ``UnicodeEncodeError``. ``default`` and ``allow_nan``
+    are :func:`json.dumps`'s (by default NaN and the infinities raise ``ValueError``:
+    they are not JSON).
+    """
+    try:
+        if default is None and not allow_nan:  # every frame: the prebuilt encoders
+            if type(value) is str:  # a request id: the C string encoder, as _ENCODER uses
+                return _encode_string(value).encode("utf-8")
+            return _ENCODER.encode(value).encode("utf-8")
+        text = json.dumps(
+            value, ensure_ascii=False, separators=_COMPACT, allow_nan=allow_nan, default=default
+        )
+        return text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: the same value, all escaped
+        text = json.dumps(value, separators=_COMPACT, allow_nan=allow_nan, default=default)
+        return text.encode("ascii")
+
+
 def encode(message: Mapping[str, Any]) -> bytes:
-    """One compact UTF-8 line, ``\\n``-terminated; no raw newline can appear inside."""
-    text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    return text.encode("utf-8") + b"\n"
+    """One compact UTF-8 line (:func:`json_bytes`), ``\\n``-terminated; no raw newline
+    can appear inside."""
+    return json_bytes(message) + b"\n"
 
 
 def request(method: str, params: Mapping[str, Any], id: RequestId) -> dict[str, Any]:
