@@ -345,11 +345,15 @@ class E2E:
         *,
         record: str | None = None,
         script: Sequence[Mapping[str, Any]] | None = None,
+        counter: str | None = None,
     ) -> Command:
-        """``recorder.py``: answers raw ``effects`` (unchecked) to every intercept; stdio only."""
+        """``recorder.py``: answers raw ``effects`` (unchecked) to every intercept; stdio only.
+        ``counter`` (a file name) numbers the ``script`` steps across backend processes."""
         argv = [PY, str(RECORDER), "--effects", json.dumps(list(effects))]
         if script is not None:
             argv += ["--script", json.dumps(list(script))]
+        if counter is not None:
+            argv += ["--counter", str(self.path(counter))]
         path = self.path(record) if record else None
         if path is not None:
             argv += ["--record", str(path)]

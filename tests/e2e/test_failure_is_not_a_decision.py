@@ -228,14 +228,16 @@ def test_a_late_deny_is_ignored_and_settles_no_other_call(e2e: Any, policy: str)
     """A deny that comes after the deadline is no decision, and never lands on the next call.
 
     ``recorder.py`` (stdio persistent, one request at a time) answers its first request
-    with a deny 300 ms after the deadline, then no effect at once. The harness sends the
-    second request when the first expires, so the late deny arrives while the second
-    is waiting. The host allows all three writes. The first call is settled by the
-    policy alone; the late deny must not be taken for the answer to another call.
+    with a deny 300 ms after the deadline, then no effect at once (the call count kept
+    in a file, across processes). At the deadline the harness kills the child that owes
+    the late deny and sends the second request to a fresh one (#26), so no later call
+    waits behind the first and the late deny is never read. The host allows all three
+    writes. The first call is settled by the policy alone; the late deny must not be
+    taken for the answer to another call.
     """
     late_deny = {"type": "deny", "reason": "a late deny", "code": "com.example.e2e.late"}
     script = [{"delayMs": DEADLINE_MS + 300, "effects": [late_deny]}, {"effects": []}]
-    command = e2e.recorder(script=script, record="late.jsonl")
+    command = e2e.recorder(script=script, record="late.jsonl", counter="late.count")
     subscription = e2e.intercept("tool.before", policy=policy, timeout_ms=DEADLINE_MS)
     reg = e2e.registration(e2e.hook(HOOK_ID, command, "persistent", [subscription]))
     steps = [

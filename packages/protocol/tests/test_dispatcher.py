@@ -542,28 +542,40 @@ async def test_mandatory_policy_is_fail_closed_whatever_it_declares(tmp_path: Pa
 
 
 @pytest.mark.anyio
-async def test_a_late_reply_on_a_persistent_backend_is_discarded(tmp_path: Path) -> None:
-    rec = tmp_path / "late.jsonl"
+async def test_a_persistent_backend_busy_past_its_deadline_is_replaced(tmp_path: Path) -> None:
+    # #26: a persistent child still busy with an expired request (here for 36 s) made every
+    # later request wait behind it and time out too. The first request now fails at its
+    # deadline (fail-closed: a synthetic denial), its child is killed there and then, and
+    # the second is answered within its own deadline by a fresh child, whose answer is its own.
+    rec, counter = tmp_path / "busy.jsonl", tmp_path / "count"
     deny = {"type": "deny", "reason": "second answer", "code": "com.example.second"}
-    # Call 0 answers after 700 ms (past its 500 ms deadline); call 1 denies at once.
-    hook = recorder(
-        "com.example.late",
+    hook = recorder(  # call 0 (counted across processes) sleeps 36 s; call 1 denies at once
+        "com.example.busy",
         rec,
-        script=[{"delayMs": 700}, {"effects": [deny]}],
-        subs=[intercept(500, "fail-open")],
+        script=[{"delayMs": 36000}, {"effects": [deny]}],
+        counter=counter,
+        subs=[intercept(500, "fail-closed")],
     )
+    before = children()
     first_event, second_event = tool_event(), tool_event()
     async with dispatcher(hook) as d:
         first = await d.intercept(first_event)
+        (busy,) = [r["pid"] for r in records(rec) if r["event"] == "start"]
+        assert busy not in children()  # killed and reaped before the result came back
         second = await d.intercept(second_event)
-    assert diag(first, "com.example.late").failure == F.DEADLINE_EXCEEDED
-    assert first.permission == "none"
-    # The late answer to the first event was not taken for the second event's answer.
+    failed = diag(first, "com.example.busy")
+    assert (failed.failure, failed.policy) == (F.DEADLINE_EXCEEDED, "fail-closed")
+    assert 500 <= failed.latency_ms < 500 + MARGIN_MS, failed.latency_ms
+    assert first.synthetic_denial and first.permission == "deny"
+    answered = diag(second, "com.example.busy")
+    assert (answered.outcome, answered.failure) == ("denied", None)
+    assert answered.latency_ms < 500  # within its own deadline, a spawn included
     assert second.denial is not None and second.denial.reason == "second answer"
     assert not second.synthetic_denial
-    assert len({r["pid"] for r in records(rec) if r["event"] == "start"}) == 1  # child kept
-    ids = [m["id"] for m in received(rec, "hooks/intercept")]
-    assert ids == [first_event["id"], second_event["id"]]
+    sent = {r["message"]["id"]: r["pid"] for r in records(rec) if r["event"] == "message"}
+    assert list(sent) == [first_event["id"], second_event["id"]]
+    assert sent[first_event["id"]] == busy != sent[second_event["id"]]  # a fresh child
+    assert set(children()) <= set(before)  # no process left behind
 
 
 @pytest.mark.anyio

@@ -34,7 +34,6 @@ from ahp_protocol.client.transports import (
 )
 from ahp_protocol.client.transports.stdio import (
     DISCARDED,
-    MAX_ABANDONED,
     MAX_UNCORRELATED,
     NOTIFY_DELIVERY_S,
     STDERR_TAIL_BYTES,
@@ -420,19 +419,18 @@ async def test_a_late_answer_never_passes_for_a_new_request_with_the_same_id(
     tmp_path: Path,
 ) -> None:
     # The abandoned request's late answer (ok) would carry the same id as the new request
-    # (deny): the new request goes to a fresh child, so the answer it gets is its own.
+    # (deny): the child that owed it is gone, so the answer the new request gets is its own.
     rec = tmp_path / "rec.jsonl"
     transport = stdio(record=rec)
     try:
         with anyio.move_on_after(0.2) as scope:
             await transport.request(message("late", id="same", _delay_ms=400))
         assert scope.cancelled_caught
-        (first,) = transport.pids
+        assert transport.pids == []
         result, _ = await outcome(transport, message("deny", id="same"), deadline=5)
         assert is_deny(result)
-        (second,) = transport.pids
-        assert second != first
-        assert [s["pid"] for s in starts(rec)] == [first, second]
+        first, second = (s["pid"] for s in starts(rec))
+        assert transport.pids == [second] and process_gone(first)
     finally:
         await transport.aclose()
 
@@ -456,44 +454,34 @@ async def test_stderr_is_drained_and_only_a_bounded_tail_kept() -> None:
 
 
 @pytest.mark.anyio
-async def test_abandoned_request_then_next_request_ignores_the_late_reply(tmp_path: Path) -> None:
+async def test_a_request_given_up_on_replaces_its_child_at_once(tmp_path: Path) -> None:
+    # #26: a child still busy with an expired request kept every later request waiting
+    # behind it. Given up on (the caller's deadline), the child and its group are killed
+    # and reaped before the cancellation returns; the next request gets a fresh child and
+    # its answer at once, and a child that answers in time is kept.
+    before = children()
     rec = tmp_path / "rec.jsonl"
     transport = stdio(record=rec)
     try:
-        with anyio.move_on_after(0.2) as scope:
-            await transport.request(message("late", id="first", _delay_ms=500))
-        assert scope.cancelled_caught
         started = time.perf_counter()
-        result, _ = await outcome(transport, message(id="second"), deadline=5)
+        with anyio.move_on_after(0.2) as scope:
+            await transport.request(message("late", id="first", _delay_ms=30000))
+        assert scope.cancelled_caught and time.perf_counter() - started < 0.2 + QUICK
+        (busy,) = (s["pid"] for s in starts(rec))
+        assert transport.pids == [] and busy not in children()  # killed and reaped
+        result, elapsed = await outcome(transport, message(id="second"), deadline=5)
         assert isinstance(result, dict) and result["id"] == "second"
-        assert time.perf_counter() - started >= 0.2  # it really read past the late frame
-        assert len(starts(rec)) == 1  # same child throughout
-        ids = [r["message"]["id"] for r in records(rec) if r["event"] == "message"]
-        assert ids == ["first", "second"]
-        result, elapsed = await outcome(transport, message(id="third"))
+        assert elapsed < QUICK  # not behind the 30 s request
+        (fresh,) = transport.pids
+        assert fresh != busy
+        result, _ = await outcome(transport, message(id="third"))
         assert isinstance(result, dict) and result["id"] == "third"
-        assert elapsed < QUICK
+        assert transport.pids == [fresh]  # answered in time: kept
+        ids = [(r["pid"], r["message"]["id"]) for r in records(rec) if r["event"] == "message"]
+        assert ids == [(busy, "first"), (fresh, "second"), (fresh, "third")]
     finally:
         await transport.aclose()
-
-
-@pytest.mark.anyio
-async def test_only_other_ids_end_at_the_deadline_after_an_abandon() -> None:
-    # The abandoned request's late answer and an unknown id: both discarded; the request
-    # for "mine" is never answered, so the caller's deadline ends it (never a wrong answer).
-    transport = stdio()
-    try:
-        with anyio.move_on_after(0.1):
-            await transport.request(message("late", id="gone", _delay_ms=300))
-        (pid,) = transport.pids
-        result, elapsed, discarded = await discarding(
-            transport, message("wrong-id", id="mine"), deadline=3
-        )
-        assert result == "timeout" and elapsed >= 3
-        assert discarded == [len(ok_line("gone")) - 1, len(ok_line("mine-wrong")) - 1]
-        assert transport.pids == [pid]  # a timeout keeps the child
-    finally:
-        await transport.aclose()
+    assert set(children()) <= set(before)
 
 
 @pytest.mark.anyio
@@ -526,24 +514,6 @@ async def test_persistent_child_is_replaced_after_a_failure(
         (second,) = transport.pids
         assert second != first
         assert [s["pid"] for s in starts(rec)] == [first, second]
-    finally:
-        await transport.aclose()
-
-
-@pytest.mark.anyio
-async def test_too_many_abandoned_requests_replace_the_child() -> None:
-    transport = stdio("hang")
-    try:
-        with anyio.move_on_after(0.3):
-            await transport.request(message())
-        (first,) = transport.pids
-        for _ in range(MAX_ABANDONED):
-            with anyio.move_on_after(0.02):
-                await transport.request(message())
-        assert transport.pids == [first]  # still the same child...
-        result, _ = await outcome(transport, message("ok"))
-        assert is_ok(result)  # ...until it is replaced on the next use
-        assert transport.pids != [first]
     finally:
         await transport.aclose()
 
@@ -733,6 +703,26 @@ async def test_the_whole_process_group_is_killed(tmp_path: Path) -> None:
     with anyio.fail_after(5):
         while not process_gone(grandchild):  # SIGKILL delivery is asynchronous
             await anyio.sleep(0.01)
+
+
+@pytest.mark.anyio
+async def test_a_deadline_kills_the_persistent_childs_whole_group(tmp_path: Path) -> None:
+    # The child answers once (leaving a grandchild in its process group), then hangs on a
+    # request given up on: the group goes with it, while the transport is still open.
+    rec = tmp_path / "rec.jsonl"
+    transport = stdio(record=rec)
+    try:
+        assert is_ok((await outcome(transport, message("grandchild")))[0])
+        (grandchild,) = [r["grandchild"] for r in records(rec) if r["event"] == "grandchild"]
+        assert not process_gone(grandchild)
+        with anyio.move_on_after(0.2) as scope:
+            await transport.request(message("hang"))
+        assert scope.cancelled_caught and transport.pids == []
+        with anyio.fail_after(5):
+            while not process_gone(grandchild):  # SIGKILL delivery is asynchronous
+                await anyio.sleep(0.01)
+    finally:
+        await transport.aclose()
 
 
 # -- stdio: spawning and environment ---------------------------------------------------

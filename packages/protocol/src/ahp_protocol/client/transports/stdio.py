@@ -8,16 +8,19 @@ framing (one UTF-8 JSON-RPC object per ``\\n``-terminated line, at most
 correlation by id, and killing and reaping every child. Two lifecycles (draft §8.1):
 
 - ``persistent``: one child, spawned on first use and replaced on the next use after
-  it exits or fails. One request at a time; a notification is written without
-  waiting. A response with another id is discarded, as the stdio binding says (its
-  size logged and counted in :data:`DISCARDED`, never its content) and the request
-  keeps waiting within the caller's deadline; more than :data:`MAX_UNCORRELATED`
-  of them is ``ID_MISMATCH``. A request abandoned by the caller's deadline keeps
-  the child and its id is remembered: its late answer is discarded too (uncounted), and a new
-  request reusing that id gets a fresh child, so a late answer never passes for a
-  new one. Malformed output (not UTF-8, not JSON, not a response, a multi-line
-  object, an over-long or unterminated frame) is ``MALFORMED_OUTPUT``; EOF is
-  ``ABNORMAL_EXIT``; blank lines are skipped.
+  it exits or fails. One request at a time (draft §8.1: at most one outstanding
+  intercept per backend); a notification is written without waiting. A response with
+  another id is discarded, as the stdio binding says (its size logged and counted in
+  :data:`DISCARDED`, never its content) and the request keeps waiting within the
+  caller's deadline; more than :data:`MAX_UNCORRELATED` of them is ``ID_MISMATCH``.
+  A request the caller gives up on (its deadline, an interruption) is still
+  outstanding in the child, which may stay busy with it for as long as it likes: the
+  child and its process group are killed and reaped at once, before the cancellation
+  propagates, and the next use starts a fresh one. So no later request waits behind
+  an expired one, and a late answer is never read at all (notifications the old child
+  had not read yet are lost with it). Malformed output (not UTF-8, not JSON, not a
+  response, a multi-line object, an over-long or unterminated frame) is
+  ``MALFORMED_OUTPUT``; EOF is ``ABNORMAL_EXIT``; blank lines are skipped.
 - ``per_event``: one child per message: one line, then EOF. The one response must
   carry the request's id (else ``ID_MISMATCH``) and the child must then exit 0
   (else ``ABNORMAL_EXIT``, even after a valid answer); one still running after
@@ -98,8 +101,6 @@ NOTIFY_GRACE_S: Final = 5.0
 """per_event: how long a notification child may live before a later call kills it."""
 MAX_LINGERING: Final = 16
 """per_event: notification children alive at once; the oldest is killed beyond this."""
-MAX_ABANDONED: Final = 16
-"""persistent: unanswered abandoned requests after which the child is replaced."""
 MAX_UNCORRELATED: Final = 64
 """persistent: uncorrelated responses discarded while one request waits; one more fails it."""
 CLOSE_GRACE_S: Final = 0.5
@@ -199,8 +200,6 @@ class _Child:
         self.stdout = (
             BufferedByteReceiveStream(process.stdout) if process.stdout is not None else None
         )
-        self.abandoned: dict[tuple[str, object], None] = {}
-        self.broken = False
         self.started = anyio.current_time()
         self.notified = False  # a notification was written to it (aclose lets it land)
         self._closing = False
@@ -480,9 +479,9 @@ class StdioTransport:
     # -- persistent ----------------------------------------------------------------
 
     async def _ready(self) -> _Child:
-        """The persistent child, (re)spawned if absent, dead or broken. Under the write lock."""
+        """The persistent child, (re)spawned if absent or dead. Under the write lock."""
         child = self._child
-        if child is not None and (child.broken or not child.alive):
+        if child is not None and not child.alive:
             await self._retire(child)
             child = None
         if child is None:
@@ -501,10 +500,6 @@ class StdioTransport:
     async def _persistent_request(self, key: tuple[str, object], data: bytes) -> dict[str, Any]:
         async with self._request_lock:
             async with self._write_lock:
-                current = self._child
-                if current is not None and key in current.abandoned:
-                    # Its late answer to the abandoned request would carry this very id.
-                    current.broken = True
                 child = await self._ready()
                 await self._write(child, data)
             try:
@@ -519,23 +514,16 @@ class StdioTransport:
                     got = id_key(response.get("id"))
                     if got == key:
                         return response
-                    if got in child.abandoned:
-                        del child.abandoned[got]
-                        _discarded(len(frame), "a late response to an abandoned request")
-                        continue
                     uncorrelated += 1
                     if uncorrelated > MAX_UNCORRELATED:
                         raise OperationalFailure(
                             FailureClass.ID_MISMATCH, "too many responses with another id"
                         )
                     _discarded(len(frame), "an uncorrelated response")
-            except anyio.get_cancelled_exc_class():
-                # The caller's deadline: keep the child, remember the id, drop its late reply.
-                child.abandoned[key] = None
-                if len(child.abandoned) > MAX_ABANDONED:
-                    child.broken = True
-                raise
             except BaseException:
+                # A failure, or the caller's deadline or interruption: the child may still
+                # be busy with this request; never send it another (one outstanding request
+                # per backend). Killed and reaped now, replaced on the next use.
                 await self._retire(child)
                 raise
 
