@@ -182,9 +182,9 @@ def json_bytes(
     they are not JSON).
     """
     try:
-        if default is None and not allow_nan:  # every frame: the prebuilt encoders
-            if type(value) is str:  # a request id: the C string encoder, as _ENCODER uses
-                return _encode_string(value).encode("utf-8")
+        if type(value) is str:  # a request id: the C string encoder, as _ENCODER uses
+            return _encode_string(value).encode("utf-8")
+        if default is None and not allow_nan:  # every frame: the prebuilt encoder
             return _ENCODER.encode(value).encode("utf-8")
         text = json.dumps(
             value, ensure_ascii=False, separators=_COMPACT, allow_nan=allow_nan, default=default
