@@ -3,7 +3,8 @@
 Owns the socket exchange (one JSON line out, one JSON line back, bounded by
 the hook's deadline) and the start-up of a daemon that is not running: under
 an exclusive lock (so concurrent hooks start one daemon), a detached
-``python -m ahp_adapters daemon`` is spawned and the hook waits on a pipe for
+``python -P -m ahp_adapters daemon`` is spawned (``-P``: never from the hook's
+working folder, the agent's project) and the hook waits on a pipe for
 its "ready" line (a signal, not a sleep). A hook that finds the lock taken
 waits for it: another hook is starting the daemon, and it then uses that one
 (the connection it probes with is the one it sends on). How long a hook keeps
@@ -141,7 +142,14 @@ def start_daemon(
         try:
             subprocess.Popen(
                 [
+                    # -P: the hook runs in the agent's project, and "-m" would put that
+                    # folder first on sys.path (a planted ahp_adapters/ would run in the
+                    # enforcement process). Not -I: the daemon must import what this hook
+                    # imported, from the same environment (PYTHONPATH, user site); -I
+                    # would guard nothing this process is not already exposed to, and
+                    # could leave every call on the slower in-process path.
                     sys.executable,
+                    "-P",
                     "-m",
                     "ahp_adapters",
                     "daemon",

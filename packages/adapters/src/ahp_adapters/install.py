@@ -6,7 +6,7 @@ event the dialect has, each running ``ahp-adapter hook <dialect> --registration
 FILE --event EVENT --budget S`` with a native timeout well above the budget),
 and the merge: existing hooks are kept as they are, in order; our earlier
 entries are replaced, never duplicated; ``uninstall`` removes only entries
-whose command runs ``ahp-adapter hook`` (or ``python -m ahp_adapters hook``)
+whose command runs ``ahp-adapter hook`` (or ``python [-P] -m ahp_adapters hook``)
 and the groups and event lists that become empty because of it.
 
 Never writes a file it cannot parse (an invalid config is an error, untouched),
@@ -167,11 +167,18 @@ def config_path(dialect: str, project: str | None) -> Path:
 
 
 def default_command() -> list[str]:
-    """How the harness should start the adapter: the installed entry point, by absolute path."""
+    """How the harness should start the adapter: the installed entry point, by absolute path.
+
+    Else this Python with ``-P -m ahp_adapters``: the harness runs the command in the
+    agent's project, and plain ``-m`` would import a planted ``ahp_adapters/`` from it
+    (the entry point is safe: its ``sys.path[0]`` is its own bin folder). ``-P``, not
+    ``-I``, so the hook finds the package wherever this Python found it (user site,
+    ``PYTHONPATH``): the same environment as the entry point would have.
+    """
     found = shutil.which("ahp-adapter")
     if found:
         return [os.path.abspath(found)]
-    return [sys.executable, "-m", "ahp_adapters"]
+    return [sys.executable, "-P", "-m", "ahp_adapters"]
 
 
 def is_ours(command: object) -> bool:

@@ -149,6 +149,11 @@ def _registration(table: Table, timeout_s: float) -> Any:
             "type": "stdio",
             "command": sys.executable,
             "args": [
+                # -P: the backend runs in the policy's folder, and "-m" would put that
+                # folder first on sys.path (a planted ahp_backends/ would be what is
+                # tested). Not -I: the stdio transport already passes no PYTHON*
+                # variable, and -I would also drop the user site this command may run from.
+                "-P",
                 "-m",
                 "ahp_backends.cli",
                 BACKENDS[table.kind],

@@ -20,7 +20,7 @@ Three uses, one process (``python -m ahp_conformance.fake_backend`` runs it too)
    scenarioFile, auth}``): scenario replay plus the control endpoint
    (:class:`~ahp_conformance.contract.ControlPlane`: ``/health``, ``/receipts``,
    ``/release``, ``/shutdown``), barriers (a scenario's ``barrier`` is waited on before
-   its answer), and the readiness file. So ``[sys.executable, "-m",
+   its answer), and the readiness file. So ``[sys.executable, "-P", "-m",
    "ahp_conformance.fake_backend"]`` is a drop-in server adapter command. ``auth.mode``
    ``none`` and ``bearer`` (``auth.token``) are served over HTTP; stdio is process trust.
 

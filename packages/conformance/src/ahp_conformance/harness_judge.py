@@ -29,7 +29,7 @@ client adapter runs under :func:`~ahp_conformance.contract.run_client`; then bot
 ``adapter.json`` ``"extensions": ["registration"]``, or ``--registration-extension`` with
 ``-- CMD``; otherwise each of these checks is ``unsupported`` with the reason). Each run
 writes an AHP registration whose hooks run the fake backend, per ``--transport``: over
-persistent stdio (``[sys.executable, "-m", "ahp_conformance.fake_backend", "--fault",
+persistent stdio (``[sys.executable, "-P", "-m", "ahp_conformance.fake_backend", "--fault",
 MODE, "--record", FILE]``, started by the harness) and over HTTP (the same fake started
 by this judge on a loopback port, the hook's ``url`` its address; ``multi-line`` and
 ``stray-frame`` are stdio-only classes), and one scenario of this judge's own (contract

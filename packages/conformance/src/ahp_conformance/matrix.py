@@ -5,7 +5,7 @@
 
 - Adapters: each ``--adapter`` is an ``interop/adapter.json`` (default: the kit's own, at
   the root of its checkout); ``--sdk`` adds the official Python SDK's adapter
-  (:data:`SDK_ADAPTER`: ``python -m agenthooksprotocol.interop client|server``, in the
+  (:data:`SDK_ADAPTER`: ``python -P -m agenthooksprotocol.interop client|server``, in the
   test-only package ``agenthooksprotocol``; without it ``--sdk`` is a usage error that
   says so). Every adapter with a ``client`` command is paired with every adapter with a
   ``server`` command (ours x ours, ours x SDK, SDK x ours, SDK x SDK).
@@ -73,8 +73,11 @@ def sdk_adapter(cwd: Path | None = None) -> Adapter:
         raise ContractError(SDK_MISSING)
     return Adapter(
         SDK_LANGUAGE,
-        (sys.executable, "-m", SDK_MODULE, "server"),
-        (sys.executable, "-m", SDK_MODULE, "client"),
+        # -P: run in ``cwd``, never import from it (a planted agenthooksprotocol/
+        # there would stand in for the SDK); not -I: the SDK is wherever this Python
+        # finds it (sdk_available() looked there).
+        (sys.executable, "-P", "-m", SDK_MODULE, "server"),
+        (sys.executable, "-P", "-m", SDK_MODULE, "client"),
         cwd or Path.cwd(),
     )
 

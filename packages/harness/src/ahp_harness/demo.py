@@ -30,7 +30,8 @@ never the current folder), the demo's files copied into it (``files/``), the
 workspace's files, the localized registration (commands and paths made absolute, the
 approval URL filled in), the approval process's lifetime and the summary. The harness
 never imports the backends: they are found as the ``ahp-backend`` command next to this
-Python, else ``python -m ahp_backends.cli``; missing, the error says what to install.
+Python, else ``python -P -m ahp_backends.cli`` (never imported from the folder the demo
+runs in); missing, the error says what to install.
 Everything stays in the work folder (kept, so the paths printed at the end can be
 opened); nothing leaves loopback.
 """
@@ -184,14 +185,20 @@ def copy_demo_files(paths: DemoPaths) -> None:
 
 
 def backend_command() -> list[str]:
-    """How to start ``ahp-backend``: the script next to this Python, else ``-m``."""
+    """How to start ``ahp-backend``: the script next to this Python, else ``-P -m``.
+
+    ``-P``: the backends run in the folder the demo was started from (the approval
+    service, the grant) and plain ``-m`` would import a planted ``ahp_backends/``
+    from it. Not ``-I``: the package is wherever this Python found it (user site,
+    ``PYTHONPATH``); the stdio transport passes no ``PYTHON*`` variable anyway.
+    """
     folder = Path(sys.executable).parent
     for name in ("ahp-backend", "ahp-backend.exe"):
         script = folder / name
         if script.is_file() and os.access(script, os.X_OK):
             return [str(script)]
     if importlib.util.find_spec("ahp_backends") is not None:
-        return [sys.executable, "-m", "ahp_backends.cli"]
+        return [sys.executable, "-P", "-m", "ahp_backends.cli"]
     raise DemoError(
         "the sample backends are not installed (no 'ahp-backend' next to "
         f"{sys.executable}, no ahp_backends module): install the ahp-backends package "

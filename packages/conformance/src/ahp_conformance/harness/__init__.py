@@ -11,8 +11,13 @@ from __future__ import annotations
 
 import sys
 
-FAKE = (sys.executable, "-m", "ahp_conformance.fake_backend")
-"""The fake backend's command (:mod:`ahp_conformance.fake_backend`)."""
+FAKE = (sys.executable, "-P", "-m", "ahp_conformance.fake_backend")
+"""The fake backend's command (:mod:`ahp_conformance.fake_backend`).
+
+``-P``: the harness under judgment starts it in a folder of its choosing (often the
+folder the judge runs in, or its workspace), and plain ``-m`` would import a planted
+``ahp_conformance/`` from there. Not ``-I``: the fake must import this judge's own
+installation, wherever this Python finds it."""
 
 
 def progress(text: str) -> None:
