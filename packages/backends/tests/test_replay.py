@@ -528,32 +528,82 @@ def test_bad_input_exits_2_naming_what_to_fix(
     assert "--registration" in capsys.readouterr().err
 
 
-def test_a_failing_backend_is_said_and_its_failure_policy_decides(
+def test_a_backend_that_fails_leaves_every_call_undecided_under_either_policy(
     demo: Demo, tmp_path: Path, replay: Callable[..., Replay]
 ) -> None:
+    # #26: a failure is not a decision. Before, fail-closed read as three "newly denied"
+    # (exit 1: synthetic denials compared as the backend's), and fail-open and a backend
+    # skipped at hooks/configuration as "nothing changes" (exit 0).
     hooks = hooks_for(demo, tmp_path / "missing-rules.toml")  # the deny-list cannot start
-    registration = write_registration(tmp_path / "failing.json", hooks)
-    run = replay("--db", demo.db, "--registration", registration, "--json")
-    assert run.code == 1, run.err
-    # every call that passed then is refused now, by a synthetic denial
-    assert run.changes() == {c: "newly denied" for c in ("call_2", "call_3", "call_6")}
-    assert all(c["replayed"]["synthetic"] for c in run.report["changes"])
-    said = [n for n in run.report["notes"] if n.startswith("backend failure")]
-    assert len(said) == 1 and said[0].startswith("backend failure com.example.ahp.denylist: ")
-    assert said[0].endswith(
-        "(fail-closed): 6 time(s); each refused the call (a synthetic denial, as in a harness)"
-    )
+    everything = {f"call_{n}" for n in range(2, 8)}
+    for label, subscriptions, said in (
+        ("closed", [SUB], "(fail-closed)"),
+        ("open", [{**SUB, "failurePolicy": "fail-open"}], "(fail-open)"),
+        ("discovered", None, "(at hooks/configuration, skipped)"),
+    ):
+        if subscriptions is None:
+            hooks[0].pop("subscriptions")
+        else:
+            hooks[0]["subscriptions"] = subscriptions
+        registration = write_registration(tmp_path / f"failing-{label}.json", hooks)
+        run = replay("--db", demo.db, "--registration", registration, "--json")
+        assert run.code == 3, (label, run.out + run.err)
+        report = run.report
+        assert (report["changes"], report["changed"], report["undetermined"]) == ([], 0, [])
+        assert {c["call"] for c in report["undecided"]} == everything, label
+        for call in report["undecided"]:
+            [failure] = call["undecided"]
+            assert failure == f"com.example.ahp.denylist: abnormal_exit {said}", failure
+            assert call["change"] is None and call["undetermined"] is False
+        notes = [n for n in report["notes"] if n.startswith("backend failure")]
+        assert len(notes) == 1 and f"{said}: 6 time(s); each such call is undecided" in notes[0]
+        assert not [n for n in report["notes"] if "deny code" in n]  # nothing was compared
 
-    # fail-open: the chain goes on without it, so nothing changes against the record
-    hooks[0]["subscriptions"] = [{**SUB, "failurePolicy": "fail-open"}]
-    registration = write_registration(tmp_path / "failing-open.json", hooks)
-    run = replay("--db", demo.db, "--registration", registration, "--json")
-    assert run.code == 0, run.out + run.err
-    assert run.report["changes"] == []
-    said = [n for n in run.report["notes"] if n.startswith("backend failure")]
-    assert len(said) == 1 and said[0].endswith(
-        "(fail-open): 6 time(s); the chain went on without it"
+
+STALLING = """
+import sys, threading
+from ahp_protocol.server import Backend
+
+backend = Backend("com.example.tests.stalling")
+
+
+@backend.intercept("tool.before")
+def before(request):
+    if (request.event["tool"].get("input") or {}).get("command") == "ls":
+        threading.Event().wait()  # this one command never gets an answer
+    return None
+
+
+backend.run(sys.argv[1:])
+"""
+
+
+def test_a_call_whose_backend_stalls_is_undecided_and_the_replay_exits_3(
+    demo: Demo, tmp_path: Path, replay: Callable[..., Replay]
+) -> None:
+    # #26: one stalled command used to read "6 calls replayed: no decision would change",
+    # exit 0 (fail-open: the chain went on without the backend, so it "passed" as then).
+    script = tmp_path / "stalling.py"
+    script.write_text(STALLING)
+    stalling = {
+        "id": "com.example.tests.stalling",
+        "transport": {"type": "stdio", "command": PY, "args": [str(script)]},
+        "subscriptions": [{**SUB, "timeoutMs": 1000, "failurePolicy": "fail-open"}],
+    }
+    stalling["transport"]["lifecycle"] = "persistent"
+    registration = write_registration(tmp_path / "stalling.json", [stalling])
+    run = replay("--db", demo.db, "--registration", registration)
+    assert run.code == 3, run.out + run.err
+    assert "no decision would change" not in run.out
+    assert "6 calls replayed: 1 undecided (a backend failed), no decided call would change" in (
+        run.out
     )
+    undecided = run.out.split("undecided: a backend failed", 1)[1].split("undetermined", 1)[0]
+    assert "call_3" in undecided and "ls" in undecided
+    assert "com.example.tests.stalling: deadline_exceeded (fail-open)" in undecided
+    for answered in ("call_2", "call_4", "call_5", "call_6", "call_7"):
+        assert answered not in undecided  # the next call had a fresh process, and an answer
+    assert "Traceback" not in run.err
 
 
 # -- a long replay shows progress on a terminal -----------------------------------------------
@@ -941,6 +991,7 @@ def test_help_names_every_option_and_the_exit_status(replay: Callable[..., Repla
         assert option in run.out
     for option in ("--since", "--until", "--json"):
         assert option in run.out
-    assert "exit status: 0 no decision changes, 1 some would change, 2 bad input" in " ".join(
-        run.out.split()
-    )
+    assert (
+        "exit status: 0 no decision changes, 1 some would change, 2 bad input, 3 some call "
+        "undecided (a backend timed out or failed on it"
+    ) in " ".join(run.out.split())

@@ -4,8 +4,15 @@ Reads an audit database (:func:`ahp_backends.audit.read_events`, nothing else), 
 every recorded ``tool.before`` through the chain of a new registration (its real
 backend processes, the real :class:`~ahp_protocol.client.Dispatcher`) and reports each
 call whose decision would change; exit status 1 when one would, 0 when none, 2 on bad
-input. ``--baseline CURRENT.json`` replays a second registration beside it and compares
-the two chains instead of the new chain and the record.
+input, 3 when some call is *undecided* (below). ``--baseline CURRENT.json`` replays a
+second registration beside it and compares the two chains instead of the new chain and
+the record.
+
+A failure is not a decision. A call on which a backend of either chain failed (the
+client's classification: a timeout, a crash, a JSON-RPC error, malformed or unadvertised
+output, a backend skipped at ``hooks/configuration``) is *undecided*, whatever its failure
+policy made of it: it is listed with each failure, counted, never compared, and the exit
+status is 3 (over 1: the changes found are then not all there may be).
 
 What the trail holds, and so what "the recorded decision" can mean (draft §6.6: an
 observer gets the effective event, never a decision summary):
@@ -82,6 +89,8 @@ if TYPE_CHECKING:
 __all__ = ["main"]
 
 PROGRESS_MIN: Final = 10
+UNDECIDED: Final = 3
+"""The exit status when some call is undecided (a backend failed on it), over 1."""
 """A replay of at least this many calls shows a progress bar (stderr, a terminal only)."""
 
 
@@ -116,9 +125,19 @@ async def _replay(
                 tool = call.event.get("tool")
                 recorded_input = tool.get("input") if isinstance(tool, Mapping) else None
                 if old is not None:
-                    call.baseline = Decision.of(await old.intercept(call.event), recorded_input)
-                call.new = Decision.of(await new.intercept(call.event), recorded_input)
-                call.change, call.undetermined = judge(call.recorded, call.new, call.baseline)
+                    call.baseline = Decision.of(
+                        await old.intercept(call.event),
+                        recorded_input,
+                        old.configuration_diagnostics,
+                    )
+                call.new = Decision.of(
+                    await new.intercept(call.event), recorded_input, new.configuration_diagnostics
+                )
+                call.undecided = call.new.failures + tuple(
+                    f"baseline {f}" for f in (call.baseline.failures if call.baseline else ())
+                )
+                if not call.undecided:  # a failure is not a decision: nothing to compare
+                    call.change, call.undetermined = judge(call.recorded, call.new, call.baseline)
                 if progress is not None:
                     progress()
 
@@ -155,7 +174,9 @@ def _parser() -> argparse.ArgumentParser:
             "or reason. Nothing is executed and nothing is sent to observers."
         ),
         epilog=(
-            "exit status: 0 no decision changes, 1 some would change, 2 bad input. "
+            "exit status: 0 no decision changes, 1 some would change, 2 bad input, "
+            "3 some call undecided (a backend timed out or failed on it: a failure is not a "
+            "decision; listed with its failure class, never compared; 3 wins over 1). "
             "The trail records outcomes, not deny codes or reasons, nor whether a backend "
             "or the host's own rules refused a call: a call refused then and passed now is "
             "listed as undetermined unless --baseline replays the current registration "
@@ -264,7 +285,8 @@ def _run(args: argparse.Namespace) -> int:
         return 130
     notes += _failure_notes(calls)
     if not args.baseline and any(
-        c.recorded.passed is False and c.new is not None and c.new.stops for c in calls
+        c.recorded.passed is False and c.new is not None and c.new.stops and not c.undecided
+        for c in calls
     ):
         notes.append(
             "the trail records no deny code or reason: calls refused then and now are "
@@ -272,6 +294,7 @@ def _run(args: argparse.Namespace) -> int:
         )
     notes += _drift_notes(calls)
     changes = [c for c in calls if c.change is not None]
+    undecided = [c for c in calls if c.undecided]
     try:
         if args.json:
             print(json.dumps(_report(args, calls, notes), ensure_ascii=False, indent=2))
@@ -282,7 +305,7 @@ def _run(args: argparse.Namespace) -> int:
         import os
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    return 1 if changes else 0
+    return UNDECIDED if undecided else 1 if changes else 0
 
 
 def _execute(
@@ -309,6 +332,7 @@ def _drift_notes(calls: Sequence[Call]) -> list[str]:
         str(member(c.event, "call").get("id", "?"))
         for c in calls
         if c.baseline is not None
+        and not c.undecided
         and (
             (c.recorded.passed is True and c.baseline.stops)
             or (c.recorded.chain_refusal is not None and not c.baseline.stops)
@@ -327,16 +351,16 @@ def _drift_notes(calls: Sequence[Call]) -> list[str]:
 def _failure_notes(calls: Sequence[Call]) -> list[str]:
     counts: dict[str, int] = {}
     for call in calls:
-        for decision in (call.new, call.baseline):
-            for failure in decision.failures if decision else ():
-                counts[failure] = counts.get(failure, 0) + 1
+        for failure in call.undecided:
+            counts[failure] = counts.get(failure, 0) + 1
     return [
-        f"backend failure {failure}: {n} time(s); "
+        f"backend failure {failure}: {n} time(s); each such call is undecided (a harness "
         + (
-            "each refused the call (a synthetic denial, as in a harness)"
+            "would refuse it with a synthetic denial"
             if failure.endswith("(fail-closed)")
-            else "the chain went on without it"
+            else "would go on without that backend"
         )
+        + ", but what the backend would decide is unknown)"
         for failure, n in sorted(counts.items())
     ]
 
@@ -349,6 +373,7 @@ def _report(args: argparse.Namespace, calls: Sequence[Call], notes: list[str]) -
         "replayed": len(calls),
         "changed": sum(1 for c in calls if c.change is not None),
         "changes": [c.to_json() for c in calls if c.change is not None],
+        "undecided": [c.to_json() for c in calls if c.undecided],
         "undetermined": [c.to_json() for c in calls if c.undetermined],
         "notes": notes,
     }
@@ -365,9 +390,17 @@ def _print(args: argparse.Namespace, calls: Sequence[Call], notes: list[str]) ->
     console = Console(highlight=False, soft_wrap=False)
     changes = [c for c in calls if c.change is not None]
     undetermined = [c for c in calls if c.undetermined]
+    undecided = [c for c in calls if c.undecided]
     against = f"baseline {args.baseline}" if args.baseline else "the record"
     if not calls:
         console.print(cell(f"no recorded tool.before in {shown(args.db)} (with these filters)"))
+    elif not changes and undecided:
+        console.print(
+            cell(
+                f"{len(calls)} calls replayed: {len(undecided)} undecided (a backend failed), "
+                f"no decided call would change (against {against})"
+            )
+        )
     elif not changes:
         console.print(
             cell(f"{len(calls)} calls replayed: no decision would change (against {against})")
@@ -383,6 +416,19 @@ def _print(args: argparse.Namespace, calls: Sequence[Call], notes: list[str]) ->
         for call in changes:
             then = call.baseline.describe() if call.baseline else call.recorded.outcome
             table.add_row(*(cell(v) for v in _row(call, then, call.change or "")))
+        console.print(table)
+    if undecided:
+        table = Table(
+            title=cell(
+                f"{len(undecided)} undecided: a backend failed, so the chain gave no "
+                "decision (a failure is not a decision; not compared)"
+            ),
+            title_justify="left",
+        )
+        _columns(table, "failure")
+        for call in undecided:
+            failures = "; ".join(call.undecided)
+            table.add_row(*(cell(v) for v in _row(call, call.recorded.outcome, failures)))
         console.print(table)
     if undetermined:
         table = Table(
@@ -418,7 +464,7 @@ def _row(call: Call, then: str, change: str | None) -> list[str]:
         f"{str(session.get('id', ''))[-12:]} {call_field.get('id', '')}".strip(),
         proposed,
         then,
-        call.new.describe() if call.new else "?",
+        "undecided" if call.undecided else call.new.describe() if call.new else "?",
     ]
     return [*row, change] if change is not None else row
 

@@ -8,7 +8,9 @@ decision compares with it: the model of ``ahp-backend audit replay``
   session's manifest declared (or :data:`FALLBACK_CAPABILITIES`);
 - :class:`Decision` is what a chain decided (from its settled ``HookResult``);
   :func:`judge` compares a replayed decision with the record, and with ``--baseline``
-  two decisions, giving a :data:`Change` or *undetermined*;
+  two decisions, giving a :data:`Change` or *undetermined*; a call a backend failed on
+  (its ``failures``: timeout, crash, JSON-RPC error, bad output) is *undecided* instead
+  (:attr:`Call.undecided`), never judged;
 - :func:`for_replay` keeps only a registration's ``tool.before`` interceptors.
 """
 
@@ -160,8 +162,13 @@ class Decision:
     failures: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, result: HookResult, recorded_input: Any) -> Decision:
-        failures = tuple(_failure(d) for d in result.diagnostics if d.outcome == "failed")
+    def of(
+        cls, result: HookResult, recorded_input: Any, skipped: Sequence[Diagnostic] = ()
+    ) -> Decision:
+        """``skipped``: the chain's backends that failed ``hooks/configuration`` (the
+        dispatcher's ``configuration_diagnostics``): they are failures of this call too."""
+        reached = [d for d in result.diagnostics if d.outcome == "failed"]
+        failures = tuple(_failure(d) for d in [*skipped, *reached])
         effective = result.tool_input
         common: dict[str, Any] = {
             "permission": result.permission,
@@ -221,7 +228,10 @@ class Decision:
 
 
 def _failure(diagnostic: Diagnostic) -> str:
+    """``backend: failure class (policy)``, the client's classification, never its text."""
     kind = diagnostic.failure.value if diagnostic.failure is not None else "failed"
+    if diagnostic.subscription < 0:  # hooks/configuration: the backend was skipped
+        return f"{diagnostic.backend}: {kind} (at hooks/configuration, skipped)"
     return f"{diagnostic.backend}: {kind} ({diagnostic.policy or 'observe'})"
 
 
@@ -286,6 +296,10 @@ class Call:
     baseline: Decision | None = None
     change: Change | None = None
     undetermined: bool = False
+    undecided: tuple[str, ...] = ()
+    """The backend failures that left this call without a decision (a failure is not a
+    decision): ``backend: failure class (policy)``, the baseline's prefixed ``baseline``.
+    An undecided call has no ``change`` and is not ``undetermined``."""
 
     @property
     def event(self) -> dict[str, Any]:
@@ -297,6 +311,7 @@ class Call:
         return {
             "change": self.change,
             "undetermined": self.undetermined,
+            "undecided": list(self.undecided),
             "eventId": event.get("id"),
             "source": event.get("source"),
             "time": event.get("time"),
