@@ -185,6 +185,23 @@ def test_the_warm_daemon_is_not_imported_from_the_agents_project(
     assert _ask(sock, "ping")["requests"] == 1
 
 
+def test_a_hook_started_isolated_starts_its_daemon_isolated(tmp_path: Path, runtime: Path) -> None:
+    # A hook command of your own with -I ignores PYTHONPATH; its daemon must too, or a
+    # package on that path (here one planted outside the project) runs in the daemon.
+    project = tmp_path / "project"
+    project.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    marker = plant(elsewhere, "ahp_adapters")
+    registration = recorder_registration(tmp_path)
+    argv = [PY, "-I", "-m", "ahp_adapters", "hook", "claude-code", "--registration"]
+    argv += [str(registration), "--daemon", "require", "--idle-timeout", "60"]
+    env = {**adapter_env(runtime, tmp_path / "home"), "PYTHONPATH": str(elsewhere)}
+    done = run(argv, project, input=pre_tool_use(project), env=env)
+    assert planted_ran(marker) == ""
+    assert done.returncode == 0, done.stderr
+    assert reason(done.stdout) == "No."
+
+
 def test_the_installed_hook_command_is_not_imported_from_the_agents_project(
     tmp_path: Path, runtime: Path
 ) -> None:

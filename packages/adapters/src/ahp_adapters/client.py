@@ -4,7 +4,8 @@ Owns the socket exchange (one JSON line out, one JSON line back, bounded by
 the hook's deadline) and the start-up of a daemon that is not running: under
 an exclusive lock (so concurrent hooks start one daemon), a detached
 ``python -P -m ahp_adapters daemon`` is spawned (``-P``: never from the hook's
-working folder, the agent's project) and the hook waits on a pipe for
+working folder, the agent's project; ``-I`` instead when the hook itself runs
+isolated) and the hook waits on a pipe for
 its "ready" line (a signal, not a sleep). A hook that finds the lock taken
 waits for it: another hook is starting the daemon, and it then uses that one
 (the connection it probes with is the one it sends on). How long a hook keeps
@@ -144,12 +145,13 @@ def start_daemon(
                 [
                     # -P: the hook runs in the agent's project, and "-m" would put that
                     # folder first on sys.path (a planted ahp_adapters/ would run in the
-                    # enforcement process). Not -I: the daemon must import what this hook
-                    # imported, from the same environment (PYTHONPATH, user site); -I
+                    # enforcement process). The daemon imports what this hook imported:
+                    # so -I only when this hook was started with -I (it then ignores
+                    # PYTHONPATH and the user site, and so must its daemon); otherwise -I
                     # would guard nothing this process is not already exposed to, and
                     # could leave every call on the slower in-process path.
                     sys.executable,
-                    "-P",
+                    "-I" if sys.flags.isolated else "-P",
                     "-m",
                     "ahp_adapters",
                     "daemon",
