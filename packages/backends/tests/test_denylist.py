@@ -382,6 +382,13 @@ BAD_FILES: list[tuple[str, bytes, list[str]]] = [
         [":5:", "rules[0].input.command", "invalid regex"],
     ),
     (
+        # RE2 cannot run it: refused at load, naming the rule, the field and the construct.
+        "regex_re2_cannot_run",
+        b'[[rules]]\nreason = "r"\ncode = "com.example.a"\n[rules.input]\n'
+        b'command = "(\\\\w+) \\\\1"\n',
+        [":5:", "rules[0].input.command", "invalid regex: a backreference (\\1)"],
+    ),
+    (
         "no_condition",
         b'# header\n\n[[rules]]\nreason = "r"\ncode = "com.example.a"\n',
         [":3:", "rules[0]", "at least one condition"],
@@ -521,6 +528,27 @@ def test_a_broken_edit_keeps_the_last_good_rules(
     ls = effects_of(backend.request(intercept(event_for(clients, shell("ls -la")))))
     assert ls == [{"type": "deny", "reason": "No listing.", "code": "com.example.ls"}]
     assert "reloaded" in backend.wait_for_stderr("reloaded")
+    assert backend.close() == 0
+
+
+@pytest.mark.timeout(60)
+def test_a_backtracking_input_regex_answers_at_once_on_180_kb(
+    tmp_path: Path, clients: Any, stdio_backend: Callable[..., Any]
+) -> None:
+    """Input regexes are RE2 (linear): with Python's re this request took ~36 s, and the
+    persistent backend answered nothing else meanwhile (fail-open: later calls ran)."""
+    path = tmp_path / "rules.toml"
+    path.write_text(
+        '[[rules]]\nreason = "No force push."\ncode = "com.example.force"\n'
+        '[rules.input]\ncommand = "git push.*(-f|--force)"\n',
+        "utf-8",
+    )
+    backend = stdio_backend("denylist", "--rules", str(path))
+    crafted = "git push " * 20_000
+    for command, want in ((crafted, []), (crafted + "-f", ["deny"])):
+        backend.send(intercept(event_for(clients, shell(command))))
+        got = backend.receive(timeout=10)  # RE2: milliseconds
+        assert [e["type"] for e in effects_of(got)] == want
     assert backend.close() == 0
 
 

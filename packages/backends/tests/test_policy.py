@@ -22,6 +22,7 @@ What this file shows, with real processes (fixtures in ``conftest.py``):
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -315,47 +316,235 @@ def test_the_ask_reason_never_rides_without_the_ask(
     assert got == [{"type": "ask"}, {"type": "message", "text": DOWNLOADS}]
 
 
-def test_a_rule_failing_at_run_time_does_not_match_and_is_noted_once(
+FAILING = r"""
+[[rule]]
+name = "shadow"
+when = 'has(event.tool.input.paths) && event.tool.input.paths.exists(p, p == "/etc/shadow")'
+action = "deny"
+reason = "No shadow."
+
+[[rule]]
+name = "unguarded"
+when = 'event.tool.kind == "shell" && event.tool.input.command.contains("DROP")'
+action = "deny"
+reason = "No drops."
+
+[[rule]]
+name = "typed"
+when = 'event.tool.input.timeout > 10'
+action = "deny"
+reason = "Too long."
+on_error = "skip"
+
+[[rule]]
+name = "docs"
+when = 'event.tool.kind == "file_read" && glob(event.tool.input.file_path, "docs/*")'
+action = "allow"
+
+[[rule]]
+name = "absolute-note"
+when = 'event.tool.kind == "file_read" && event.tool.input.file_path.startsWith("/")'
+action = "message"
+message = "An absolute path."
+"""
+"""Rules that fail at run time: deny with on_error's default ("fail"), a deny that opts
+out ("skip"), and an allow and a message rule, which skip by default."""
+
+BUDGET = 10_000  # cel-cpp's comprehension budget: 10,000 iterations fail, 9,999 pass
+SECRET = "s3cr3t-value-in-the-event"
+
+
+def shell_with_paths(count: int, command: str = "ls") -> dict[str, Any]:
+    """A shell call listing ``count`` paths, the last one /etc/shadow."""
+    tool = shell(command)
+    tool["input"]["paths"] = [f"/tmp/f{i}" for i in range(count - 1)] + ["/etc/shadow"]
+    return tool
+
+
+def test_a_deny_rule_that_cannot_be_evaluated_fails_the_request(
     tmp_path: Path, clients: Any, stdio_backend: Callable[..., Any]
 ) -> None:
+    """A deny that cannot be evaluated is a failure, never "did not match": before, the
+    10,000 paths ending in /etc/shadow got no effect, and so did a shell call without
+    a command. Now a JSON-RPC error, fixed, without exception text or event values."""
     path = tmp_path / "policy.toml"
-    path.write_text(
-        "[[rule]]\n"
-        'name = "unguarded"\n'
-        "when = 'event.tool.input.command.contains(\"DROP\")'\n"
-        'action = "deny"\nreason = "No drops."\n\n'
-        "[[rule]]\n"
-        'name = "typed"\n'
-        "when = 'event.tool.input.timeout > 10'\n"
-        'action = "deny"\nreason = "Too long."\n\n'
-        "[[rule]]\n"
-        'name = "fail-closed"\n'
-        "when = 'event.tool.kind == \"shell\" && !has(event.tool.input.command)'\n"
-        'action = "deny"\nreason = "No command."\n',
-        "utf-8",
-    )
+    path.write_text(FAILING, "utf-8")
     backend = stdio_backend("policy", "--rules", str(path))
-    secret_value = "s3cr3t-value-in-the-event"
-    for _ in range(2):
-        # command absent: 'unguarded' fails (no match); timeout a string: 'typed' fails.
-        tool = reader(file_path="/x", note=secret_value)
-        tool["input"]["timeout"] = secret_value
-        assert effects_of(backend.request(intercept(event_for(clients, tool)))) == []
-    shellless = {"name": "Bash", "kind": "shell", "input": {}, "origin": "native"}
-    assert effects_of(backend.request(intercept(event_for(clients, shellless)))) == deny_of(
-        ("No command.", None)
-    )
-    drop = shell("psql -c 'DROP TABLE x'")
-    assert effects_of(backend.request(intercept(event_for(clients, drop)))) == deny_of(
-        ("No drops.", None)
-    )
-    first = backend.wait_for_stderr("rule 'unguarded'")
-    assert "did not match at tool.before: a field it reads is absent ('command'" in first
-    second = backend.wait_for_stderr("rule 'typed'")
-    assert "did not match at tool.before: a value has another type" in second
+    # Under the budget the rule runs and denies; at the budget it fails.
+    got = backend.request(intercept(event_for(clients, shell_with_paths(BUDGET - 1))))
+    assert effects_of(got) == deny_of(("No shadow.", None))
+    for tool in (shell_with_paths(BUDGET), {**shell("x"), "input": {"note": SECRET}}):
+        event = event_for(clients, tool)
+        got = backend.request(intercept(event))
+        assert got == {
+            "jsonrpc": "2.0",
+            "id": event["id"],
+            "error": {"code": -32004, "message": "backend_internal_error"},
+        }
+    # A deny that matched anyway stands, whatever else failed ('shadow' here).
+    got = backend.request(intercept(event_for(clients, shell_with_paths(BUDGET, "DROP x"))))
+    assert effects_of(got) == deny_of(("No drops.", None))
+    # on_error = "skip": 'typed' fails (timeout is a string) and does not match.
+    tool = shell("psql -c 'SELECT 1'")
+    tool["input"]["timeout"] = SECRET
+    assert effects_of(backend.request(intercept(event_for(clients, tool)))) == []
+    # allow and message rules skip by default: a read without file_path.
+    assert effects_of(backend.request(intercept(event_for(clients, reader(path="x"))))) == []
+    shadow = backend.wait_for_stderr("rule 'shadow'")
+    assert "could not be evaluated at tool.before: its comprehensions reach CEL's budget" in shadow
+    assert "the subscription's failure policy decides" in shadow
+    unguarded = backend.wait_for_stderr("rule 'unguarded'")
+    assert "a field it reads is absent ('command'; guard it with has())" in unguarded
+    typed = backend.wait_for_stderr("rule 'typed'")
+    assert "did not match at tool.before: a field it reads is absent ('timeout'" in typed
+    for name in ("docs", "absolute-note"):
+        assert "did not match at tool.before" in backend.wait_for_stderr(f"rule '{name}'")
+    assert backend.close() == 0
     text = backend.stderr_text()
-    assert text.count("rule 'unguarded'") == 1 and text.count("rule 'typed'") == 1
-    assert secret_value not in text
+    assert text.count("rule 'shadow'") == 1 and text.count("rule 'typed'") == 1  # once each
+    assert text.count("intercept handler raised RuleFailed") == 2
+    assert SECRET not in text and "Traceback" not in text and "budget exceeded" not in text
+
+
+@pytest.mark.anyio
+@pytest.mark.timeout(60)
+async def test_through_our_client_a_failing_deny_rule_is_the_failure_policy_s(
+    tmp_path: Path, clients: Any, hook: Callable[..., dict[str, Any]]
+) -> None:
+    """End to end through ahp_protocol.client, fail-closed: the call a failing deny rule
+    might have refused is denied synthetically (a failure, recorded as one), while
+    on_error = "skip" and the allow/message rules let the chain settle normally."""
+    from ahp_protocol.client import Dispatcher
+    from ahp_protocol.wire.registration import parse_registration
+
+    path = tmp_path / "policy.toml"
+    path.write_text(FAILING, "utf-8")
+    subscription = dict(clients.subscription(("tool.before",)), failurePolicy="fail-closed")
+    entry = hook("policy", "--rules", str(path), kind="persistent", subscriptions=[subscription])
+    registration = parse_registration({"protocolVersion": "draft", "hooks": [entry]})
+    typed = shell("psql -c 'SELECT 1'")
+    typed["input"]["timeout"] = SECRET
+    tools = [shell_with_paths(BUDGET), typed, reader(path="x"), shell_with_paths(3)]
+    results = []
+    async with Dispatcher(
+        registration,
+        capabilities=clients.PROFILES["full"],
+        environ=dict(os.environ),
+        source=clients.SOURCE_OURS,
+        harness=clients.HARNESS,
+    ) as dispatcher:
+        for tool in tools:
+            event = clients.tool_event(clients.Case("e2e", tool), clients.SOURCE_OURS)
+            results.append(await dispatcher.intercept(event))
+    failing, skipped, allow_skipped, denied = results
+    assert failing.permission == "deny" and failing.synthetic_denial
+    (diagnostic,) = failing.diagnostics
+    assert diagnostic.outcome == "failed" and diagnostic.policy == "fail-closed"
+    assert diagnostic.failure is not None and diagnostic.failure.value == "rpc_error"
+    for result in (skipped, allow_skipped):
+        assert result.permission == "none" and not result.denied
+        assert [d.outcome for d in result.diagnostics] == ["no_effect"]
+    assert denied.permission == "deny" and not denied.synthetic_denial
+    assert denied.denial is not None and denied.denial.reason == "No shadow."
+
+
+SURROGATE_POLICY = r"""
+[[rule]]
+name = "no-rm-rf"
+when = 'event.tool.kind == "shell" && event.tool.input.command.matches(r"rm\s+-rf")'
+action = "deny"
+reason = "No rm -rf."
+
+[[rule]]
+name = "description-seen"
+when = '''
+has(event.tool.input.description) && event.tool.input.description == "a\uFFFDb"
+  && event.tool.input.description.matches("^a.b$") && "\uFFFDk" in event.tool.input
+'''
+action = "message"
+message = "The description reads a, U+FFFD, b."
+"""
+
+
+def test_a_lone_surrogate_anywhere_leaves_every_rule_working(
+    tmp_path: Path, clients: Any, stdio_backend: Callable[..., Any]
+) -> None:
+    """json.dumps and JSON.stringify write a lone surrogate as "\\ud800"; json.loads keeps
+    it, and the CEL runtime could not take it, so every rule failed: rm -rf / got no
+    effect. A rule reading such a string sees U+FFFD in its place (keys too)."""
+    path = tmp_path / "policy.toml"
+    path.write_text(SURROGATE_POLICY, "utf-8")
+    backend = stdio_backend("policy", "--rules", str(path))
+    tool = shell("rm -rf /")
+    tool["input"].update({"description": "a\ud800b", "\udc00k": 1})
+    line = json.dumps(intercept(event_for(clients, tool)))
+    assert "\\ud800" in line and "\\udc00" in line  # the escape a harness writes
+    assert effects_of(backend.request(json.loads(line))) == [
+        {"type": "deny", "reason": "No rm -rf."},
+        {"type": "message", "text": "The description reads a, U+FFFD, b."},
+    ]
+    assert backend.close() == 0
+    assert "note:" not in backend.stderr_text()
+
+
+# 180 KB on which a backtracking engine takes ~36 s for the template's own rule.
+CATASTROPHIC = "git push " * 20_000
+BACKTRACKING_POLICY = r"""
+[[rule]]
+name = "no-force-push"
+when = 'event.tool.kind == "shell" && event.tool.input.command.matches("git push.*(-f|--force)")'
+action = "deny"
+reason = "Force pushes rewrite shared history"
+
+[[rule]]
+name = "not-hoisted"
+when = 'event.tool.kind == "shell" && matches(event.tool.input.command, "push.*(--force|-f)")'
+action = "deny"
+reason = "The same, through the call form."
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_backtracking_regex_answers_at_once_on_180_kb(
+    tmp_path: Path, clients: Any, stdio_backend: Callable[..., Any]
+) -> None:
+    """matches() is RE2 (linear): both forms (hoisted, and the call) answer 180 KB at
+    once; with Python's re the first request took ~36 s, and a persistent
+    backend stayed busy, so every later call timed out (fail-open: it ran)."""
+    path = tmp_path / "policy.toml"
+    path.write_text(BACKTRACKING_POLICY, "utf-8")
+    backend = stdio_backend("policy", "--rules", str(path))
+    warm = backend.request(intercept(event_for(clients, shell("ls"))))  # started, imported
+    assert effects_of(warm) == []
+    for command, want in ((CATASTROPHIC, []), (CATASTROPHIC + "-f", ["deny"])):
+        backend.send(intercept(event_for(clients, shell(command))))
+        got = backend.receive(timeout=10)  # RE2: milliseconds; Python's re: ~36 s
+        assert [e["type"] for e in effects_of(got)] == want
+    after = backend.request(intercept(event_for(clients, shell("git push --force"))))
+    assert effects_of(after) == deny_of(("Force pushes rewrite shared history", None))
+
+
+def test_matches_is_cel_s_re2_search() -> None:
+    """CEL's matches(): RE2 syntax, found anywhere (not a full match), anchors explicit;
+    the hoisted form and the call agree."""
+    from ahp_backends.policy_cel import Compiler
+
+    cases = [
+        ("a git push --force b", "push.*--force", True),  # anywhere, not fullmatch
+        ("a git push --force b", "^push", False),
+        ("push", "^push$", True),
+        ("push\n", "^push$", False),  # RE2's $ is the end of the text (no (?m))
+        ("push\n", r"push\n\z", True),
+        ("Ärger", r"^\pL", True),  # Unicode classes
+        ("x", "(?i)X", True),
+    ]
+    for text, pattern, want in cases:
+        literal = json.dumps(pattern)
+        for source in (f"event.s.matches({literal})", f"matches(event.s, {literal})"):
+            compiler = Compiler()
+            program = compiler.check(compiler.scan(source)).program
+            data = compiler.bindings({"s": text})
+            assert program.eval(data=data).plain_value() is want, (source, text)
 
 
 # --------------------------------------------------------------------------- bad files
@@ -420,6 +609,22 @@ BAD_FILES: list[tuple[str, bytes, list[str]]] = [
         "bad_regex_literal",
         (HEAD + "when = 'event.tool.input.command.matches(\"rm([\")'\n").encode(),
         [":5:", "rule[0].when", "rule 'a'", "invalid regex in matches()"],
+    ),
+    (
+        # RE2 cannot run it (lookbehind): refused at load, naming rule, key and construct.
+        "regex_re2_cannot_run",
+        (HEAD + "when = 'event.tool.input.command.matches(\"(?<!--)force\")'\n").encode(),
+        [":5:", "rule[0].when", "rule 'a'", "invalid regex in matches(): lookbehind"],
+    ),
+    (
+        "regex_backreference",
+        (HEAD + "when = 'matches(event.tool.input.command, r\"(\\w+) \\1\")'\n").encode(),
+        [":5:", "rule[0].when", "invalid regex in matches(): a backreference (\\1)"],
+    ),
+    (
+        "bad_on_error",
+        (HEAD + "when = 'true'\non_error = \"ignore\"\n").encode(),
+        [":6:", "rule[0].on_error", 'must be "fail" or "skip"'],
     ),
     (
         "multi_line_expression",

@@ -45,6 +45,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
 from ahp_backends.db import DatabaseError, Schema, Session, Step, is_url, open_database
+from ahp_backends.patterns import Pattern, PatternError, compile_pattern
 from ahp_backends.serving import (
     SERVED_TIMEOUT_MS,
     Replies,
@@ -113,7 +114,7 @@ REQUIRE_HELP: Final = (
     """\
 requires approval (PATTERN for --require, or [[require]] tables in --config):
   TOOL            every call of the tool named TOOL (tool.name, exact; '*' any tool)
-  TOOL:REGEX      calls of TOOL whose subject contains a match of REGEX (Python re)
+  TOOL:REGEX      calls of TOOL whose subject contains a match of REGEX (RE2 syntax)
 The subject is the call's main argument: the first string input among
 """
     + ", ".join(SUBJECT_FIELDS)
@@ -208,14 +209,14 @@ class Requirement:
     """Calls of ``tool`` (``*``: any) whose subject contains a match of ``pattern``."""
 
     tool: str
-    pattern: re.Pattern[str] | None
+    pattern: Pattern | None
     text: str
     reason: str | None = None
 
     def matches(self, tool: str, subject: str) -> bool:
         if self.tool != "*" and self.tool != tool:
             return False
-        return self.pattern is None or self.pattern.search(subject) is not None
+        return self.pattern is None or self.pattern.search(subject)
 
 
 def parse_requirement(text: str) -> Requirement:
@@ -226,9 +227,9 @@ def parse_requirement(text: str) -> Requirement:
     if sep and not regex:
         raise ValueError("empty REGEX after ':' (write just TOOL to require every call)")
     try:
-        pattern = re.compile(regex) if sep else None
-    except re.error as exc:
-        raise ValueError(f"invalid regex: {exc.msg}") from None
+        pattern = compile_pattern(regex) if sep else None
+    except PatternError as exc:
+        raise ValueError(f"invalid regex: {exc.reason}") from None
     return Requirement(tool.strip(), pattern, text)
 
 
@@ -291,8 +292,8 @@ class Grant:
         if self.tool != "*" and self.tool != tool:
             return False
         try:
-            return re.fullmatch(self.match, subject) is not None
-        except re.error:
+            return compile_pattern(self.match).fullmatch(subject)
+        except PatternError:
             return False  # a corrupt row never grants anything
 
     def to_json(self, now: datetime) -> dict[str, Any]:
@@ -436,9 +437,9 @@ class Store:
         if not tool:
             raise ValueError("--tool must not be empty")
         try:
-            re.compile(match)
-        except re.error as exc:
-            raise ValueError(f"--match: invalid regex: {exc.msg}") from None
+            compile_pattern(match)
+        except PatternError as exc:
+            raise ValueError(f"--match: invalid regex: {exc.reason}") from None
         created = self.clock()
         expires = None if expires_in is None else created + expires_in
         with self._transaction(write=True) as session:

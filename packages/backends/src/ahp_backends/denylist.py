@@ -12,6 +12,9 @@ also holds the path-glob dialect).
 
 Never allows anything: its answer is a ``deny`` (plus an optional ``message``) or
 no effect, and no effect is not permission (the harness's own rules still decide).
+Input regexes are RE2 (:mod:`ahp_backends.patterns`, the engine CEL's ``matches()``
+uses too): linear in the input, so no crafted command holds the process; a pattern RE2
+cannot run is refused at load, naming the rule, the field and the construct.
 Never echoes a rule's values or the event in diagnostics. Bounds: the rules file
 is read whole (at most 1 MiB); answers are remembered by ``(source, event.id)``
 (:class:`~ahp_backends.serving.Replies`), so a duplicate delivery gets the first
@@ -35,6 +38,7 @@ from typing import IO, TYPE_CHECKING, Any, Final
 from ahp_protocol.wire.kinds import TOOL_KINDS
 from ahp_protocol.wire.names import is_reverse_dns
 
+from ahp_backends.patterns import Pattern
 from ahp_backends.rules_file import RulesFile, glob_to_regex
 from ahp_backends.serving import (
     SERVED_TIMEOUT_MS,
@@ -153,7 +157,8 @@ file order, denies with its reason and code. Keys:
   origin      tool.origin: "native" or "mcp"
   mcp_server  the MCP server's id or name (tool.mcp.server), a string or a list
 <paths>
-  [rules.input] field = "regex"  searched in tool.input.<field> (Python re syntax)
+  [rules.input] field = "regex"  found anywhere in tool.input.<field> (RE2 syntax, as
+              CEL's matches(); linear in the input; no backreferences or lookaround)
   events      where the rule applies: tool.before, tool.permission.request (default both)
   message     optional text for a 'message' effect alongside the deny
 Every condition a rule gives must hold, and a rule gives at least one. Unknown keys
@@ -202,7 +207,7 @@ class Rule:
     origin: str | None = None
     mcp_servers: frozenset[str] | None = None
     paths: tuple[PathGlob, ...] = ()
-    inputs: tuple[tuple[str, re.Pattern[str]], ...] = ()
+    inputs: tuple[tuple[str, Pattern], ...] = ()
     events: frozenset[str] = frozenset(EVENTS)
 
     def matches(self, event_type: str, event: Mapping[str, Any]) -> bool:
@@ -351,7 +356,7 @@ def _rule(loc: Locator, i: int, table: Any) -> Rule:
         for glob in _names(loc, i, "paths", table["paths"]):
             paths.append(PathGlob(glob, glob_to_regex(glob), "/" not in glob))
         paths.sort(key=lambda g: g.text)
-    inputs: list[tuple[str, re.Pattern[str]]] = []
+    inputs: list[tuple[str, Pattern]] = []
     if "input" in table:
         fields = table["input"]
         if not isinstance(fields, dict) or not fields:

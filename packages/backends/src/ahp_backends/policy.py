@@ -14,10 +14,15 @@ last good policy: :mod:`ahp_backends.rules_file`).
 effect: an action the request does not accept is skipped, with one note on stderr per
 rule. No effect is not permission (the harness's own rules still decide). A rule
 whose expression fails at run time (a field it reads is absent, a value of another
-type) does not match, with one note on stderr per rule. Never echoes a value of the
-event in diagnostics. Answers are remembered by ``(source, event.id)``
-(:class:`~ahp_backends.serving.Replies`). ``ahp-backend policy test ...`` is the
-test-table runner (:mod:`ahp_backends.policy_tests`).
+type, CEL's comprehension budget spent) is a failure, not a "no": for a ``deny`` or
+``ask`` rule (``on_error = "fail"``, their default) the request is answered with a
+JSON-RPC error (the server kit's fixed -32004, no exception text) unless a deny
+matched anyway, so the subscription's failure policy decides; an ``allow`` or
+``message`` rule, or one with ``on_error = "skip"``, does not match. One note on
+stderr per rule either way. Never echoes a value of the event in diagnostics. Answers
+are remembered by ``(source, event.id)`` (:class:`~ahp_backends.serving.Replies`; a
+failure is not remembered). ``ahp-backend policy test ...`` is the test-table runner
+(:mod:`ahp_backends.policy_tests`).
 """
 
 from __future__ import annotations
@@ -33,12 +38,14 @@ from ahp_protocol.wire.names import is_reverse_dns
 
 from ahp_backends.denylist import DEFAULT_SUBSCRIPTIONS, EVENTS
 from ahp_backends.policy_cel import (
+    ITERATION_BUDGET,
     MATCHES_NOTE,
     CelError,
     Compiled,
     Compiler,
     cel_value,
     describe_error,
+    describe_exception,
 )
 from ahp_backends.rules_file import RulesFile
 from ahp_backends.serving import SERVED_TIMEOUT_MS, Replies, add_transport_arguments, fail, serve
@@ -50,10 +57,12 @@ if TYPE_CHECKING:
 __all__ = [
     "ACTIONS",
     "NAME",
+    "ON_ERROR",
     "RULES_FORMAT",
     "Policy",
     "PolicyServer",
     "Rule",
+    "RuleFailed",
     "build_backend",
     "main",
     "parse_policy",
@@ -61,9 +70,14 @@ __all__ = [
 
 NAME: Final = "com.example.ahp.policy"
 ACTIONS: Final = ("deny", "message", "ask", "allow")
-RULE_KEYS: Final = ("name", "when", "action", "reason", "code", "message", "events")
+RULE_KEYS: Final = ("name", "when", "action", "reason", "code", "message", "events", "on_error")
+ON_ERROR: Final = ("fail", "skip")
+_DEFAULT_ON_ERROR: Final = {"deny": "fail", "ask": "fail", "message": "skip", "allow": "skip"}
+"""A rule that cannot be evaluated: a failure where it could have refused or stopped the
+call (deny, ask), a non-match where a non-match is the safe way to fail (allow, message)."""
+_EVERY_RULE: Final = ("name", "when", "action", "events", "on_error")
 _ALLOWED: Final[dict[str, frozenset[str]]] = {
-    # The keys each action takes besides name, when, action and events.
+    # The keys each action takes besides those of _EVERY_RULE.
     "deny": frozenset({"reason", "code", "message"}),
     "message": frozenset({"message"}),
     "ask": frozenset({"reason"}),
@@ -81,14 +95,24 @@ event as delivered (event.tool.kind, event.tool.input.command, event.session.cwd
   code     deny: optional reverse-DNS deny code, e.g. com.example.policy.force-push
   message  message: (required) the text; deny: optional text sent alongside
   events   where the rule applies: tool.before, tool.permission.request (default both)
+  on_error what it means when 'when' cannot be evaluated for an event (a field it
+           reads is absent, a value of another type, the iteration budget below):
+           "fail" (default for deny and ask): the backend answers a JSON-RPC error,
+           so the subscription's failure policy decides (fail-closed: the call is
+           denied; the harness records a failure), unless a deny matched anyway;
+           "skip" (default for message and allow): the rule does not match
 Decision: the first matching deny (file order) wins; else the first matching ask;
 else the first matching allow; every matching message rule adds its message (the
 deny's own message too). An action is sent only when the request advertises it
 (capabilities.effects): otherwise it is skipped, with one note on stderr per rule.
 No effect is not permission: the harness's own rules still decide.
-A rule whose expression fails at run time (a field it reads is absent, a value of
-another type) does not match, with one note on stderr per rule. To deny when a
-field is absent (fail closed), say so: !has(event.tool.input.command) || ...
+A rule that cannot be evaluated gets one note on stderr (naming no event value) and
+is handled by its on_error. Guard a field that may be absent with has():
+  has(event.tool.input.command) && event.tool.input.command.matches("...")
+Limits: a rule whose comprehensions (exists, all, map, filter) reach {ITERATION_BUDGET:,}
+iterations in one run, all together, fails (cel-cpp's budget: a list of 10,000 items
+is too long for exists); a string holding a lone surrogate (JSON's "\\ud800" escape)
+reads with U+FFFD in its place.
 Helpers beside CEL's standard library (size, contains, startsWith, endsWith, in,
 exists, all, has, ...):
   glob(path, pattern)  path glob: '*' and '?' stay within a directory, '**' crosses
@@ -125,6 +149,13 @@ class Rule:
     code: str | None = None
     message: str | None = None
     events: frozenset[str] = frozenset(EVENTS)
+    on_error: str = "fail"  # one of ON_ERROR
+
+
+class RuleFailed(Exception):
+    """A request no answer can be given to: a rule with ``on_error = "fail"`` could not
+    be evaluated. The server kit answers it with its fixed -32004 and logs only this
+    type's name; the policy's own note names the rule and the kind of failure."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +204,7 @@ def _draft(loc: Locator, compiler: Compiler, i: int, table: Any, names: dict[str
     if action not in ACTIONS:
         raise loc.error(i, "must be one of " + ", ".join(ACTIONS), "action")
     for key in table:
-        if key not in ("name", "when", "action", "events") and key not in _ALLOWED[action]:
+        if key not in _EVERY_RULE and key not in _ALLOWED[action]:
             takes = sorted(_ALLOWED[action])
             also = f" (a {action} rule takes: {', '.join(takes)})" if takes else ""
             raise loc.error(i, f"does not apply to a {action} rule{also}", key)
@@ -187,6 +218,9 @@ def _draft(loc: Locator, compiler: Compiler, i: int, table: Any, names: dict[str
     when = table["when"]
     if not isinstance(when, str) or not when.strip():
         raise loc.error(i, "must be a non-empty string (a CEL expression)", "when")
+    on_error = table.get("on_error", _DEFAULT_ON_ERROR[action])
+    if on_error not in ON_ERROR:
+        raise loc.error(i, 'must be "fail" or "skip"', "on_error")
     fields = {
         "index": i,
         "name": name,
@@ -195,6 +229,7 @@ def _draft(loc: Locator, compiler: Compiler, i: int, table: Any, names: dict[str
         "code": code,
         "message": loc.text(i, "message", table["message"]) if "message" in table else None,
         "events": _events(loc, i, table["events"]) if "events" in table else frozenset(EVENTS),
+        "on_error": on_error,
     }
     return _Draft(fields, when, compiler.scan(when))
 
@@ -289,37 +324,50 @@ class PolicyServer:
         with self._lock:
             return self.replies.answer(request.event, lambda: self._decide(request))
 
-    def _matches(self, event_type: str, event: dict[str, Any]) -> list[Rule]:
-        """The rules that match, in file order: one combined run, or rule by rule when
-        some rule fails at run time (it then does not match, and is noted)."""
+    def _matches(self, event_type: str, event: dict[str, Any]) -> tuple[list[Rule], list[Rule]]:
+        """The rules that match and the rules that could not be evaluated, each in file
+        order: one combined run, or rule by rule when some rule fails at run time (each
+        failing rule is noted once, with what its on_error makes of it)."""
         policy = self._file.refresh()
         rules, program = policy.program(event_type)
         if program is None:
-            return []
+            return [], []
         data = policy.compiler.bindings(event)
         results = _run(program, data)
         if not isinstance(results, list):
-            # Some rule failed, or the runtime could not take the event (an int beyond
-            # int64 anywhere in it would fail every rule): once more with the event made
-            # takeable, then rule by rule.
+            # Some rule failed, or the runtime could not take the event (a lone surrogate
+            # or an int beyond int64 anywhere in it would fail every rule): once more with
+            # the event made takeable, then rule by rule (a rule alone also has the whole
+            # iteration budget, which the combined program's rules share).
             data = policy.compiler.bindings(cel_value(event))
             results = _run(program, data)
         if isinstance(results, list):
-            return [rule for rule, hit in zip(rules, results, strict=True) if hit is True]
+            return [rule for rule, hit in zip(rules, results, strict=True) if hit is True], []
         matched: list[Rule] = []
+        failed: list[Rule] = []
         for rule in rules:
             try:
                 value = rule.when.program.eval(data=data).plain_value()
-            except Exception as exc:
-                reason = f"the event could not be evaluated ({type(exc).__name__})"
-                self._note(rule, "error", f"did not match: {reason}")
-                continue
-            if value is True:
-                matched.append(rule)
-            elif value is not False:
+            except Exception as exc:  # the runtime refusing the run, e.g. its budget
+                reason = describe_exception(exc)
+            else:
+                if value is True:
+                    matched.append(rule)
+                    continue
+                if value is False:
+                    continue
                 reason = describe_error(value)
+            failed.append(rule)
+            if rule.on_error == "skip":
                 self._note(rule, "error", f"did not match at {event_type}: {reason}")
-        return matched
+            else:
+                self._note(
+                    rule,
+                    "failed",
+                    f"could not be evaluated at {event_type}: {reason}; the request fails "
+                    '(on_error = "fail"), so the subscription\'s failure policy decides',
+                )
+        return matched, failed
 
     def _decide(self, request: InterceptRequest) -> list[Any]:
         from ahp_protocol.wire.effects import AllowEffect, AskEffect, DenyEffect, MessageEffect
@@ -329,7 +377,8 @@ class PolicyServer:
         ask: Rule | None = None
         allow: Rule | None = None
         messages: list[str] = []
-        for rule in self._matches(request.event_type, request.event):
+        matched, failed = self._matches(request.event_type, request.event)
+        for rule in matched:
             if rule.action not in advertised:
                 self._note(
                     rule,
@@ -348,6 +397,13 @@ class PolicyServer:
                 ask = rule
             elif rule.action == "allow" and allow is None:
                 allow = rule
+        if deny is None and any(
+            rule.on_error == "fail" and rule.action in advertised for rule in failed
+        ):
+            # It might have denied or asked: a failure, for the failure policy to decide.
+            # (A deny that matched anyway stands: fail-closed would deny too, and
+            # fail-open must not let through what a rule that did run refused.)
+            raise RuleFailed
         effects: list[Any] = []
         if deny is not None:
             assert deny.reason is not None

@@ -2,14 +2,16 @@
 
 Owns the CEL environment the rules are checked in (``event``, the event as
 delivered, typed ``map(string, dyn)``), the helper functions beside CEL's standard
-library (``glob``, and ``matches`` served by Python's ``re`` with compiled patterns
-kept: see :data:`MATCHES_NOTE`), compiling and type-checking the ``when``
+library (``glob``, and ``matches`` served by RE2, :mod:`ahp_backends.patterns`, with
+compiled patterns kept: see :data:`MATCHES_NOTE`), compiling and type-checking the ``when``
 expressions of one policy (:class:`Compiler`: a :class:`CelError` names the column
 and says what is wrong, never echoing the expression; ``event.a.b.matches("...")``
-hoisted out of the program and computed once per request), compiling the rules of
-one event type into a single program (:meth:`Compiler.compile_all`), and turning a
-run-time error value into a note that names no value of the event
-(:func:`describe_error`).
+hoisted out of the program and computed once per request; a literal pattern RE2
+cannot run is refused at load), compiling the rules of one event type into a single
+program (:meth:`Compiler.compile_all`), converting an event to what the runtime takes
+(:func:`cel_value`: never fails on valid JSON; a lone surrogate reads as U+FFFD, an
+int beyond int64 as a float), and turning a run-time error into a note that names no
+value of the event (:func:`describe_error`, :func:`describe_exception`).
 
 The implementation is ``cel-expr-python`` (Google's cel-cpp with its type checker);
 the README's policy section says why. Never decides what a match means (that is
@@ -25,9 +27,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from ahp_backends.patterns import Pattern, PatternError, PatternSet, compile_pattern, valid_text
 from ahp_backends.rules_file import glob_to_regex
 
 __all__ = [
+    "ITERATION_BUDGET",
     "MATCHES_NOTE",
     "CelError",
     "Compiled",
@@ -36,17 +40,22 @@ __all__ = [
     "cel_value",
     "compile_when",
     "describe_error",
+    "describe_exception",
     "environment",
 ]
 
 _RX: Final = "ahp_rx_"
 """What ``matches`` is compiled as: the same length, so error columns stay right."""
 
-MATCHES_NOTE: Final = (
-    "matches() uses Python's re syntax (as the deny-list's input regexes do), searched "
-    "anywhere in the string (anchor with ^ and $); a pattern written as a string literal "
-    "is checked at load"
-)
+MATCHES_NOTE: Final = """\
+s.matches(re)        CEL's own: RE2 syntax (the deny-list's input regexes too),
+                       found anywhere in s (anchor with ^ and $), in time linear in s;
+                       a pattern RE2 cannot run (a backreference, lookaround, \\Z:
+                       write \\z) is an error, a string literal one at load"""
+
+ITERATION_BUDGET: Final = 10_000
+"""cel-cpp's comprehension budget: a run whose ``exists``/``all``/``map``/``filter``
+reach this many iterations, all together, fails (cel-cpp raises; 9,999 pass)."""
 
 
 class CelError(Exception):
@@ -62,16 +71,12 @@ class HelperError(ValueError):
     """A helper refusing its arguments; the text is ours and names no event value."""
 
 
-@functools.lru_cache(maxsize=1024)
-def _regex(pattern: str) -> re.Pattern[str]:
-    try:
-        return re.compile(pattern)
-    except re.error as exc:
-        raise HelperError(f"ahp: invalid regex in matches(): {exc.msg}") from None
-
-
 def _matches(text: str, pattern: str) -> bool:
-    return _regex(pattern).search(text) is not None
+    try:
+        compiled = compile_pattern(pattern)
+    except PatternError as exc:
+        raise HelperError(f"ahp: invalid regex in matches(): {exc.reason}") from None
+    return compiled.search(text)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -150,6 +155,7 @@ def _string_end(source: str, start: int) -> int | None:
     return None
 
 
+_CALL_SUBJECT = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*\s*,\s*")
 _HOISTABLE = re.compile(r"event((?:\.[A-Za-z_][A-Za-z0-9_]*)+)\.matches\(")
 _SHADOWED = re.compile(r"\(\s*event\s*,")
 
@@ -170,14 +176,15 @@ class Hoisted:
 
     name: str
     path: tuple[str, ...]
-    regex: re.Pattern[str]
+    regex: Pattern
 
 
 class Compiler:
     """Compiles the ``when`` expressions of one policy file.
 
-    Every ``matches(`` call is served by Python's ``re`` (cel-cpp's own compiles the
-    pattern on every call). The common form ``event.a.b.matches("literal")`` (a field
+    Every ``matches(`` call is served by RE2 through :mod:`ahp_backends.patterns`, with
+    compiled patterns kept (cel-cpp's own is RE2 too, but compiles the pattern on every
+    call). The common form ``event.a.b.matches("literal")`` (a field
     path and a literal pattern, on one line) is hoisted further: the policy computes it
     once per request, before the program runs, and the program reads it as a bool
     variable of the same width (so error columns stay right). A path that does not
@@ -190,6 +197,7 @@ class Compiler:
     def __init__(self) -> None:
         self.hoisted: dict[tuple[tuple[str, ...], str], Hoisted] = {}
         self._env: Any = None
+        self._by_path: dict[tuple[str, ...], tuple[PatternSet, list[str]]] = {}
 
     def scan(self, expression: str) -> tuple[str, list[str], str | None]:
         """The expression rewritten, its literal ``matches`` patterns, and the first
@@ -232,6 +240,9 @@ class Compiler:
             if word == "matches" and source.startswith("(", after):
                 out.append(_RX)
                 arg = n - len(source[after + 1 :].lstrip())
+                subject = _CALL_SUBJECT.match(source, arg)  # matches(event.a.b, "literal")
+                if subject is not None:
+                    arg = subject.end()
                 arg_end = _string_end(source, arg)
                 if arg_end is not None and source[arg_end:].lstrip().startswith(")"):
                     literals.append(source[arg:arg_end])
@@ -253,8 +264,8 @@ class Compiler:
         if pattern is None or "\n" in source[start:span_end]:
             return None
         try:
-            regex = re.compile(pattern)
-        except re.error:
+            regex = compile_pattern(pattern)
+        except PatternError:
             return None  # left to the helper, and reported by check()
         path = tuple(found.group(1).split(".")[1:])
         key = (path, pattern)
@@ -294,9 +305,9 @@ class Compiler:
             pattern = _literal(literal)
             if pattern is not None:
                 try:
-                    re.compile(pattern)
-                except re.error as exc:
-                    raise CelError(f"invalid regex in matches(): {exc.msg}") from None
+                    compile_pattern(pattern)
+                except PatternError as exc:
+                    raise CelError(f"invalid regex in matches(): {exc.reason}") from None
         return Compiled(source, program)
 
     def compile_all(self, rules: Sequence[Compiled]) -> Any:
@@ -309,19 +320,29 @@ class Compiler:
         return self.env.compile("[" + ",\n".join(f"({r.source})" for r in rules) + "]")
 
     def bindings(self, event: dict[str, Any]) -> dict[str, Any]:
-        """The program's variables for ``event``: itself and each hoisted match."""
+        """The program's variables for ``event``: itself and each hoisted match (the
+        patterns on one path searched together, in one pass over the field's text)."""
         data: dict[str, Any] = {"event": event}
-        values: dict[tuple[str, ...], Any] = {}
-        for (path, _), hoisted in self.hoisted.items():
-            value = values.get(path, values)  # ``values`` itself: not looked up yet
-            if value is values:
-                value = event
-                for segment in path:
-                    value = value.get(segment) if isinstance(value, dict) else None
-                values[path] = value
-            if isinstance(value, str):
-                data[hoisted.name] = hoisted.regex.search(value) is not None
+        for path, (patterns, names) in self._patterns_by_path().items():
+            value: Any = event
+            for segment in path:
+                value = value.get(segment) if isinstance(value, dict) else None
+            if isinstance(value, str):  # else unset: an error where the call would fail
+                found = patterns.found_utf8(valid_text(value).encode("utf-8"))
+                for i, name in enumerate(names):
+                    data[name] = i in found
         return data
+
+    def _patterns_by_path(self) -> dict[tuple[str, ...], tuple[PatternSet, list[str]]]:
+        if sum(len(names) for _, names in self._by_path.values()) != len(self.hoisted):
+            grouped: dict[tuple[str, ...], list[Hoisted]] = {}
+            for (path, _), hoisted in self.hoisted.items():
+                grouped.setdefault(path, []).append(hoisted)
+            self._by_path = {
+                path: (PatternSet([h.regex for h in group]), [h.name for h in group])
+                for path, group in grouped.items()
+            }
+        return self._by_path
 
 
 def compile_when(expression: str) -> Compiled:
@@ -363,10 +384,15 @@ _INT64: Final = (-(2**63), 2**63)
 
 
 def cel_value(value: Any) -> Any:
-    """``value`` (JSON as Python decodes it) made takeable by the CEL runtime: an int
-    outside int64 (JSON allows any) becomes a float, as JSON numbers are. Without this
-    one such number anywhere in the event would make every rule fail, and so not match."""
-    if isinstance(value, bool) or value is None or isinstance(value, str | float):
+    """``value`` (JSON as Python decodes it) made takeable by the CEL runtime, for any
+    valid JSON: a string holding a lone surrogate (JSON's ``"\\ud800"`` escape, which
+    ``json.loads`` keeps but UTF-8 cannot carry) has U+FFFD in its place, in values and
+    keys alike; an int outside int64 (JSON allows any) becomes a float, as JSON numbers
+    are. Without this one such string or number anywhere in the event, even in a field
+    no rule reads, would make every rule fail."""
+    if isinstance(value, str):
+        return valid_text(value)
+    if isinstance(value, bool) or value is None or isinstance(value, float):
         return value
     if isinstance(value, int):
         if _INT64[0] <= value < _INT64[1]:
@@ -376,7 +402,7 @@ def cel_value(value: Any) -> Any:
         except OverflowError:
             return float("inf") if value > 0 else float("-inf")
     if isinstance(value, dict):
-        return {str(k): cel_value(v) for k, v in value.items()}
+        return {valid_text(str(k)): cel_value(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [cel_value(v) for v in value]
     return str(value)
@@ -401,3 +427,14 @@ def describe_error(message: Any) -> str:
         return f"a value has another type than the expression expects: {found.group(1)}"
     code = re.match(r"[A-Z_]+", text)
     return f"the event could not be evaluated ({code.group() if code else 'error'})"
+
+
+def describe_exception(exc: BaseException) -> str:
+    """The runtime refusing a run (an exception, not an error value) as a note that never
+    carries its text: cel-cpp's comprehension budget is named, anything else by type."""
+    if "Iteration budget exceeded" in str(exc):
+        return (
+            f"its comprehensions reach CEL's budget of {ITERATION_BUDGET:,} iterations "
+            "(exists, all, map, filter over a long list)"
+        )
+    return f"the event could not be evaluated ({type(exc).__name__})"

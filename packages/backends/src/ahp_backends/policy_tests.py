@@ -3,7 +3,14 @@
 Owns running a table (:mod:`ahp_backends.policy_table` reads it), the comparison of
 what a case expects with what the chain settled, and the report (one line per case,
 a diff per failure, a summary; ``--json``; exit 0 all pass, 1 any failure, 2 a
-broken table or a policy that does not load).
+broken table or a policy that does not load, 3 any case undecided).
+
+A failure is not a decision: a case whose backend exchange failed (the client's
+failure classes: a timeout, a crash, a JSON-RPC error such as a policy rule that
+cannot be evaluated, malformed or unadvertised output), or that was never sent
+because the backend was still busy with an earlier one, is *undecided*: never a pass,
+whatever it expects (``expect = "none"`` included), shown with its failure class and
+counted apart. Exit status: 2 over 3 over 1 over 0.
 
 Never evaluates a rule itself: each table starts its policy as the real backend
 process (``ahp-backend policy --rules FILE`` or ``ahp-backend denylist --rules FILE``,
@@ -38,7 +45,8 @@ DEFAULT_TIMEOUT_S: Final = 10.0
 HOOK_ID: Final = "com.example.ahp.policy-under-test"
 STDERR_LINES: Final = 20  # of a backend that did not start: enough for a traceback's end
 
-Status = Literal["pass", "fail", "error"]
+Status = Literal["pass", "fail", "undecided", "error"]
+UNDECIDED_EXIT: Final = 3
 
 
 # --------------------------------------------------------------------------- running
@@ -68,7 +76,9 @@ class Outcome:
 
 @dataclass(frozen=True, slots=True)
 class CaseResult:
-    """One case's verdict: ``pass``, ``fail`` (a difference) or ``error`` (no answer)."""
+    """One case's verdict: ``pass``, ``fail`` (a difference), ``undecided`` (the backend
+    gave no decision: it failed, or was not asked) or ``error`` (the table's: the
+    backend as served does not intercept the case's event)."""
 
     case: Case
     status: Status
@@ -230,7 +240,7 @@ async def run_table(table: Table, timeout_s: float) -> list[CaseResult]:
         for case in [] if stopped else table.cases:
             if busy is not None:
                 results.append(
-                    CaseResult(case, "error", None, error=f"not run: no answer to {busy!r} yet")
+                    CaseResult(case, "undecided", None, error=f"not run: no answer to {busy!r} yet")
                 )
                 continue
             event_type = str(case.event["type"])
@@ -254,7 +264,7 @@ async def run_table(table: Table, timeout_s: float) -> list[CaseResult]:
                     result = await dispatcher.intercept(case.event)
             except TimeoutError:
                 results.append(
-                    CaseResult(case, "error", None, error=f"no answer within {timeout_s:g} s")
+                    CaseResult(case, "undecided", None, error=f"no answer within {timeout_s:g} s")
                 )
                 busy = case.name
                 continue
@@ -270,7 +280,7 @@ async def run_table(table: Table, timeout_s: float) -> list[CaseResult]:
                 results.append(
                     CaseResult(
                         case,
-                        "error",
+                        "undecided",
                         None,
                         error=f"the backend failed: {kind}"
                         + (f" ({first.detail})" if first.detail else ""),
@@ -315,15 +325,20 @@ class Report:
     broken: int = 0
     passed: int = 0
     failed: int = 0
+    undecided: int = 0
 
     @property
     def exit_code(self) -> int:
-        return 2 if self.broken else (1 if self.failed else 0)
+        if self.broken:
+            return 2
+        return UNDECIDED_EXIT if self.undecided else (1 if self.failed else 0)
 
 
 def _case_lines(table: Table, result: CaseResult) -> list[str]:
     case = result.case
-    label = {"pass": "PASS", "fail": "FAIL", "error": "ERROR"}[result.status]
+    label = {"pass": "PASS", "fail": "FAIL", "undecided": "UNDECIDED", "error": "ERROR"}[
+        result.status
+    ]
     lines = [f"  {label:<5} {case.name}"]
     if result.status != "pass":
         lines[0] += f"  ({table.where(case.line)})"
@@ -370,13 +385,17 @@ def _run(paths: Sequence[str], timeout_s: float, as_json: bool) -> int:
             continue
         entry["cases"] = [r.to_json() for r in results]
         passed = sum(1 for r in results if r.status == "pass")
+        undecided = sum(1 for r in results if r.status == "undecided")
         report.passed += passed
-        report.failed += len(results) - passed
+        report.undecided += undecided
+        report.failed += len(results) - passed - undecided
         out.append(f"{path}: {table.kind} {table.rules.name}, {_count(len(results))}")
         for result in results:
             out.extend(_case_lines(table, result))
-    total = report.passed + report.failed
+    total = report.passed + report.failed + report.undecided
     summary = f"{_count(total)}: {report.passed} passed, {report.failed} failed"
+    if report.undecided:
+        summary += f", {report.undecided} undecided (the backend failed: never a pass)"
     if report.broken:
         summary += f"; {report.broken} of {len(paths)} tables could not run"
     if as_json:
@@ -384,6 +403,7 @@ def _run(paths: Sequence[str], timeout_s: float, as_json: bool) -> int:
             "tables": report.tables,
             "passed": report.passed,
             "failed": report.failed,
+            "undecided": report.undecided,
             "broken": report.broken,
             "exitCode": report.exit_code,
         }
@@ -403,7 +423,9 @@ def _parser() -> argparse.ArgumentParser:
             "or deny-list rules), which is served by the real backend process over stdio,\n"
             "and lists example events with the outcome each should get. Prints one line\n"
             "per case, a diff for each failure and a summary. Exit 0 when every case\n"
-            "passes, 1 when any fails, 2 when a table is broken or its policy does not load."
+            "passes, 1 when any fails, 2 when a table is broken or its policy does not load,\n"
+            "3 when any case is undecided: the backend timed out or failed on it (a JSON-RPC\n"
+            "error, a crash, a malformed answer), which is never a pass. 2 wins over 3 over 1."
         ),
         epilog=TABLE_FORMAT,
         formatter_class=argparse.RawDescriptionHelpFormatter,

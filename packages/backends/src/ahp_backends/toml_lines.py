@@ -20,6 +20,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from ahp_backends.patterns import Pattern, PatternError, compile_pattern
+
 __all__ = [
     "MAX_FILE_BYTES",
     "ConfigError",
@@ -192,11 +194,11 @@ class Locator:
             raise self.error(index, "must be a non-empty string", key)
         return value
 
-    def regex(self, index: int, value: Any, key: str, subkey: str | None = None) -> re.Pattern[str]:
-        """A non-empty regex (Python syntax) that compiles."""
+    def regex(self, index: int, value: Any, key: str, subkey: str | None = None) -> Pattern:
+        """A non-empty regex that RE2 can run (:mod:`ahp_backends.patterns`)."""
         if not isinstance(value, str) or not value:
             raise self.error(index, "must be a non-empty regex string", key, subkey)
         try:
-            return re.compile(value)
-        except re.error as exc:
-            raise self.error(index, f"invalid regex: {exc.msg}", key, subkey) from None
+            return compile_pattern(value)
+        except PatternError as exc:
+            raise self.error(index, f"invalid regex: {exc.reason}", key, subkey) from None
