@@ -15,6 +15,7 @@ behind it; requests over real loopback HTTP:
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -270,3 +271,137 @@ def test_install_http_then_serve_then_uninstall(kit: Any) -> None:
     assert gone.returncode == 0, gone.stderr
     assert json.loads(committed.read_text()) == {"permissions": {"allow": []}, "hooks": {}}
     assert secret_file.exists()  # kept: a reinstall uses the same secret
+
+
+# --------------------------------------------------------------------------- slow and idle clients
+
+DEADLINE = 30.0  # any single wait
+HEAD_DEADLINE = 20.0  # how long a test waits for the server to close a connection
+PARTIAL_HEAD = b"POST /claude-code/PreToolUse HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: a"
+
+
+def open_idle(port: int, count: int) -> list[socket.socket]:
+    """``count`` connections that send nothing."""
+    return [socket.create_connection(("127.0.0.1", port), timeout=DEADLINE) for _ in range(count)]
+
+
+def closed_by_server(sock: socket.socket, timeout: float = HEAD_DEADLINE) -> bool:
+    """Does the server close ``sock`` (EOF or reset, no answer) within ``timeout``?"""
+    import select
+
+    if not select.select([sock], [], [], timeout)[0]:
+        return False
+    try:
+        return sock.recv(65536) == b""
+    except ConnectionResetError:
+        return True
+
+
+def read_answer(sock: socket.socket) -> tuple[bytes, bytes]:
+    """One HTTP answer on ``sock``: its head (lowercased) and its body."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        assert chunk, f"connection closed mid-answer: {data!r}"
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    head = head.lower()
+    length = int(head.split(b"content-length:", 1)[1].split(b"\r\n", 1)[0])
+    while len(body) < length:
+        chunk = sock.recv(65536)
+        assert chunk, "connection closed mid-body"
+        body += chunk
+    return head, body
+
+
+class Trickle:
+    """Connections that send a partial request head, then one more byte every 0.2 s."""
+
+    def __init__(self, port: int, count: int) -> None:
+        self.socks = open_idle(port, count)
+        for sock in self.socks:
+            sock.sendall(PARTIAL_HEAD)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stop.wait(0.2):
+            for sock in self.socks:
+                with contextlib.suppress(OSError):  # closed by the server: the point
+                    sock.send(b"a")
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=DEADLINE)
+
+
+def test_idle_and_trickling_connections_are_closed_after_the_head_deadline(
+    kit: Any, secret_file: Path
+) -> None:
+    registration = kit.registration(kit.denylist_stdio(policy="fail-open"))
+    serve = Serve(
+        kit, registration, "--http", "127.0.0.1:0", "--secret-file", str(secret_file),
+        "--header-timeout", "1",
+    )  # fmt: skip
+    idle = open_idle(serve.port, 150)
+    trickle = Trickle(serve.port, 10)
+    try:
+        for sock in idle + trickle.socks:
+            assert closed_by_server(sock), "the server still holds a connection with no head"
+        status, body = serve.post(shell_payload("rm -rf /"))
+        assert status == 200 and b'"deny"' in body
+    finally:
+        trickle.close()
+        for sock in idle + trickle.socks:
+            sock.close()
+        serve.stop()
+
+
+def test_connections_without_a_request_do_not_starve_authenticated_hooks(
+    kit: Any, secret_file: Path
+) -> None:
+    registration = kit.registration(kit.denylist_stdio(policy="fail-open"))
+    serve = Serve(
+        kit, registration, "--http", "127.0.0.1:0", "--secret-file", str(secret_file),
+        "--header-timeout", "60",  # longer than the test: nothing here is closed by it
+    )  # fmt: skip
+    idle = open_idle(serve.port, 150)
+    trickle = Trickle(serve.port, 10)
+    more: list[socket.socket] = []
+    try:
+        expected = serve.post(shell_payload("rm -rf /"))
+        assert expected[0] == 200 and b'"deny"' in expected[1]
+        for _ in range(5):  # while all 160 are open
+            assert serve.post(shell_payload("rm -rf /")) == expected
+            assert serve.post(shell_payload("ls")) == (200, b"")
+        # A flood beyond what may wait for a head closes the longest-waiting ones.
+        more = open_idle(serve.port, 150)  # 310 waiting, 256 may
+        for sock in idle[:54]:
+            assert closed_by_server(sock), "the oldest idle connection was not closed"
+        assert serve.post(shell_payload("rm -rf /")) == expected
+        # A head that never ends is cut off at 64 KiB, not buffered until the deadline.
+        with socket.create_connection(("127.0.0.1", serve.port), timeout=DEADLINE) as big:
+            with contextlib.suppress(OSError):
+                big.sendall(PARTIAL_HEAD + b"a" * (256 * 1024))
+            assert closed_by_server(big)
+        assert serve.post(shell_payload("rm -rf /")) == expected
+        # Requests without the secret are answered 401 and closed, so they cannot
+        # hold the connections a request with it needs either.
+        refused = open_idle(serve.port, 70)
+        more += refused
+        request = b"POST /claude-code/PreToolUse HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        for sock in refused:
+            sock.sendall(request + b"Content-Length: 2\r\n\r\n{}")
+        for sock in refused:  # 503 for those beyond the limit while the others are served
+            head, _ = read_answer(sock)
+            assert head[:13] in (b"http/1.1 401 ", b"http/1.1 503 ")
+            assert b"\r\nconnection: close" in head
+        assert serve.post(shell_payload("rm -rf /")) == expected  # none is kept alive
+        for sock in refused:
+            assert closed_by_server(sock)
+    finally:
+        trickle.close()
+        for sock in idle + trickle.socks + more:
+            sock.close()
+        serve.stop()

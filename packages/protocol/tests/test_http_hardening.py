@@ -224,6 +224,19 @@ def test_connections_beyond_the_limit_get_503(limited: Server) -> None:
         assert time.monotonic() < give_up, "the server never served a new connection"
 
 
+def test_connections_that_send_nothing_do_not_count_against_the_limit(limited: Server) -> None:
+    idle = [_connect(limited) for _ in range(5)]  # the limit is 2
+    try:
+        for _ in range(3):
+            with _connect(limited) as sock:
+                sock.sendall(_http(_request()))
+                status, body = _read_response(sock)
+            assert status == 200 and json.loads(body)["result"]["effects"] == []
+    finally:
+        for sock in idle:
+            sock.close()
+
+
 def test_a_large_request_does_not_hold_up_an_ordinary_one() -> None:
     server = Server(
         [str(BACKENDS / "kit_http_limits.py")], KIT_MAX_FRAME_BYTES=str(8 * 1024 * 1024)

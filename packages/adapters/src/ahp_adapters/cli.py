@@ -105,6 +105,14 @@ def _parser() -> argparse.ArgumentParser:
         help="the secret requests must carry (default: the one install --transport http wrote)",
     )
     serve.add_argument("--budget", type=_budget, default=10.0, metavar="SECONDS")
+    serve.add_argument(
+        "--header-timeout",
+        type=_budget,
+        default=10.0,
+        metavar="SECONDS",
+        help="close a connection that has not sent a complete request head within SECONDS "
+        "of opening or of its previous answer (default 10)",
+    )
 
     for name, text in (("install", "merge our hooks into"), ("uninstall", "remove our hooks from")):
         cmd = sub.add_parser(name, help=f"{text} the dialect's hook configuration")
@@ -202,6 +210,7 @@ def _serve(args: argparse.Namespace) -> int:
             args.http,
             secret_file=args.secret_file,
             budget=args.budget,
+            header_timeout=args.header_timeout,
         )
     except (dialects.UnknownDialect, http_hook.ServeError) as exc:
         print(f"ahp-adapter serve: error: {exc}", file=sys.stderr)

@@ -22,7 +22,12 @@ have written on stdout (Claude's JSON deny, or nothing for no decision).
   interceptors are all fail-open (see :mod:`ahp_adapters.install`).
 - Bounded: a body larger than the hook accepts on stdin is ``413``; anything
   but ``POST /claude-code/<Event>`` is ``404``/``405``; a non-zero exit of
-  the hook's rendering (a usage error) is ``500``, never a decision.
+  the hook's rendering (a usage error) is ``500``, never a decision. Every
+  refusal closes its connection.
+- **Not switched off by idle sockets.** The connection rules are the server kit's
+  (:func:`ahp_protocol.server.asgi.server_config`): a request head within
+  ``header_timeout`` seconds, connections that sent nothing never counted
+  against the ``503`` limit, at most 256 waiting for a head.
 
 Served by uvicorn (the kit's HTTP server everywhere) with its httptools parser:
 measured on this machine (``bench/hook_latency.py``), a bare uvicorn app answers a
@@ -41,6 +46,8 @@ import socket
 import sys
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
+
+from ahp_protocol.server.asgi import HEADER_TIMEOUT_S, server_config
 
 from ahp_adapters.rundir import registration_path
 from ahp_adapters.thin import DEFAULT_BUDGET_S, EXIT_RESERVE_S, MAX_INPUT_BYTES
@@ -212,8 +219,8 @@ async def _respond(
     send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]] | None = None
 ) -> None:
     head = [(b"content-length", str(len(body)).encode("ascii")), *(headers or [])]
-    if status != 200:
-        head.append((b"content-type", b"text/plain; charset=utf-8"))
+    if status != 200:  # a refusal closes its connection: it holds no place a hook needs
+        head += [(b"content-type", b"text/plain; charset=utf-8"), (b"connection", b"close")]
     await send({"type": "http.response.start", "status": status, "headers": head})
     await send({"type": "http.response.body", "body": body})
 
@@ -242,6 +249,7 @@ def serve(
     *,
     secret_file: str | None = None,
     budget: float = DEFAULT_BUDGET_S,
+    header_timeout: float = HEADER_TIMEOUT_S,
 ) -> int:
     """Serve until SIGINT/SIGTERM. Prints ``listening on http://HOST:PORT`` once bound."""
     import uvicorn
@@ -258,16 +266,11 @@ def serve(
         shown = f"[{host}]" if ":" in host else host
         print(f"ahp-adapter serve: listening on http://{shown}:{bound_port}", file=sys.stderr)
         sys.stderr.flush()
-        config = uvicorn.Config(
+        config = server_config(
             App(registration, secret, budget),
-            log_level="warning",
-            access_log=False,
-            log_config=None,
-            lifespan="on",
-            server_header=False,
+            header_timeout=header_timeout,
+            parser="httptools",  # half the per-request cost of h11 here (hook_latency.py)
             date_header=False,
-            http="httptools",  # half the per-request cost of h11 here (hook_latency.py)
-            limit_concurrency=64,
         )
         uvicorn.Server(config).run(sockets=[sock])
     return 0

@@ -32,13 +32,17 @@ acknowledged; other scope types are refused. The app never logs bodies or header
 
 :func:`serve_http` runs the app under uvicorn on a socket it binds first, prints
 ``<name>: listening on http://HOST:PORT`` to stderr (useful with port 0), logs at
-``warning`` level to stderr and keeps no access log. Slow and idle clients are bounded:
-a connection must deliver a complete request head within ``header_timeout`` seconds
-(default 10) of opening or of its previous response, else it is closed (uvicorn has no
-such deadline; a byte a second used to hold a connection forever); the body deadline
-is the app's; an idle keep-alive connection is closed after 5 seconds; at most
-``max_connections`` (default 64) connections are served at once, and a request on one
-more gets ``503`` and is closed. Headers are bounded at 64 KiB. With ``workers`` N > 1
+``warning`` level to stderr and keeps no access log. Its connection rules are
+:func:`server_config`'s, THE uvicorn configuration that ``ahp-adapter serve`` uses too.
+Slow and idle clients are bounded: a connection must deliver a complete request head,
+of at most 64 KiB, within ``header_timeout`` seconds (default 10) of opening or of its
+previous response, else it is closed (uvicorn has no such deadline; a byte a second
+used to hold a connection forever); at most 256 connections wait for their first head
+at once, and one more closes the longest-waiting; the body deadline is the app's; an
+idle keep-alive connection is closed after 5 seconds. At most ``max_connections``
+(default 64) connections that have sent a request head are served at once, and a
+request on one more gets ``503`` and is closed: connections that send nothing never
+count, so they cannot make a real request get ``503``. With ``workers`` N > 1
 (POSIX only) the socket is bound once and N forked worker processes serve it, each
 answering any connection, under the supervisor of :mod:`ahp_protocol.server.workers`
 (a dead worker is replaced; SIGTERM/SIGINT stop them all); the limits above are per
@@ -74,11 +78,14 @@ __all__ = [
     "HEADER_TIMEOUT_S",
     "JUDGE_IN_THREAD_BYTES",
     "MAX_CONNECTIONS",
+    "MAX_HEADER_BYTES",
+    "MAX_WAITING",
     "App",
     "bearer_token_from_env",
     "http_address",
     "is_loopback",
     "serve_http",
+    "server_config",
 ]
 
 Scope = MutableMapping[str, Any]
@@ -96,6 +103,10 @@ MAX_CONNECTIONS: Final = 64
 JUDGE_IN_THREAD_BYTES: Final = 16 * 1024
 """Frames larger than this are decoded and judged in a worker thread."""
 MAX_HEADER_BYTES: Final = 64 * 1024
+"""Bytes a request head may take (request line and headers); a longer one is cut off."""
+MAX_WAITING: Final = 256
+"""Connections that may wait for their first request head at once; one more closes the
+longest-waiting (below any descriptor limit, so a flood cannot stop ``accept``)."""
 
 _TEXT = (b"content-type", b"text/plain; charset=utf-8")
 _JSON = (b"content-type", b"application/json")
@@ -332,50 +343,170 @@ class App:
 # --------------------------------------------------------------------------- the server
 
 
-def _deadline_protocol(header_timeout: float) -> type[Any]:
-    """uvicorn's h11 protocol, closing a connection that has not delivered a complete
-    request head within ``header_timeout`` seconds of opening or of its last response
-    (uvicorn's keep-alive timer restarts on every byte, so a trickle outlives it)."""
+class _Served:
+    """uvicorn's connection set as its 503 check sees it from one connection.
+
+    uvicorn answers ``503`` when ``len(self.connections)`` reaches its limit; this view
+    counts the connections that have sent a complete request head (the asking one
+    included) and leaves out those still waiting for one, so connections that send
+    nothing cannot make a real request get ``503``. Adding and removing go to the
+    server's own set, which its shutdown closes.
+    """
+
+    __slots__ = ("_every", "_own", "_served")
+
+    def __init__(self, every: set[Any], served: set[Any], own: object) -> None:
+        self._every, self._served, self._own = every, served, own
+
+    def add(self, connection: Any) -> None:
+        self._every.add(connection)
+
+    def discard(self, connection: Any) -> None:
+        self._every.discard(connection)
+        self._served.discard(connection)
+
+    def __len__(self) -> int:
+        return len(self._served) + (self._own not in self._served)
+
+
+def _deadline_protocol(
+    header_timeout: float, parser: str = "h11", max_waiting: int = MAX_WAITING
+) -> type[Any]:
+    """uvicorn's protocol for ``parser`` (``"h11"`` or ``"httptools"``) with THE
+    connection rules of :func:`server_config`: a complete request head within
+    ``header_timeout`` seconds of opening or of the previous response (uvicorn's own
+    keep-alive timer restarts on every byte, so a trickle outlives it) and within
+    :data:`MAX_HEADER_BYTES`, at most ``max_waiting`` connections waiting for a head
+    (one more closes the longest-waiting), and only connections that sent a head
+    counted against the ``503`` limit. One class per call: the sets are its server's."""
     import asyncio
 
-    import h11
-    from uvicorn.protocols.http.h11_impl import H11Protocol
+    base: type[Any]
+    if parser == "h11":
+        import h11
+        from uvicorn.protocols.http.h11_impl import H11Protocol as base
 
-    class DeadlineH11Protocol(H11Protocol):
+        def awaiting_head(self: Any) -> bool:
+            return self.conn.their_state is h11.IDLE
+
+    elif parser == "httptools":
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as base
+
+        def awaiting_head(self: Any) -> bool:
+            cycle = self.cycle
+            return (cycle is None or cycle.response_complete) and not self.pipeline
+
+    else:
+        raise ValueError(f"parser must be 'h11' or 'httptools', not {parser!r}")
+
+    waiting: dict[Any, None] = {}  # connections waiting for their first head, oldest first
+    served: set[Any] = set()  # connections that have sent a head
+
+    class DeadlineProtocol(base):  # type: ignore[misc]
         _head_timer: asyncio.TimerHandle | None = None
+        _head_bytes = 0
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.connections = _Served(self.server_state.connections, served, self)
 
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
-            super().connection_made(transport)  # type: ignore[arg-type]
+            super().connection_made(transport)
+            waiting[self] = None
+            if len(waiting) > max_waiting:
+                oldest = next(iter(waiting))
+                del waiting[oldest]
+                oldest.transport.close()
             self._await_head()
 
         def data_received(self, data: bytes) -> None:
             super().data_received(data)
-            if self._head_timer is not None and self.conn.their_state is not h11.IDLE:
-                self._head_timer.cancel()
-                self._head_timer = None
+            if self.transport.is_closing():
+                return
+            if awaiting_head(self):
+                self._head_bytes += len(data)
+                if self._head_bytes > MAX_HEADER_BYTES:
+                    self.transport.close()
+            else:
+                self._head_arrived()
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
-            if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
+            if self.transport.is_closing():
+                return
+            if awaiting_head(self):
                 self._await_head()
+            else:  # a pipelined request was already waiting
+                self._head_arrived()
 
         def connection_lost(self, exc: Exception | None) -> None:
+            self._cancel_head_timer()
+            waiting.pop(self, None)
+            served.discard(self)
+            super().connection_lost(exc)
+
+        def _head_arrived(self) -> None:
+            self._cancel_head_timer()
+            self._head_bytes = 0
+            if waiting.pop(self, 0) is None:
+                served.add(self)
+
+        def _await_head(self) -> None:
+            self._cancel_head_timer()
+            self._head_bytes = 0
+            self._head_timer = self.loop.call_later(header_timeout, self._head_overdue)
+
+        def _cancel_head_timer(self) -> None:
             if self._head_timer is not None:
                 self._head_timer.cancel()
                 self._head_timer = None
-            super().connection_lost(exc)
-
-        def _await_head(self) -> None:
-            if self._head_timer is not None:
-                self._head_timer.cancel()
-            self._head_timer = self.loop.call_later(header_timeout, self._head_overdue)
 
         def _head_overdue(self) -> None:
             self._head_timer = None
-            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+            if awaiting_head(self) and not self.transport.is_closing():
                 self.transport.close()
 
-    return DeadlineH11Protocol
+    return DeadlineProtocol
+
+
+def server_config(
+    app: Callable[..., Awaitable[None]],
+    *,
+    header_timeout: float = HEADER_TIMEOUT_S,
+    max_connections: int = MAX_CONNECTIONS,
+    parser: str = "h11",
+    **options: Any,
+) -> Any:
+    """THE uvicorn configuration of an AHP HTTP server, for :func:`serve_http` and for
+    ``ahp-adapter serve``: ``app`` with the connection rules of the module docstring
+    (head deadline, head size, connections waiting for a head, ``503`` limit, keep-alive,
+    quiet logs). ``parser`` picks uvicorn's ``"h11"`` or ``"httptools"`` protocol;
+    ``options`` go to ``uvicorn.Config`` as they are (e.g. ``date_header=False``).
+    Run it with ``uvicorn.Server(config).run(sockets=[sock])`` on a socket bound first
+    (so uvicorn's ``backlog`` does not apply: the socket's own ``listen`` backlog does,
+    and connections are accepted as they come, since at most :data:`MAX_WAITING` wait
+    for a head and descriptors never run out).
+    """
+    import uvicorn
+
+    if header_timeout <= 0 or max_connections < 1:
+        raise ValueError("header_timeout and max_connections must be positive")
+    settings: dict[str, Any] = {
+        "log_level": "warning",
+        "access_log": False,
+        "log_config": None,
+        "lifespan": "on",
+        "server_header": False,
+        "timeout_keep_alive": int(KEEP_ALIVE_TIMEOUT_S),
+        # uvicorn answers 503 once this many connections (the requesting one included)
+        # have sent a head, or this many requests are running: one more than served.
+        "limit_concurrency": max_connections + 1,
+        # h11's buffer for an incomplete head: the same bound the protocol enforces.
+        "h11_max_incomplete_event_size": MAX_HEADER_BYTES,
+    }
+    settings.update(options)
+    settings["http"] = _deadline_protocol(header_timeout, parser)
+    return uvicorn.Config(app, **settings)
 
 
 def _preload() -> None:
@@ -414,13 +545,12 @@ def serve_http(
 
     from ahp_protocol.server.workers import check_workers, supervise
 
-    if header_timeout <= 0 or max_connections < 1:
-        raise ValueError("header_timeout and max_connections must be positive")
     check_workers(workers)
     app = App(
         backend, max_frame_bytes=max_frame_bytes, bearer_token=bearer_token,
         body_timeout=body_timeout,
     )  # fmt: skip
+    config = server_config(app, header_timeout=header_timeout, max_connections=max_connections)
     info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
     sock = socket.socket(info[0], info[1], info[2])
     try:
@@ -438,21 +568,6 @@ def serve_http(
             )
         print(f"{backend.name}: listening on http://{shown}:{bound_port}", file=sys.stderr)
         sys.stderr.flush()
-        config = uvicorn.Config(
-            app,
-            http=_deadline_protocol(header_timeout),
-            log_level="warning",
-            access_log=False,
-            log_config=None,
-            lifespan="on",
-            server_header=False,
-            timeout_keep_alive=int(KEEP_ALIVE_TIMEOUT_S),
-            # uvicorn answers 503 once this many connections (the requesting one
-            # included) are open: one more than those served.
-            limit_concurrency=max_connections + 1,
-            # Bodies are bounded by the app; this caps headers and request lines.
-            h11_max_incomplete_event_size=MAX_HEADER_BYTES,
-        )
         if workers == 1:
             uvicorn.Server(config).run(sockets=[sock])
         else:
