@@ -69,10 +69,14 @@ class Serve:
                 break
 
     def post(
-        self, body: bytes, path: str = "/claude-code/PreToolUse", secret: str | None = SECRET
+        self,
+        body: bytes,
+        path: str = "/claude-code/PreToolUse",
+        secret: str | None = SECRET,
+        **extra: str,
     ) -> tuple[int, bytes]:
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-        headers = {"content-type": "application/json"}
+        headers = {"content-type": "application/json", **extra}
         if secret is not None:
             headers[HEADER] = secret
         try:
@@ -405,3 +409,48 @@ def test_connections_without_a_request_do_not_starve_authenticated_hooks(
         for sock in idle + trickle.socks + more:
             sock.close()
         serve.stop()
+
+
+# --------------------------------------------------------------------------- DNS rebinding
+
+
+def test_foreign_host_and_origin_are_refused_before_anything_runs(
+    kit: Any, secret_file: Path
+) -> None:
+    record = kit.tmp / "record.jsonl"
+    registration = kit.registration(kit.recorder(record=record, policy="fail-open"))
+    serve = Serve(
+        kit, registration, "--http", "127.0.0.1:0", "--secret-file", str(secret_file),
+        "--allow-host", "ahp.internal", "--allow-origin", "https://dash.example",
+    )  # fmt: skip
+    port = serve.port
+    try:
+        payload = shell_payload("ls")
+        for host in (f"evil.example:{port}", "evil.example", f"127.0.0.1:{port + 1}"):
+            status, text = serve.post(payload, host=host)
+            assert status == 421 and b"--allow-host" in text, host
+        for origin in ("http://evil.example", f"http://evil.example:{port}", "null"):
+            status, text = serve.post(payload, origin=origin)
+            assert status == 403 and b"--allow-origin" in text, origin
+        assert not record.exists() or record.read_text() == ""  # nothing reached the backend
+        for headers in (
+            {},  # http.client's own Host: 127.0.0.1:PORT
+            {"host": f"localhost:{port}", "origin": f"http://localhost:{port}"},
+            {"host": f"[::1]:{port}", "origin": f"http://127.0.0.1:{port}"},
+            {"host": f"ahp.internal:{port}"},  # --allow-host
+            {"origin": "https://dash.example"},  # --allow-origin
+        ):
+            assert serve.post(payload, **headers) == (200, b""), headers
+        assert "hooks/intercept" in record.read_text()
+    finally:
+        serve.stop()
+
+
+def test_serve_refuses_a_malformed_allowed_name(kit: Any, secret_file: Path) -> None:
+    registration = kit.registration(kit.denylist_stdio(policy="fail-open"))
+    argv = [sys.executable, "-m", "ahp_adapters", "serve", "claude-code"]
+    argv += ["--registration", str(registration), "--http", "127.0.0.1:0"]
+    argv += ["--secret-file", str(secret_file), "--allow-origin", "dash.example"]
+    done = subprocess.run(argv, capture_output=True, env=kit.env, cwd=kit.tmp, timeout=60)
+    assert done.returncode == 2
+    assert "--allow-origin 'dash.example'" in done.stderr.decode()

@@ -257,7 +257,7 @@ def test_unreadable_body_is_400(server: Server) -> None:
     host, port = server.url.removeprefix("http://").rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=DEADLINE) as sock:
         sock.sendall(
-            b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             b"Transfer-Encoding: chunked\r\n\r\nZZZ\r\nnot a chunk\r\n"
         )
         reply = b""

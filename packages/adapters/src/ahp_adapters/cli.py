@@ -113,6 +113,22 @@ def _parser() -> argparse.ArgumentParser:
         help="close a connection that has not sent a complete request head within SECONDS "
         "of opening or of its previous answer (default 10)",
     )
+    serve.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also answer requests whose Host header is NAME (NAME or NAME:PORT; repeatable; "
+        "default: only 127.0.0.1, localhost and [::1], others get 421, against DNS rebinding)",
+    )
+    serve.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="also answer browser requests from ORIGIN (repeatable; default: a request with "
+        "an Origin other than the server's own gets 403)",
+    )
 
     for name, text in (("install", "merge our hooks into"), ("uninstall", "remove our hooks from")):
         cmd = sub.add_parser(name, help=f"{text} the dialect's hook configuration")
@@ -211,6 +227,8 @@ def _serve(args: argparse.Namespace) -> int:
             secret_file=args.secret_file,
             budget=args.budget,
             header_timeout=args.header_timeout,
+            allow_hosts=args.allow_host,
+            allow_origins=args.allow_origin,
         )
     except (dialects.UnknownDialect, http_hook.ServeError) as exc:
         print(f"ahp-adapter serve: error: {exc}", file=sys.stderr)

@@ -10,6 +10,11 @@ have written on stdout (Claude's JSON deny, or nothing for no decision).
 
 - **Loopback only.** The listener binds ``127.0.0.0/8`` or ``::1``; any other
   address is refused before anything is bound.
+- **Its own name only.** A request must name the server in ``Host``
+  (``127.0.0.1``, ``localhost`` or ``[::1]``, with its port) and carry no ``Origin``
+  but the server's own (``421`` / ``403`` otherwise, before the secret is looked at),
+  unless ``--allow-host`` / ``--allow-origin`` add one: the server kit's
+  :class:`~ahp_protocol.server.asgi.RebindingGuard`, the rule the kit's backends apply.
 - **A per-install secret.** Every request must carry :data:`SECRET_HEADER`
   with the secret the installer wrote (into the settings file's ``headers``,
   and a 0600 file under :func:`secret_path` that ``serve`` reads), compared in
@@ -44,10 +49,10 @@ import os
 import secrets
 import socket
 import sys
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import Any
 
-from ahp_protocol.server.asgi import HEADER_TIMEOUT_S, server_config
+from ahp_protocol.server.asgi import HEADER_TIMEOUT_S, RebindingGuard, server_config
 
 from ahp_adapters.rundir import registration_path
 from ahp_adapters.thin import DEFAULT_BUDGET_S, EXIT_RESERVE_S, MAX_INPUT_BYTES
@@ -148,10 +153,17 @@ def read_secret(path: str) -> str:
 class App:
     """The ASGI app: ``POST /<dialect>/<Event>`` -> the hook's native answer."""
 
-    def __init__(self, registration: str, secret: str, budget: float = DEFAULT_BUDGET_S) -> None:
+    def __init__(
+        self,
+        registration: str,
+        secret: str,
+        budget: float = DEFAULT_BUDGET_S,
+        guard: RebindingGuard | None = None,
+    ) -> None:
         self.registration = registration_path(registration)
         self._secret = secret.encode("ascii")
         self.budget = budget
+        self.guard = RebindingGuard() if guard is None else guard
         self.daemon: Any = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -183,6 +195,10 @@ class App:
         return False
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        refused = self.guard.refusal(scope)
+        if refused is not None:
+            await _respond(send, refused[0], refused[1].encode())
+            return
         parts = scope.get("path", "").strip("/").split("/")
         if len(parts) != 2 or parts[0] not in DIALECTS or not parts[1]:
             await _respond(send, 404, b"not found: POST /claude-code/<Event>\n")
@@ -250,6 +266,8 @@ def serve(
     secret_file: str | None = None,
     budget: float = DEFAULT_BUDGET_S,
     header_timeout: float = HEADER_TIMEOUT_S,
+    allow_hosts: Sequence[str] = (),
+    allow_origins: Sequence[str] = (),
 ) -> int:
     """Serve until SIGINT/SIGTERM. Prints ``listening on http://HOST:PORT`` once bound."""
     import uvicorn
@@ -257,6 +275,10 @@ def serve(
     if dialect not in DIALECTS:
         raise ServeError(f"serve {dialect!r}: only claude-code has http hooks")
     host, port = loopback_address(address)
+    try:
+        guard = RebindingGuard(allow_hosts, allow_origins)
+    except ValueError as exc:
+        raise ServeError(str(exc)) from None
     if secret_file is None and port == 0:
         raise ServeError("--http with port 0 needs --secret-file (the secret is kept per port)")
     sock = bind(host, port)
@@ -267,7 +289,7 @@ def serve(
         print(f"ahp-adapter serve: listening on http://{shown}:{bound_port}", file=sys.stderr)
         sys.stderr.flush()
         config = server_config(
-            App(registration, secret, budget),
+            App(registration, secret, budget, guard),
             header_timeout=header_timeout,
             parser="httptools",  # half the per-request cost of h11 here (hook_latency.py)
             date_header=False,

@@ -3,12 +3,14 @@
 Owns the serving flags (stdio persistent by default, ``--once`` for one event
 per process, ``--http HOST:PORT`` on uvicorn, loopback only unless
 ``--allow-remote``, ``--bearer-token-env VAR`` to answer only callers that send
-``Authorization: Bearer`` with the token in ``VAR``, ``--workers N`` to serve HTTP from
-N forked processes), and :class:`Replies`, the memory
-of answers by ``(source, event.id)`` that makes a duplicate delivery get the same
-answer. Never decides anything about a tool call. The rules behind the HTTP flags
-(which addresses may be bound, how the token is read and checked) are the server
-kit's (``ahp_protocol.server.asgi``): the samples pass the flags on to
+``Authorization: Bearer`` with the token in ``VAR``, ``--allow-host NAME`` /
+``--allow-origin ORIGIN`` to answer more ``Host`` / ``Origin`` values than a loopback
+server's own, ``--workers N`` to serve HTTP from N forked processes), and
+:class:`Replies`, the memory of answers by ``(source, event.id)`` that makes a
+duplicate delivery get the same answer. Never decides anything about a tool call. The
+rules behind the HTTP flags (which addresses may be bound, how the token is read and
+checked, which ``Host`` and ``Origin`` are answered) are the server kit's
+(``ahp_protocol.server.asgi``): the samples pass the flags on to
 ``Backend.run`` and report the kit's verdict in their own words.
 """
 
@@ -53,6 +55,24 @@ def add_transport_arguments(parser: argparse.ArgumentParser) -> None:
         "token being the value of environment variable VAR (others get 401)",
     )
     group.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --http: also answer requests whose Host header is NAME (NAME or "
+        "NAME:PORT; repeatable). On a loopback address only 127.0.0.1, localhost and "
+        "[::1] are answered (others get 421), so a web page cannot reach it by DNS rebinding",
+    )
+    group.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="with --http: also answer browser requests from ORIGIN (e.g. "
+        "https://dashboard.example; repeatable). On a loopback address a request whose "
+        "Origin is not the server's own gets 403",
+    )
+    group.add_argument(
         "--workers",
         type=int,
         metavar="N",
@@ -64,13 +84,16 @@ def add_transport_arguments(parser: argparse.ArgumentParser) -> None:
 def http_argv(args: argparse.Namespace) -> list[str]:
     """The ``Backend.run`` flags for ``args``' transport, checked by the kit's rules
     (``ValueError`` with the kit's message when they are refused)."""
-    from ahp_protocol.server.asgi import bearer_token_from_env, http_address
+    from ahp_protocol.server.asgi import RebindingGuard, bearer_token_from_env, http_address
     from ahp_protocol.server.workers import check_workers
 
     workers = getattr(args, "workers", None)
+    hosts, origins = getattr(args, "allow_host", []), getattr(args, "allow_origin", [])
     if not args.http:
         if args.bearer_token_env is not None:
             raise ValueError("--bearer-token-env applies to --http only")
+        if hosts or origins:
+            raise ValueError("--allow-host and --allow-origin apply to --http only")
         if workers is not None:
             raise ValueError("--workers applies to --http only")
         return ["--once"] if args.once else []
@@ -87,6 +110,11 @@ def http_argv(args: argparse.Namespace) -> list[str]:
     if args.bearer_token_env is not None:
         bearer_token_from_env(args.bearer_token_env)  # a clear error before anything starts
         argv += ["--bearer-token-env", args.bearer_token_env]
+    RebindingGuard(hosts, origins)  # the kit's verdict on the names, before anything starts
+    for name in hosts:
+        argv += ["--allow-host", name]
+    for origin in origins:
+        argv += ["--allow-origin", origin]
     return argv
 
 

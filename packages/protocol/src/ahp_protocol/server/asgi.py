@@ -8,6 +8,12 @@
 - a notification gets ``204`` with an empty body, even an invalid one;
 - a body that is not UTF-8 JSON gets ``400`` with a JSON-RPC parse error body
   (``id: null``); a body that could not be read (client gone) gets nothing;
+- a request that arrives on a loopback address must name the server in ``Host``
+  (``127.0.0.1``, ``localhost`` or ``[::1]``, with its port or none), else ``421``, and
+  an ``Origin`` it carries must be the server's own (``http://localhost:PORT`` and the
+  like), else ``403``, unless ``allow_hosts`` / ``allow_origins`` add names
+  (:class:`RebindingGuard`, THE rule, which ``ahp-adapter serve`` applies too): a web
+  page cannot reach a loopback backend through DNS rebinding. This comes first;
 - with a bearer token (``bearer_token``), a request without exactly one
   ``Authorization: Bearer <that token>`` header gets ``401`` with
   ``WWW-Authenticate: Bearer`` (``error="invalid_token"`` when a token was sent) before
@@ -64,7 +70,7 @@ import hmac
 import os
 import re
 import sys
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any, Final
 
 from ahp_protocol.wire.names import ENV_NAME
@@ -77,10 +83,12 @@ __all__ = [
     "BODY_TIMEOUT_S",
     "HEADER_TIMEOUT_S",
     "JUDGE_IN_THREAD_BYTES",
+    "LOOPBACK_NAMES",
     "MAX_CONNECTIONS",
     "MAX_HEADER_BYTES",
     "MAX_WAITING",
     "App",
+    "RebindingGuard",
     "bearer_token_from_env",
     "http_address",
     "is_loopback",
@@ -169,6 +177,123 @@ def bearer_token_from_env(name: str, environ: Mapping[str, str] | None = None) -
     return token
 
 
+# --------------------------------------------------------------------------- which Host and Origin
+
+LOOPBACK_NAMES: Final = ("127.0.0.1", "localhost", "[::1]")
+"""The names a request that arrives on a loopback address may give in ``Host``."""
+_HOST_NAME = re.compile(r"(\[[0-9a-f:.]+\]|[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?)(:[0-9]{1,5})?")
+_ORIGIN = re.compile(r"https?://" + _HOST_NAME.pattern)
+
+
+class RebindingGuard:
+    """THE rule for which ``Host`` and ``Origin`` headers a request may carry, against
+    DNS rebinding (a web page whose name is made to resolve to 127.0.0.1 reaches a
+    loopback server with the page's own ``Host`` and ``Origin``).
+
+    A request that arrives on a loopback address (``scope["server"]``) must name the
+    server in ``Host``: ``127.0.0.1``, ``localhost``, ``[::1]`` or the address it
+    arrived on, each with the server's port or without a port (a browser always sends
+    the port of a URL that is not on port 80, so a name without one never comes from a
+    rebinding page), or a name of ``allow_hosts``; else ``421``. Its ``Origin``, when
+    there is one (browsers send it; other clients do not, and are not asked to), must
+    be the server's own: ``http://`` and one of those names with the server's port
+    (``http://localhost`` without one on port 80 only), or one of ``allow_origins``;
+    else ``403``. A request on another address is checked only against the lists
+    given: ``Host`` when ``allow_hosts`` is given, ``Origin`` when ``allow_origins``
+    is. No ``Host`` at all (HTTP/1.0) passes; two are ``400``.
+
+    ``allow_hosts`` holds ``NAME`` (with the server's port, or none) or ``NAME:PORT``
+    (exactly); ``allow_origins`` holds ``http(s)://NAME[:PORT]``, compared exactly
+    (as browsers send them: no path, the port only when not the default). Both are
+    compared case-insensitively; a malformed entry is a ``ValueError`` naming it.
+    """
+
+    def __init__(self, allow_hosts: Iterable[str] = (), allow_origins: Iterable[str] = ()) -> None:
+        hosts, origins = set(), set()
+        for value in allow_hosts:
+            name = value.strip().lower()
+            if not _HOST_NAME.fullmatch(name):
+                raise ValueError(
+                    f"--allow-host {value!r}: expected a host name or address, "
+                    "with or without :PORT (e.g. ahp.internal or ahp.internal:8443)"
+                )
+            hosts.add(name)
+        for value in allow_origins:
+            origin = value.strip().lower().removesuffix("/")
+            if not _ORIGIN.fullmatch(origin):
+                raise ValueError(
+                    f"--allow-origin {value!r}: expected SCHEME://NAME[:PORT] with scheme "
+                    "http or https and no path (e.g. https://dashboard.example)"
+                )
+            origins.add(origin)
+        self.allow_hosts: frozenset[str] = frozenset(hosts)
+        self.allow_origins: frozenset[str] = frozenset(origins)
+        self._allowed: dict[Any, tuple[frozenset[bytes], frozenset[bytes]] | None] = {}
+
+    def __repr__(self) -> str:
+        hosts, origins = sorted(self.allow_hosts), sorted(self.allow_origins)
+        return f"RebindingGuard(allow_hosts={hosts}, allow_origins={origins})"
+
+    def refusal(self, scope: Scope) -> tuple[int, str] | None:
+        """``(status, plain-text reason)`` when ``scope``'s request must be refused."""
+        server = scope.get("server")
+        if server in self._allowed:
+            allowed = self._allowed[server]
+        else:
+            allowed = self._allowed_for(server)
+            if len(self._allowed) < 64:  # a server sees few addresses; bounded anyway
+                self._allowed[server] = allowed
+        if allowed is None:
+            return None
+        hosts, origins = allowed
+        host: bytes | None = None
+        origin: bytes | None = None
+        for key, value in scope.get("headers") or ():
+            if key == b"host":
+                if host is not None:
+                    return 400, "bad request: more than one Host header\n"
+                host = bytes(value).strip(b" \t").lower()
+            elif key == b"origin":
+                if origin is not None:
+                    return 403, "forbidden: more than one Origin header\n"
+                origin = bytes(value).strip(b" \t").lower()
+        if hosts and host is not None and host not in hosts:
+            return 421, (
+                "misdirected request: the Host header does not name this server (a guard "
+                "against DNS rebinding); a loopback server answers 127.0.0.1, localhost or "
+                "[::1] with its port: pass --allow-host NAME to answer another name\n"
+            )
+        if origins and origin is not None and origin not in origins:
+            return 403, (
+                "forbidden: requests from a web page of another origin are refused; "
+                "pass --allow-origin ORIGIN to accept one\n"
+            )
+        return None
+
+    def _allowed_for(self, server: Any) -> tuple[frozenset[bytes], frozenset[bytes]] | None:
+        """The ``Host`` and ``Origin`` values accepted on ``server`` (``()`` sets: not
+        checked), ``None`` when nothing is checked there."""
+        address, port = (str(server[0]), int(server[1])) if server else ("", 0)
+        loopback = bool(server) and is_loopback(address)
+        if not loopback and not self.allow_hosts and not self.allow_origins:
+            return None
+        shown = f"[{address}]" if ":" in address else address
+        names = [*LOOPBACK_NAMES, shown] if loopback else []
+        hosts = set(self.allow_hosts)
+        portless = [h for h in self.allow_hosts if _HOST_NAME.fullmatch(h).group(2) is None]  # type: ignore[union-attr]
+        for name in [*names, *portless]:
+            hosts.update((name, f"{name}:{port}"))
+        origins = set(self.allow_origins)
+        for name in names:
+            origins.add(f"http://{name}:{port}")
+            if port == 80:
+                origins.add(f"http://{name}")
+        return (
+            frozenset(h.encode("latin-1") for h in hosts),
+            frozenset(o.encode("latin-1") for o in origins),
+        )
+
+
 # --------------------------------------------------------------------------- the app
 
 
@@ -213,8 +338,10 @@ class App:
     """ASGI 3 application answering AHP JSON-RPC POSTs with ``backend``.
 
     ``bearer_token``: when given, every request must carry it (``Authorization:
-    Bearer``). ``body_timeout``: seconds to read a body. ``judge_in_thread_bytes``:
-    frames larger than this are judged in a worker thread (see the module docstring).
+    Bearer``). ``allow_hosts``, ``allow_origins``: more of what :class:`RebindingGuard`
+    accepts, which every request passes first. ``body_timeout``: seconds to read a body.
+    ``judge_in_thread_bytes``: frames larger than this are judged in a worker thread
+    (see the module docstring).
     """
 
     def __init__(
@@ -225,6 +352,8 @@ class App:
         bearer_token: str | None = None,
         body_timeout: float = BODY_TIMEOUT_S,
         judge_in_thread_bytes: int = JUDGE_IN_THREAD_BYTES,
+        allow_hosts: Iterable[str] = (),
+        allow_origins: Iterable[str] = (),
     ) -> None:
         limit = backend.max_frame_bytes if max_frame_bytes is None else max_frame_bytes
         if limit < 1:
@@ -239,6 +368,7 @@ class App:
         self.max_frame_bytes = limit
         self.body_timeout = body_timeout
         self.judge_in_thread_bytes = judge_in_thread_bytes
+        self.guard = RebindingGuard(allow_hosts, allow_origins)
         self._expected = (
             None if bearer_token is None else b"Bearer " + bearer_token.encode("latin-1")
         )
@@ -256,6 +386,9 @@ class App:
         if kind != "http":
             raise RuntimeError("this app serves HTTP only")
         try:
+            refused = self.guard.refusal(scope)
+            if refused is not None:
+                raise _Refusal(*refused, [])
             self._authenticate(scope)
             body = await self._read(scope, receive)
         except _Refusal as refusal:
@@ -532,6 +665,8 @@ def serve_http(
     body_timeout: float = BODY_TIMEOUT_S,
     max_connections: int = MAX_CONNECTIONS,
     workers: int = 1,
+    allow_hosts: Iterable[str] = (),
+    allow_origins: Iterable[str] = (),
 ) -> None:
     """Serve ``backend`` over HTTP with uvicorn until interrupted (SIGINT/SIGTERM).
 
@@ -548,7 +683,7 @@ def serve_http(
     check_workers(workers)
     app = App(
         backend, max_frame_bytes=max_frame_bytes, bearer_token=bearer_token,
-        body_timeout=body_timeout,
+        body_timeout=body_timeout, allow_hosts=allow_hosts, allow_origins=allow_origins,
     )  # fmt: skip
     config = server_config(app, header_timeout=header_timeout, max_connections=max_connections)
     info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]

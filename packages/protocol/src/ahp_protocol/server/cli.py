@@ -3,7 +3,9 @@
 No arguments: stdio ``persistent`` (until EOF). ``--once``: stdio ``per_event`` (one
 message, then exit). ``--http HOST:PORT``: HTTP via uvicorn, on a loopback address
 unless ``--allow-remote``; with ``--bearer-token-env VAR``, only callers sending the
-token in environment variable ``VAR`` as ``Authorization: Bearer`` are answered.
+token in environment variable ``VAR`` as ``Authorization: Bearer`` are answered;
+``--allow-host NAME`` and ``--allow-origin ORIGIN`` (repeatable) add to the ``Host``
+and ``Origin`` values a loopback server answers (:class:`~ahp_protocol.server.asgi.RebindingGuard`).
 ``--workers N`` (with ``--http``, POSIX only) serves from N forked worker processes
 on one socket (:mod:`ahp_protocol.server.workers`); 1, the default, is one process,
 no fork. ``--max-frame-bytes N`` changes the frame limit. The two usual forms never import
@@ -50,6 +52,16 @@ def _parsed(backend: Backend, args: list[str]) -> tuple[bool, int]:
     token = "with --http: answer only 'Authorization: Bearer <token>', the token being \
 the value of environment variable VAR (401 otherwise)"
     parser.add_argument("--bearer-token-env", metavar="VAR", help=token)
+    host = "with --http: also answer requests whose Host header is NAME (NAME or NAME:PORT; \
+repeatable). On a loopback address only 127.0.0.1, localhost and [::1] are answered (421 \
+otherwise), against DNS rebinding"
+    parser.add_argument("--allow-host", action="append", default=[], metavar="NAME", help=host)
+    origin = "with --http: also answer browser requests from ORIGIN (e.g. \
+https://dashboard.example; repeatable). On a loopback address a request with another \
+Origin than the server's own gets 403"
+    parser.add_argument(
+        "--allow-origin", action="append", default=[], metavar="ORIGIN", help=origin
+    )
     many = "with --http: serve from N worker processes on the one socket (POSIX; \
 default 1: this process only)"
     parser.add_argument("--workers", type=int, default=None, metavar="N", help=many)
@@ -59,13 +71,23 @@ default 1: this process only)"
     limit = ns.max_frame_bytes
     if limit < 1:
         parser.error("--max-frame-bytes must be positive")
-    if ns.http is None and (ns.allow_remote or ns.bearer_token_env is not None):
-        parser.error("--allow-remote and --bearer-token-env apply to --http only")
+    if ns.http is None and (
+        ns.allow_remote or ns.bearer_token_env is not None or ns.allow_host or ns.allow_origin
+    ):
+        parser.error(
+            "--allow-remote, --bearer-token-env, --allow-host and --allow-origin "
+            "apply to --http only"
+        )
     if ns.http is None and ns.workers is not None:
         parser.error("--workers applies to --http only")
     if ns.http is None:
         return bool(ns.once), limit
-    from ahp_protocol.server.asgi import bearer_token_from_env, http_address, serve_http
+    from ahp_protocol.server.asgi import (
+        RebindingGuard,
+        bearer_token_from_env,
+        http_address,
+        serve_http,
+    )
     from ahp_protocol.server.workers import WorkersFailed, check_workers
 
     workers = 1 if ns.workers is None else int(ns.workers)
@@ -74,10 +96,14 @@ default 1: this process only)"
         host, port = http_address(str(ns.http), allow_remote=ns.allow_remote)
         env = ns.bearer_token_env
         bearer = None if env is None else bearer_token_from_env(env)
+        RebindingGuard(ns.allow_host, ns.allow_origin)  # a clear error before binding
     except ValueError as exc:
         parser.error(str(exc))
     try:
-        serve_http(backend, host, port, max_frame_bytes=limit, bearer_token=bearer, workers=workers)
+        serve_http(
+            backend, host, port, max_frame_bytes=limit, bearer_token=bearer, workers=workers,
+            allow_hosts=ns.allow_host, allow_origins=ns.allow_origin,
+        )  # fmt: skip
     except WorkersFailed as exc:
         print(f"{backend.name}: error: {exc}", file=sys.stderr, flush=True)
         raise SystemExit(1) from None
