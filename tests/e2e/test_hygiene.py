@@ -28,6 +28,12 @@
    or by a persistent stdio backend (``backends/b_detacher.py``), at the session's end
    and after SIGTERM. (They all survived before the harness became a child subreaper
    that kills and reaps its adopted orphans at close, ``ahp_harness.lifetime``.)
+5. A process that ignores SIGTERM and forks a new pid every millisecond (each parent
+   exiting at once), in the tool's group and after ``setsid``, does not outlive the
+   harness, three runs in a row. (The ``setsid`` one survived 3 of 3 while the close
+   sent SIGKILL only to a pid it had already sent SIGTERM to: a hopping pid is never seen
+   twice. Now every sweep past the grace kills each child's whole group,
+   ``ahp_protocol.descendants``.)
 """
 
 from __future__ import annotations
@@ -520,3 +526,94 @@ def test_a_backends_setsid_descendants_do_not_outlive_the_harness(
     finally:
         kill_marked(marker)
         kill_marked(f"29.{token}")
+
+
+# -- 5. a pid-hopping process that ignores SIGTERM does not outlive the harness -------------
+
+# Ignores SIGTERM and forks without end, each parent exiting at once (a new pid every
+# millisecond or so); ``setsid`` first when asked, so it also leaves the tool's group.
+# After 20 hops it says its process group on the FIFO it is given (a scan of ``/proc`` can
+# miss a process whose pid changes while it reads; its group stays and can be probed); it
+# stops by itself after 20 s
+# (a failing test must not leave a fork bomb on the machine). No single quote in it: the
+# shell command below quotes it with them.
+HOPPER = (
+    "import os, signal, sys, time\n"
+    "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+    'if sys.argv[2] == "setsid":\n'
+    "    os.setsid()\n"
+    "end = time.monotonic() + 20\n"
+    "hops = 0\n"
+    "while time.monotonic() < end:\n"
+    "    if os.fork():\n"
+    "        os._exit(0)\n"
+    "    hops += 1\n"
+    "    if hops == 20:\n"
+    '        with open(sys.argv[3], "w") as ready:\n'
+    "            ready.write(str(os.getpgrp()))\n"
+    "    time.sleep(0.001)\n"
+)
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def wait_groups_gone(groups: list[int], marker: str) -> list[str]:
+    """Groups of ``groups`` and processes naming ``marker`` alive after ``GONE_WITHIN_S``."""
+    deadline = time.monotonic() + GONE_WITHIN_S
+    while True:
+        left = [f"group {g}" for g in groups if group_alive(g)]
+        left += [f"pid {p}: {cmdline(str(p))}" for p in living(marker)]
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.05)
+
+
+def kill_hoppers(groups: list[int], marker: str, within_s: float = 10.0) -> None:
+    """Kill the hoppers' groups, and every process naming ``marker``, until none is left."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        live = [g for g in groups if group_alive(g)]
+        marked = living(marker)
+        if not live and not marked:
+            return
+        for pgid in live:
+            with contextlib.suppress(OSError):
+                os.killpg(pgid, signal.SIGKILL)
+        for pid in marked:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize("attempt", [1, 2, 3])
+def test_a_pid_hopping_process_that_ignores_sigterm_does_not_outlive_the_harness(
+    e2e: Any, attempt: int
+) -> None:
+    token = f"{secrets.randbelow(10**6):06d}"
+    marker = f"hopper.{token}"
+    hopper = f'{sys.executable} -c "$HOPPER" {marker}'
+    command = (
+        "mkfifo h1 h2; "
+        f"{hopper} plain h1 </dev/null >/dev/null 2>&1 & "
+        f"{hopper} setsid h2 </dev/null >/dev/null 2>&1 & "
+        "read a < h1; read b < h2; echo $a $b > groups.txt"
+    )
+    steps = [{"tool": "shell", "input": {"command": f"HOPPER='{HOPPER}'; {command}"}}]
+    groups: list[int] = []
+    try:
+        run = e2e.run(steps=steps, approve="always").ok()
+        groups = [int(g) for g in (e2e.workspace / "groups.txt").read_text("utf-8").split()]
+        assert run.call("call_1")["outcome"] == "ok", run.explain()
+        assert len(groups) == 2 and groups[0] != groups[1], groups  # one left the tool's group
+        left = wait_groups_gone(groups, marker)
+        assert left == [], f"alive after the harness exited (attempt {attempt}): {left}"
+    finally:
+        kill_hoppers(groups, marker)

@@ -136,7 +136,14 @@ async def _run(args: argparse.Namespace) -> int:
     finally:
         if descendants is not None:
             with anyio.CancelScope(shield=True):
-                await descendants.aclose()
+                left = await descendants.aclose()
+            if left:  # on stderr: the one thing the harness could not clean up
+                pids = ", ".join(map(str, left))
+                print(
+                    f"ahp-harness: {len(left)} descendant process(es) still running after "
+                    f"{descendants.bound:g}s of killing: pid {pids}",
+                    file=sys.stderr,
+                )
     if problem is not None:
         raise UsageError(problem)
     if stopped_by is not None or summary is None:

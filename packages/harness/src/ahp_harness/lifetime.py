@@ -30,17 +30,15 @@ Owns two promises about the ``ahp-harness run`` process, on Linux:
   registration's ``env`` and dumpable is reset by ``exec``), and every file the user can
   read.
 
-* **No descendant of the harness outlives it.** :class:`Descendants` makes the harness a
-  *child subreaper* (``prctl(PR_SET_CHILD_SUBREAPER, 1)``): a process that any tool or
-  backend started and that lost its parent, ``setsid`` or double fork included, becomes
-  the harness's child instead of ``init``'s. :meth:`Descendants.reap` (on every
-  ``SIGCHLD`` while the session runs) reaps such orphans when they exit — only those
-  that cannot be a child the harness spawned itself (not a session leader, not in the
-  harness's session: every tool and backend is started in a new session), so no one
-  else's ``wait`` is ever stolen. :meth:`Descendants.aclose` (the session's last step,
-  after every transport and tool is closed) sends ``SIGTERM`` to every remaining child
-  (its whole process group when it leads one), ``SIGKILL`` after ``grace`` seconds, and
-  reaps them all, orphans of orphans included, within ``bound`` seconds.
+* **No descendant of the harness outlives it.** :class:`Descendants`
+  (:mod:`ahp_protocol.descendants`, shared with ``ahp-conformance backend``) makes the
+  harness a *child subreaper*: a process that any tool or backend started and that lost
+  its parent, ``setsid`` or double fork included, becomes the harness's child instead of
+  ``init``'s. It reaps such orphans on every ``SIGCHLD`` while the session runs, and its
+  ``aclose`` (the session's last step, after every transport and tool is closed) kills
+  until none is left: ``SIGTERM``, then ``SIGKILL`` at every sweep to each child and its
+  whole process group (so a pid-hopping process that ignores ``SIGTERM`` dies with all
+  its pids), within ``bound`` seconds; what is left then is named on stderr.
 
 Elsewhere (macOS, ...), nothing here does anything: tools and stdio backends run in
 their own process groups, which are killed when the call or the transport ends; a
@@ -48,20 +46,18 @@ descendant that leaves its group (``setsid``) can outlive the harness. A harness
 with ``SIGKILL`` cannot clean up on any system.
 
 Never does: read or log a variable's value beyond moving it between the two images;
-kill a process that is not the harness's child; block the event loop longer than a scan
-of its children.
+kill a process that is not the harness's child (see :mod:`ahp_protocol.descendants`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
-import signal
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Final
+
+from ahp_protocol.descendants import Descendants, prctl
 
 from ahp_harness.sandbox import DEFAULT_ENV_ALLOWLIST, looks_secret
 
@@ -84,7 +80,6 @@ STARTUP_PREFIXES: Final = ("PYTHON", "LC_", "LD_")
 ENVIRONMENT_FD: Final = "AHP_HARNESS_ENVIRONMENT_FD"
 
 _PR_SET_DUMPABLE: Final = 4
-_PR_SET_CHILD_SUBREAPER: Final = 36
 _CAP_SYS_PTRACE: Final = 19
 
 _restored = False
@@ -92,17 +87,6 @@ _restored = False
 
 def _linux() -> bool:
     return sys.platform.startswith("linux")
-
-
-def _prctl(option: int, value: int) -> bool:
-    """``prctl(option, value)`` through libc; False when unavailable or refused."""
-    if not _linux():
-        return False
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return int(libc.prctl(option, value, 0, 0, 0)) == 0
-    except (OSError, AttributeError):
-        return False
 
 
 # -- secrets ----------------------------------------------------------------------------
@@ -175,7 +159,7 @@ def restore_environment() -> bool:
 
 def forbid_inspection() -> bool:
     """Clear the dumpable flag (Linux): same-user, non-root processes cannot inspect us."""
-    return _prctl(_PR_SET_DUMPABLE, 0)
+    return prctl(_PR_SET_DUMPABLE, 0)
 
 
 def privileged() -> bool:
@@ -204,131 +188,3 @@ def protect_secrets() -> None:
     if _linux() and privileged():
         hide_environment()
     forbid_inspection()
-
-
-# -- descendants ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Child:
-    pid: int
-    state: str
-    pgrp: int
-    session: int
-
-
-def _stat(pid: int) -> _Child | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-        return _Child(pid, fields[0].decode("ascii", "replace"), int(fields[2]), int(fields[3]))
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def _child_pids() -> set[int]:
-    """Pids whose parent is this process (its threads' ``children`` lists, else a scan)."""
-    me = os.getpid()
-    pids: set[int] = set()
-    try:
-        tasks = os.listdir(f"/proc/{me}/task")
-        for tid in tasks:
-            with open(f"/proc/{me}/task/{tid}/children", "rb") as f:
-                pids.update(int(p) for p in f.read().split())
-        return pids
-    except (OSError, ValueError):
-        pass
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                if int(f.read().rsplit(b")", 1)[1].split()[1]) == me:
-                    pids.add(int(entry))
-        except (OSError, IndexError, ValueError):
-            continue
-    return pids
-
-
-def _children() -> list[_Child]:
-    return [c for c in map(_stat, sorted(_child_pids())) if c is not None]
-
-
-def _reap(pid: int) -> None:
-    with contextlib.suppress(ChildProcessError, OSError):
-        os.waitpid(pid, os.WNOHANG)
-
-
-class Descendants:
-    """The harness as a child subreaper: orphans are adopted, reaped, and killed at close."""
-
-    def __init__(self, *, grace: float = 1.0, bound: float = 5.0) -> None:
-        self.grace = grace
-        self.bound = bound
-        self.active = _prctl(_PR_SET_CHILD_SUBREAPER, 1)
-        self._session = os.getsid(0) if self.active else 0
-        self._group = os.getpgid(0) if self.active else 0
-
-    def reap(self) -> int:
-        """Reap exited orphans that the harness did not spawn itself; how many."""
-        if not self.active:
-            return 0
-        reaped = 0
-        for child in _children():
-            adopted = child.session not in (child.pid, self._session)
-            if child.state == "Z" and adopted:
-                _reap(child.pid)
-                reaped += 1
-        return reaped
-
-    async def watch(self) -> None:
-        """Reap on every ``SIGCHLD`` until cancelled (run it in the session's task group)."""
-        if not self.active:
-            return
-        import anyio
-
-        with anyio.open_signal_receiver(signal.SIGCHLD) as signals:
-            self.reap()
-            async for _ in signals:
-                self.reap()
-
-    def _signal(self, child: _Child, signum: int) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            if child.pgrp == child.pid and child.pgrp != self._group:
-                os.killpg(child.pid, signum)
-            else:
-                os.kill(child.pid, signum)
-
-    async def aclose(self) -> list[int]:
-        """Kill and reap every child left (call after every tool and transport is closed).
-
-        ``SIGTERM`` first, ``SIGKILL`` after ``grace`` seconds; gives up after ``bound``
-        seconds. Returns the pids that were still running when it started.
-        """
-        if not self.active:
-            return []
-        import anyio
-
-        found = [c.pid for c in _children() if c.state != "Z"]
-        with anyio.CancelScope(shield=True):
-            terminated: set[int] = set()
-            killed: set[int] = set()
-            start = anyio.current_time()
-            while anyio.current_time() - start < self.bound:
-                children = _children()
-                for child in children:
-                    if child.state == "Z":
-                        _reap(child.pid)
-                living = [c for c in children if c.state != "Z"]
-                if not living:
-                    break
-                late = anyio.current_time() - start >= self.grace
-                for child in living:
-                    if child.pid not in terminated:
-                        terminated.add(child.pid)
-                        self._signal(child, signal.SIGTERM)
-                    elif late and child.pid not in killed:
-                        killed.add(child.pid)
-                        self._signal(child, signal.SIGKILL)
-                await anyio.sleep(0.02)
-        return found
