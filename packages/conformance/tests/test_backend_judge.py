@@ -412,3 +412,110 @@ def test_the_sdk_server_fails_only_its_known_deviations() -> None:
     # the backend was restarted after each exit, so everything else was judged
     for requirement in ("AHP-CAP-001", "AHP-DEC-001", "AHP-VER-001", "AHP-CORE-004"):
         assert verdict(report, requirement) == "pass", requirement
+
+
+# -- nothing the judged backend started outlives the judge; every answer is bounded -------
+
+DETACHING_BACKEND = """
+import os, subprocess, sys
+record, token, rules = sys.argv[1:4]
+# A grandchild of the judge in a session of its own: the backend's group kill misses it.
+sleeper = subprocess.Popen(
+    ["sleep", "1000." + token], start_new_session=True,
+    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+)
+with open(record, "a") as f:
+    f.write(f"{sleeper.pid}\\n")
+os.execv(sys.executable, [sys.executable, "-m", "ahp_backends.cli", "denylist", "--rules", rules])
+"""
+
+
+def marked(marker: str) -> list[int]:
+    """Live (not zombie) processes whose command line holds ``marker``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                named = marker.encode() in f.read()
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                zombie = f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+        except (OSError, IndexError):
+            continue
+        if named and not zombie:
+            found.append(int(entry))
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the judge adopts on Linux")
+def test_a_judged_backends_setsid_grandchild_does_not_outlive_the_judge(tmp_path: Path) -> None:
+    token = f"{os.getpid()}{time.monotonic_ns() % 10**6:06d}"
+    marker = f"1000.{token}"
+    script = tmp_path / "detaching_backend.py"
+    script.write_text(DETACHING_BACKEND, "utf-8")
+    record = tmp_path / "sleepers.txt"
+    try:
+        status, report, _ = judge("--", PY, str(script), str(record), token, str(RULES))
+        assert status == 0, failures(report)  # the backend itself is the kit's deny-list
+        sleepers = [int(p) for p in record.read_text("utf-8").split()]
+        assert sleepers, "the backend started no sleeper"
+        deadline = time.monotonic() + 10
+        while (left := marked(marker)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert left == [], f"still running after the judge exited: {left} (sleepers {sleepers})"
+    finally:
+        for pid in marked(marker):
+            os.kill(pid, signal.SIGKILL)
+
+
+class DribblingServer:
+    """A loopback HTTP server that sends a head, then its body one byte every 0.5 s."""
+
+    def __init__(self) -> None:
+        import socket
+
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self._stop = threading.Event()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._dribble, args=(conn,), daemon=True).start()
+
+    def _dribble(self, conn: Any) -> None:
+        with conn:
+            try:
+                conn.recv(65536)  # the request (its head and a small body)
+                conn.sendall(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                    b"Content-Length: 100000\r\n\r\n"
+                )
+                while not self._stop.wait(0.5):
+                    conn.sendall(b" ")
+            except OSError:
+                return
+
+    def close(self) -> None:
+        self._stop.set()
+        self._listener.close()
+
+
+def test_a_backend_that_dribbles_its_body_is_bounded_by_timeout_ms() -> None:
+    """httpx's read timeout restarts at every byte, so a body sent one byte every 0.5 s
+    never timed out: the judge hung for ever. ``--timeout-ms`` bounds the whole answer."""
+    server = DribblingServer()
+    try:
+        url = f"http://127.0.0.1:{server.port}/"
+        start = time.monotonic()
+        status, report, _ = judge("--url", url, "--timeout-ms", "1000", "--startup-ms", "0")
+        took = time.monotonic() - start
+    finally:
+        server.close()
+    assert status == 1
+    discovery = next(c for c in report["checks"] if c["id"] == "discovery.capabilities")
+    assert "no HTTP response within 1000 ms" in discovery["detail"], discovery
+    assert took < RUN_S, took  # a hang detector, not a speed test

@@ -65,6 +65,8 @@ import argparse
 import os
 import sys
 
+from ahp_protocol.descendants import Descendants
+
 from ahp_conformance.backend.decisions import decisions, tolerance
 from ahp_conformance.backend.discovery import discovery
 from ahp_conformance.backend.fixture_cases import fixture_cases
@@ -179,6 +181,11 @@ def run(args: argparse.Namespace) -> int:
         subject = "persistent: " + " ".join(command)
     run_ = Run(judge, link, msgs, fixtures, args.per_event, catalogue)
     run_.quiet = bool(args.json)
+    # The whole process is the judge: what a judged backend started and left (setsid, a
+    # double fork) becomes our child, and is killed when the run ends.
+    descendants = Descendants() if getattr(args, "whole_process", False) else None
+    if descendants is not None:
+        descendants.reap_on_sigchld()
     try:
         discovery(run_)
         if args.per_event:
@@ -196,6 +203,13 @@ def run(args: argparse.Namespace) -> int:
         summary(run_, stdio=not args.url)
     finally:
         link.close()
+        if descendants is not None and (left := descendants.close()):
+            print(
+                f"ahp-conformance backend: {len(left)} process(es) the backend started still "
+                f"running after {descendants.bound:g}s of killing: pid "
+                + ", ".join(map(str, left)),
+                file=sys.stderr,
+            )
     report = Report(
         role="backend",
         subject=subject,
@@ -214,4 +228,4 @@ def run(args: argparse.Namespace) -> int:
 if __name__ == "__main__":  # the same command as ``ahp-conformance backend``
     from ahp_conformance.cli import main
 
-    sys.exit(main(["backend", *sys.argv[1:]]))
+    sys.exit(main(["backend", *sys.argv[1:]], whole_process=True))

@@ -51,8 +51,12 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, whole_process: bool | None = None) -> int:
+    """Run one subcommand. ``whole_process`` (default: ``argv is None``, the command line
+    itself) says this process is the command, not a caller's ``main(argv)``: then it may
+    take process-wide measures (``backend`` becomes a child subreaper)."""
     args = parser().parse_args(argv)
+    args.whole_process = argv is None if whole_process is None else whole_process
     try:
         status: int = importlib.import_module(args.module).run(args)
     except (FixturesMissing, ContractError, ScenarioError) as exc:

@@ -11,7 +11,8 @@ interpreted (judging is the rest of :mod:`ahp_conformance.backend`'s job):
 - :func:`run_once` (``per_event``): one process per message: the message on stdin,
   then EOF; every stdout line until EOF or the deadline; the exit status.
 - :class:`HttpPeer`: one ``POST`` (or any method) per message over loopback HTTP
-  (httpx, no redirects followed), the body read up to a bound.
+  (httpx, no redirects followed, a fresh connection each), the body read up to a bound,
+  the whole exchange (connect, head and body) within its deadline.
 
 Bounds: a stdout line or HTTP body longer than :data:`FRAME_LIMIT` (the SDK's 4 MiB
 frame cap) is not kept: its first :data:`HEAD_KEEP` bytes are, marked ``oversized``,
@@ -26,6 +27,7 @@ import contextlib
 import os
 import queue
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -291,13 +293,57 @@ class HttpReply:
     timed_out: bool = False
 
 
+class _Deadline:
+    """One exchange's wall-clock bound: when it passes, the connection's socket is shut
+    down, so a read blocked on a backend that dribbles its head or body (httpx's read
+    timeout restarts at every byte) returns at once. The socket comes from httpcore's
+    ``trace`` extension as the connection is made."""
+
+    def __init__(self, timeout_s: float) -> None:
+        self.expired = False
+        self._socket: socket.socket | None = None
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(timeout_s, self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def trace(self, event: str, info: Mapping[str, object]) -> None:
+        if event != "connection.connect_tcp.complete":
+            return
+        stream = info.get("return_value")
+        sock = getattr(stream, "get_extra_info", lambda _: None)("socket")
+        if isinstance(sock, socket.socket):
+            with self._lock:
+                self._socket = sock
+                if self.expired:
+                    self._shut()
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            self._shut()
+
+    def _shut(self) -> None:
+        if self._socket is not None:
+            with contextlib.suppress(OSError):
+                self._socket.shutdown(socket.SHUT_RDWR)
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+
 class HttpPeer:
     """One loopback HTTP endpoint; every message is one request (no redirects followed)."""
 
     def __init__(self, url: str, token: str | None = None) -> None:
         self.url = url
         self.token = token
-        self._client = httpx.Client(follow_redirects=False, trust_env=False)
+        # A fresh connection per message: the deadline must know the socket it ends.
+        self._client = httpx.Client(
+            follow_redirects=False,
+            trust_env=False,
+            limits=httpx.Limits(max_keepalive_connections=0),
+        )
 
     def send(
         self,
@@ -318,6 +364,7 @@ class HttpPeer:
                 headers["Authorization"] = f"Bearer {self.token}"
         elif isinstance(authorization, str):
             headers["Authorization"] = authorization
+        deadline = _Deadline(timeout_s)
         try:
             with self._client.stream(
                 method,
@@ -325,6 +372,7 @@ class HttpPeer:
                 content=body if method == "POST" else None,
                 headers=headers,
                 timeout=httpx.Timeout(timeout_s),
+                extensions={"trace": deadline.trace},
             ) as response:
                 data = bytearray()
                 oversized = False
@@ -340,12 +388,14 @@ class HttpPeer:
                     body=bytes(data),
                     oversized=oversized,
                 )
-        except httpx.TimeoutException:
-            return HttpReply(
-                error=f"no HTTP response within {timeout_s * 1000:.0f} ms", timed_out=True
-            )
         except httpx.HTTPError as exc:
+            if deadline.expired or isinstance(exc, httpx.TimeoutException):
+                return HttpReply(
+                    error=f"no HTTP response within {timeout_s * 1000:.0f} ms", timed_out=True
+                )
             return HttpReply(error=f"HTTP exchange failed: {type(exc).__name__}")
+        finally:
+            deadline.cancel()
 
     def close(self) -> None:
         self._client.close()
