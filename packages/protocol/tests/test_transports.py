@@ -8,6 +8,7 @@ be detected quickly (well under the deadline the test allows).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -894,6 +895,38 @@ async def test_http_hang_is_the_callers_deadline_and_the_client_stays_usable(
         result, _ = await outcome(transport, message("ok"))
         assert is_ok(result)
     finally:
+        await transport.aclose()
+
+
+@pytest.mark.anyio
+async def test_http_a_dribbled_body_is_ended_by_the_callers_deadline() -> None:
+    """A head, then the body one byte every 0.5 s: httpx's read timeout would restart at
+    every byte, so the transport sets none and the caller's deadline bounds the whole
+    answer (head and body)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def dribble() -> None:
+        with contextlib.suppress(OSError):
+            conn, _ = listener.accept()
+            with conn:
+                conn.recv(65536)
+                conn.sendall(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                    b"Content-Length: 100000\r\n\r\n"
+                )
+                while not stop.wait(0.5):
+                    conn.sendall(b" ")
+
+    threading.Thread(target=dribble, daemon=True).start()
+    transport = HttpTransport(f"http://127.0.0.1:{listener.getsockname()[1]}/")
+    try:
+        result, elapsed = await outcome(transport, message(), deadline=1.0)
+        assert result == "timeout"
+        assert elapsed < LONG  # a hang detector: the deadline ended it, not the server
+    finally:
+        stop.set()
+        listener.close()
         await transport.aclose()
 
 
