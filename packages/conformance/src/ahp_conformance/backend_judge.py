@@ -48,15 +48,21 @@ an answer shows. This module is the command line; the judge itself is the packag
 :mod:`ahp_conformance.backend`, one module per check group above (its docstring is the
 map).
 
-Timing: every request has a deadline (``--timeout-ms``, default 2000). The first
-message to a process just started (a ``hooks/capabilities`` discovery request, which
-also warms it up) gets ``--startup-ms`` more (default 10000), and in ``--per-event``
+Timing: every request has a deadline (``--timeout-ms``, default 2000) for its whole
+answer (over HTTP connect, head and body, wall clock: a dribbled body cannot stretch
+it). The first message to a process just started (a ``hooks/capabilities`` discovery
+request, which also warms it up) gets ``--startup-ms`` more (default 10000), and in ``--per-event``
 mode every message does, since each starts a process. A persistent process that times
 out is replaced (its stream is out of step), and so is one that exits; after
 :data:`~ahp_conformance.backend.judge.MAX_TIMEOUTS` timeouts,
 :data:`~ahp_conformance.backend.judge.MAX_EXITS` exits, a command that cannot start or a
 process that exits before answering anything, the backend is given up on and every
 check left fails with that as its evidence (the exit status and the tail of its stderr).
+
+Processes: as the whole process (the command line, not a caller's ``main(argv)``), the
+judge is a child subreaper on Linux (:mod:`ahp_protocol.descendants`): what a judged
+backend started and left behind (``setsid``, a double fork) is adopted, and killed when
+the run ends; what still runs after that bound is named on stderr.
 """
 
 from __future__ import annotations
@@ -122,7 +128,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--timeout-ms",
         type=int,
         default=2000,
-        help="deadline for each request (default 2000)",
+        help="deadline for each whole answer, wall clock (HTTP: connect, head and body; "
+        "default 2000)",
     )
     parser.add_argument(
         "--startup-ms",

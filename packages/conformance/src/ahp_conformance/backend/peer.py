@@ -18,7 +18,8 @@ Bounds: a stdout line or HTTP body longer than :data:`FRAME_LIMIT` (the SDK's 4 
 frame cap) is not kept: its first :data:`HEAD_KEEP` bytes are, marked ``oversized``,
 and the rest is discarded up to the next newline. Every wait has a deadline. Every
 process is started in its own process group and the whole group is ended (SIGTERM,
-then SIGKILL) when the peer is closed, so nothing it started outlives the judge.
+then SIGKILL) when the peer is closed; what left the group (``setsid``) is the judge's
+to end (:mod:`ahp_conformance.backend_judge`, :mod:`ahp_protocol.descendants`).
 """
 
 from __future__ import annotations
