@@ -125,6 +125,25 @@ def test_mcp_and_file_rules_reach_the_backend(kit: Any, dialect: str) -> None:
         assert reason_of(dialect, done.stdout) == "Secrets and system files are off limits."
 
 
+ADAPTER_RULES = Path(__file__).resolve().parents[3] / "examples" / "adapters" / "denylist.toml"
+
+
+@pytest.mark.parametrize(
+    "file_path", ["//etc/passwd", "/etc/./passwd", "/home/dev/repo/../../../etc/passwd/"]
+)
+def test_a_path_the_kernel_opens_as_etc_is_denied(kit: Any, file_path: str) -> None:
+    """Claude Code's Read of a spelling of /etc/passwd meets the shipped ``/etc/**`` rule."""
+    registration = kit.registration(kit.denylist_stdio("per_event", rules=ADAPTER_RULES))
+    payload = fixture("claude-code", "pre_tool_use.file_write")
+    payload["tool_name"] = "Read"
+    payload["tool_input"] = {"file_path": file_path}
+    done = kit.run_hook("claude-code", payload, registration)
+    assert done.returncode == 0, done.stderr
+    assert reason_of("claude-code", done.stdout) == "Secrets and system files are off limits."
+    payload["tool_input"] = {"file_path": "//home/dev/repo/README.md"}
+    assert kit.run_hook("claude-code", payload, registration).stdout == ""
+
+
 def test_cursor_shell_and_mcp_hooks(kit: Any) -> None:
     registration = kit.registration(kit.denylist_stdio("persistent"))
     shell_payload = {**fixture("cursor", "before_shell_execution"), "command": "rm -rf /"}

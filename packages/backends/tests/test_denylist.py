@@ -142,6 +142,16 @@ TABLE: list[tuple[str, dict[str, Any], str, str, tuple[str, str] | None, bool]] 
         SECRETS,
         False,
     ),
+    # The kernel's view of a path: '//etc' and '/tmp/../etc/./x/' are /etc (paths.py).
+    ("etc_double_slash", reader(file_path="//etc/passwd"), "tool.before", "/repo", SECRETS, False),
+    (
+        "etc_dots_trailing_slash",
+        reader(path="/tmp/../etc/./ssh/"),
+        "tool.before",
+        "/repo",
+        SECRETS,
+        False,
+    ),
     ("pem_anywhere", reader(path="certs/server.pem"), "tool.before", "/repo", SECRETS, False),
     ("readme", reader(path="README.md"), "tool.before", "/repo", None, False),
     (

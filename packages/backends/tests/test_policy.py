@@ -132,6 +132,14 @@ TABLE: list[tuple[str, dict[str, Any], str, tuple[Any, ...], tuple[Any, ...]]] =
         ("deny", *SECRETS, ()),
         ("deny", *SECRETS, ()),
     ),
+    (
+        # The kernel's view of a path (paths.py): '//etc/./shadow/' is /etc/shadow.
+        "etc_double_slash",
+        reader(file_path="//etc/./shadow/"),
+        BEFORE,
+        ("deny", *SECRETS, ()),
+        ("deny", *SECRETS, ()),
+    ),
     ("docs_allow", reader(file_path="docs/a.md"), BEFORE, ("allow", None, None, ()), NONE),
     ("docs_deeper", reader(file_path="docs/x/a.md"), BEFORE, NONE, NONE),
     # No file_path: docs-are-fine fails at run time and does not match.
@@ -951,6 +959,9 @@ def test_matches_inside_strings_and_comments_is_left_alone() -> None:
         ("docs/x/a.md", "docs/*.md", False),
         ("/repo/certs/server.pem", "*.pem", True),
         ("", "*", False),
+        ("//etc/passwd", "/etc/**", True),
+        ("/tmp/../etc/./passwd/", "/etc/passwd", True),
+        ("../../etc/passwd", "/etc/**", False),  # relative without a cwd: stays relative
     ],
 )
 def test_glob_helper(path: str, pattern: str, matches: bool) -> None:
@@ -958,6 +969,22 @@ def test_glob_helper(path: str, pattern: str, matches: bool) -> None:
 
     program = compile_when(f"glob(event.p, {json.dumps(pattern)})").program
     assert program.eval(data={"event": {"p": path}}).plain_value() is matches
+
+
+@pytest.mark.parametrize(
+    ("path", "cwd", "matches"),
+    [
+        ("../../etc/passwd", "/repo/src", True),
+        ("src/../.env", "/repo", False),  # joined: /repo/.env is not /etc/**
+        ("/etc/passwd", "/repo", True),
+        ("../../etc/passwd", "not/absolute", False),  # only an absolute cwd is joined
+    ],
+)
+def test_glob_helper_with_cwd(path: str, cwd: str, matches: bool) -> None:
+    from ahp_backends.policy_cel import compile_when
+
+    program = compile_when('glob(event.p, "/etc/**", event.cwd)').program
+    assert program.eval(data={"event": {"p": path, "cwd": cwd}}).plain_value() is matches
 
 
 HOIST_EVENTS: list[dict[str, Any]] = [

@@ -38,6 +38,7 @@ from typing import IO, TYPE_CHECKING, Any, Final
 from ahp_protocol.wire.kinds import TOOL_KINDS
 from ahp_protocol.wire.names import is_reverse_dns
 
+from ahp_backends.paths import canonical_path
 from ahp_backends.patterns import Pattern
 from ahp_backends.rules_file import RulesFile, glob_to_regex
 from ahp_backends.serving import (
@@ -136,8 +137,9 @@ _PATHS_HELP: Final = textwrap.fill(
     + ", ".join(PATH_FIELDS)
     + "): '*' and '?' stay within a directory, '**' crosses directories; a glob "
     "without '/' matches the file name; a relative glob is relative to session.cwd; "
-    "inputs are normalized and also matched resolved against session.cwd "
-    "('../../etc/x' is /etc/x)",
+    "inputs are matched in the kernel's lexical form ('//etc/./x/' and '/tmp/../etc/x' "
+    "are /etc/x), also resolved against session.cwd ('../../etc/x' is /etc/x); "
+    "symlinks are not resolved (a link is matched by its own name)",
     width=80,
     initial_indent="  ",
     subsequent_indent=" " * 14,
@@ -262,7 +264,7 @@ def _cwd(event: Mapping[str, Any]) -> str | None:
 
 
 def _path_candidates(values: Mapping[str, Any], cwd: str | None) -> list[str]:
-    """Each path-like input as written (normalized), resolved against cwd, and relative to it."""
+    """Each path-like input in canonical form, resolved against cwd, and relative to it."""
     raw: list[str] = []
     for name in PATH_FIELDS:
         value = values.get(name)
@@ -274,16 +276,13 @@ def _path_candidates(values: Mapping[str, Any], cwd: str | None) -> list[str]:
     for value in raw:
         if not value:
             continue
-        normal = posixpath.normpath(value)
-        out.append(normal)
+        out.append(canonical_path(value))
         if cwd is None:
             continue
-        absolute = normal if posixpath.isabs(normal) else posixpath.join(cwd, normal)
-        absolute = posixpath.normpath(absolute)
-        relative = posixpath.relpath(absolute, cwd)
+        absolute, base = canonical_path(value, cwd), canonical_path(cwd)
         out.append(absolute)
-        if not relative.startswith(".."):
-            out.append(relative)
+        if absolute.startswith(base.rstrip("/") + "/"):
+            out.append(absolute[len(base.rstrip("/")) + 1 :])
     return out
 
 

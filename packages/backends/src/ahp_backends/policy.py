@@ -117,7 +117,12 @@ Helpers beside CEL's standard library (size, contains, startsWith, endsWith, in,
 exists, all, has, ...):
   glob(path, pattern)  path glob: '*' and '?' stay within a directory, '**' crosses
                        directories; a pattern without '/' matches the file name;
-                       the path is normalized first ('a/../b' is 'b')
+                       the path is matched in the kernel's lexical form
+                       ('//etc/./x/' and '/tmp/../etc/x' are /etc/x; 'a/../b'
+                       is 'b'); a relative path stays relative; symlinks are
+                       not resolved
+  glob(path, pattern, cwd)  the same, a relative path joined to cwd first when cwd
+                       is absolute: glob(p, "/etc/**", event.session.cwd)
   {MATCHES_NOTE}
 The file is re-read when it changes; a broken edit keeps the last good policy (and
 says so on stderr). With --once each process reads the file afresh, so a broken

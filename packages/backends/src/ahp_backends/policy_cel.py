@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from ahp_backends.paths import canonical_path
 from ahp_backends.patterns import Pattern, PatternError, PatternSet, compile_pattern, valid_text
 from ahp_backends.rules_file import glob_to_regex
 
@@ -84,11 +85,11 @@ def _glob(pattern: str) -> tuple[re.Pattern[str], bool]:
     return glob_to_regex(pattern), "/" not in pattern
 
 
-def _glob_match(path: str, pattern: str) -> bool:
+def _glob_match(path: str, pattern: str, cwd: str | None = None) -> bool:
     if not path or not pattern:
         return False
     regex, basename_only = _glob(pattern)
-    normal = posixpath.normpath(path)
+    normal = canonical_path(path, cwd)
     return regex.match(posixpath.basename(normal) if basename_only else normal) is not None
 
 
@@ -108,7 +109,15 @@ def _functions() -> list[Any]:
         ),
         cel.FunctionDecl(
             "glob",
-            [cel.Overload("ahp_glob_string_string", boolean, [string, string], impl=_glob_match)],
+            [
+                cel.Overload("ahp_glob_string_string", boolean, [string, string], impl=_glob_match),
+                cel.Overload(
+                    "ahp_glob_string_string_string",
+                    boolean,
+                    [string, string, string],
+                    impl=_glob_match,
+                ),
+            ],
         ),
     ]
 
