@@ -166,6 +166,21 @@ def select(db: str, sql: str) -> list[tuple[Any, ...]]:
         conn.close()
 
 
+def execute(db: str, sql: str) -> None:
+    """``sql`` run with the engine's own driver, behind the back of the code under test."""
+    if is_url(db):
+        import psycopg
+
+        with psycopg.connect(db, autocommit=True) as conn:
+            conn.execute(sql)
+        return
+    conn = sqlite3.connect(db, timeout=DEADLINE, isolation_level=None)
+    try:
+        conn.execute(sql)
+    finally:
+        conn.close()
+
+
 def rows(db: str) -> list[tuple[str, str]]:
     return [(s, e) for s, e in select(db, "SELECT source, event_id FROM events")]
 
@@ -548,13 +563,40 @@ def test_intercept_is_not_offered_and_invalid_events_are_not_recorded(db: str) -
     assert rows(db) == [(SOURCE, "evt_00003")]
 
 
-def test_a_failing_write_is_dropped_with_a_note_never_raised(
+def test_over_http_204_means_stored_and_a_failed_write_is_500(
+    db: str, http_server: HttpServer
+) -> None:
+    def post(n: int) -> int:
+        with httpx.Client(timeout=DEADLINE) as client:
+            response = client.post(
+                http_server.url + "/",
+                content=line(observe(session_end(n))),
+                headers={"content-type": "application/json"},
+            )
+        return response.status_code
+
+    assert post(1) == 204
+    assert rows(db) == [(SOURCE, "evt_00001")]
+    execute(db, "ALTER TABLE events RENAME TO moved_away")  # every write now fails
+    assert post(2) == 500  # not 204: the event is not in the database
+    notes = []
+    while not any("event not recorded" in text for text in notes):
+        notes.append(http_server.lines.get(timeout=DEADLINE))
+    execute(db, "ALTER TABLE moved_away RENAME TO events")
+    assert rows(db) == [(SOURCE, "evt_00001")]
+    assert http_server.process.poll() is None  # a failed write never ends the server
+    assert post(3) == 204
+    assert sorted(rows(db)) == [(SOURCE, "evt_00001"), (SOURCE, "evt_00003")]
+
+
+def test_a_failing_write_is_noted_and_reported_to_the_kit(
     db: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     store = audit.AuditStore(prepare(db))
     backend = audit.build_backend(store)
     store.close()  # every write now fails
-    assert backend.handle_sync(line(observe(session_end(1)))) is None
+    reply = backend.respond_sync(line(observe(session_end(1))))
+    assert reply.body is None and reply.unprocessed  # HTTP answers 500, stdio stays silent
     err = capsys.readouterr().err
     if is_url(db):
         assert "event not recorded: the database is closed" in err

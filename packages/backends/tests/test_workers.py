@@ -215,3 +215,54 @@ def test_a_bad_db_is_reported_before_any_fork(run_backend: Any, tmp_path: Path) 
     assert done.returncode == 2
     assert "the directory does not exist" in done.stderr.decode()
     assert b"workers" not in done.stderr and b"listening" not in done.stderr
+
+
+BURST = 48
+
+
+def _burst(server: Workers, event: dict[str, Any], tag: str) -> list[tuple[str, int | str]]:
+    """``(event id, HTTP status or the error's type)`` of BURST notifications, 16 at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def post(i: int) -> tuple[str, int | str]:
+        eid = f"evt_{tag}_{i}_{uuid.uuid4().hex[:8]}"
+        params = {"protocolVersion": "draft", "event": dict(event, id=eid)}
+        body = json.dumps({"jsonrpc": "2.0", "method": "hooks/observe", "params": params})
+        conn = http.client.HTTPConnection(server.host, server.port, timeout=30)
+        try:
+            conn.request("POST", "/", body, {"Content-Type": "application/json"})
+            response = conn.getresponse()
+            response.read()
+            return eid, response.status
+        except OSError as exc:
+            return eid, type(exc).__name__
+        finally:
+            conn.close()
+
+    with ThreadPoolExecutor(16) as pool:
+        return list(pool.map(post, range(BURST)))
+
+
+def test_a_204_means_stored_on_fresh_and_replaced_workers(
+    database: str, http_backend: Any, query: Any, clients: Any
+) -> None:
+    """A burst at workers that have just forked (their database not yet reopened), then
+    at a worker that replaced a SIGKILLed one: every event answered 204 is in the
+    database, and none is refused (a worker waits for its database, never answers
+    "closed")."""
+    import signal
+
+    server = Workers(http_backend("audit", "--db", database, "--workers", "2"))
+    event = _intercept(clients, "ls")["params"]["event"]
+    fresh = _burst(server, event, "fresh")
+    killed = server.pids[0]
+    os.kill(killed, signal.SIGKILL)
+    line = server.server.wait_for_stderr(f"worker {killed} ")
+    replacement = int(line.rsplit("started worker ", 1)[1].split()[0])
+    server.pids = [server.pids[1], replacement]
+    replaced = _burst(server, event, "replaced")
+    stored = {str(r[0]) for r in query(database, "SELECT event_id FROM events")}
+    for name, burst in (("fresh", fresh), ("replaced", replaced)):
+        assert [s for _, s in burst] == [204] * BURST, (name, burst)
+        assert {eid for eid, _ in burst} <= stored, name
+    assert "not recorded" not in server.server.stop()

@@ -77,7 +77,7 @@ def server() -> Iterator[Server]:
     assert out == b""  # nothing on stdout, ever
     # Graceful shutdown on SIGTERM; uvicorn re-raises the signal once it is done.
     assert status in (0, -signal.SIGTERM)
-    assert not any("Traceback" in text for text in srv.stderr.lines)
+    assert not any("Traceback" in text for text in srv.stderr.lines), "\n".join(srv.stderr.lines)
 
 
 @pytest.fixture(scope="module")
@@ -157,12 +157,24 @@ def test_notification_gets_204_with_an_empty_body(client: httpx.Client, server: 
         observe(session_end("bad_version"), version="0.1"),
         {"jsonrpc": "2.0", "method": "hooks/observe", "params": "nonsense"},
         {"jsonrpc": "2.0", "method": "hooks/unknown"},
-        observe(session_end("raises", extensions={"com.example.test": {"raise": True}})),
     ],
-    ids=["wrong-version", "bad-params", "unknown-method", "handler-raises"],
+    ids=["wrong-version", "bad-params", "unknown-method"],
 )
 def test_invalid_notifications_also_get_204(client: httpx.Client, message: Any) -> None:
     response = post(client, message)
+    assert (response.status_code, response.content) == (204, b"")
+
+
+def test_a_notification_whose_handler_raised_gets_500_not_204(
+    client: httpx.Client, server: Server
+) -> None:
+    """A 204 means "processed": an observer that raised (a record not stored) is a 500."""
+    raising = observe(session_end("raises", extensions={"com.example.test": {"raise": True}}))
+    response = post(client, raising)
+    assert response.status_code == 500
+    assert response.text == "the notification was not processed\n"
+    assert SECRET not in response.text and "raise" not in response.text
+    response = post(client, observe(session_end("after_raise")))  # still serving
     assert (response.status_code, response.content) == (204, b"")
 
 

@@ -146,6 +146,13 @@ SCHEMA_VERSION: Final = SCHEMA.version
 _TYPE_FILTER: Final = re.compile(r"^(\*|[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*(\.\*)?)$")
 
 
+class NotRecorded(Exception):
+    """An observed event was not stored (the reason is on stderr already).
+
+    Raised into the server kit, so that over HTTP the answer is ``500``, not ``204``:
+    a ``204`` from the audit backend means the record is in the database."""
+
+
 def _note(message: str) -> None:
     print(f"{BACKEND_ID}: {message}", file=sys.stderr, flush=True)
 
@@ -279,8 +286,10 @@ def build_backend(store: AuditStore, *, content: str = "metadata") -> Backend:
             store.add(kept)
         except DatabaseError as exc:  # a fixed reason, naming the engine error's type
             _note(f"event not recorded: {exc.reason}")
-        except Exception as exc:  # never raise into the server; never echo the text
+            raise NotRecorded from None  # the server kit answers 500 over HTTP, not 204
+        except Exception as exc:  # never echo the text
             _note(f"event not recorded ({type(exc).__name__})")
+            raise NotRecorded from None
 
     return backend
 

@@ -197,6 +197,7 @@ class Database:
         self._opener: Callable[[], None] | None = None  # opens it again after a fork
         self._released = False
         self._reopening = threading.Lock()
+        self._opening: int | None = None  # the thread running the opener (its schema check)
 
     def error(self, reason: str) -> DatabaseError:
         return DatabaseError(self.shown, reason)
@@ -219,7 +220,7 @@ class Database:
 
     @contextlib.contextmanager
     def _transaction(self, write: bool) -> Iterator[Session]:
-        if self._released:
+        if self._released and self._opening != threading.get_ident():
             self._reopen()
         if self._sqlite is not None:
             with self._lock:
@@ -271,16 +272,21 @@ class Database:
             self._released = True
 
     def _reopen(self) -> None:
+        """Open it again after a fork; every transaction meanwhile waits for this one.
+
+        ``_released`` turns false only once the connection (or pool) is open and the
+        schema checked: a transaction that starts while another thread is reopening
+        waits here, never sees a half-open database ("closed")."""
         with self._reopening:
             opener = self._opener
             if not self._released or opener is None:
                 return
-            self._released = False
+            self._opening = threading.get_ident()  # its own schema check runs as usual
             try:
                 opener()
-            except BaseException:
-                self._released = True
-                raise
+            finally:
+                self._opening = None
+            self._released = False
 
     # -- opening ------------------------------------------------------------------------
 

@@ -37,14 +37,18 @@ class Reply(NamedTuple):
     """What the core decided: the encoded line (``None``: stay silent).
 
     ``parse_error`` is true when the bytes were not one decodable JSON value
-    within the frame limit (-32700); HTTP maps that to status 400.
+    within the frame limit (-32700); HTTP maps that to status 400. ``unprocessed`` is
+    true when a notification's handler raised (HTTP answers 500, not 204, so that a
+    ``204`` means the notification was processed); stdio stays silent either way.
     """
 
     body: bytes | None
     parse_error: bool = False
+    unprocessed: bool = False
 
 
 SILENT: Final = Reply(None)
+UNPROCESSED: Final = Reply(None, unprocessed=True)
 
 
 class Codec:

@@ -419,7 +419,7 @@ class Core:
         if len(line) - 1 > call.limit:
             log("%s: response exceeds the frame size limit", self.name)
             return error_reply(rid, ErrorCode.INTERNAL_ERROR, "response too large")
-        return _new(Reply, (line, False))
+        return _new(Reply, (line, False, False))
 
     def _accepted(self, call: InterceptCall, effects: list[Any]) -> bytes | None:
         """The encoded wire form of a handler's effects once judged (``check_effects``),

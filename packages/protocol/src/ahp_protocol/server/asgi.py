@@ -5,7 +5,10 @@
 
 - a request gets ``200`` with the JSON-RPC response as an ``application/json`` body,
   JSON-RPC errors included (as the official SDK backend does);
-- a notification gets ``204`` with an empty body, even an invalid one;
+- a notification gets ``204`` with an empty body, even an invalid one (which is not
+  processed), once its handlers have run; when one of them raised (a record that
+  could not be stored), ``500`` with a short plain-text line instead: a ``204``
+  means the notification was processed;
 - a body that is not UTF-8 JSON gets ``400`` with a JSON-RPC parse error body
   (``id: null``); a body that could not be read (client gone) gets nothing;
 - a request that arrives on a loopback address must name the server in ``Host``
@@ -401,7 +404,9 @@ class App:
         reply = await self.backend.respond(
             body, self.max_frame_bytes, offload_sync=True, judge_in=judge_in
         )
-        if reply.body is None:
+        if reply.unprocessed:
+            await self._send(send, 500, b"the notification was not processed\n", [_TEXT])
+        elif reply.body is None:
             await self._send(send, 204, b"")
         else:
             await self._send(send, 400 if reply.parse_error else 200, reply.body, [_JSON])

@@ -35,7 +35,9 @@ only need the line. The rules it applies, for every transport:
   advertised types again); a response above the frame limit -> -32603;
 - notifications (an object without ``id`` whose ``method`` is a string) are never
   answered, whatever is wrong with them; an invalid or wrong-version notification is
-  not processed; observe handler exceptions are swallowed (type logged).
+  not processed; an observe handler's exception is not raised further (its type is
+  logged, every other handler still runs) and marks the reply ``unprocessed``: over
+  HTTP the answer is then ``500``, never ``204``, so ``204`` means "processed".
 
 Never echoes input in error ``data`` (only ``data.supported`` on -32001 and fixed
 reasons). Per-request cost is linear in the size of the frame, and the grant's part
@@ -49,7 +51,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
-from ahp_protocol.server._codec import MAX_NESTING, SILENT, Reply, parse_error_reply
+from ahp_protocol.server._codec import MAX_NESTING, SILENT, UNPROCESSED, Reply, parse_error_reply
 from ahp_protocol.server._core import (
     MAX_EFFECT_NAMES,
     Core,
@@ -223,6 +225,7 @@ class Backend(Core):
             return self.answer(step, result)
         if isinstance(step, Reply):
             return step
+        failed = False
         with handler_span(step.params, self.name, step.event["type"], "observe"):
             for fn, _ in step.handlers:
                 try:
@@ -230,8 +233,9 @@ class Backend(Core):
                     if inspect.isawaitable(done):
                         _run_awaitable(done)
                 except Exception as exc:
+                    failed = True
                     self.handler_raised("observe", exc, None)
-        return SILENT
+        return UNPROCESSED if failed else SILENT
 
     async def respond(
         self,
@@ -254,13 +258,15 @@ class Backend(Core):
         if isinstance(step, Reply):
             return step
         if isinstance(step, ObserveCall):
+            failed = False
             with handler_span(step.params, self.name, step.event["type"], "observe"):
                 for fn, is_async in step.handlers:
                     try:
                         await self._call(fn, step.event, is_async, offload_sync)
                     except Exception as exc:
+                        failed = True
                         self.handler_raised("observe", exc, None)
-            return SILENT
+            return UNPROCESSED if failed else SILENT
         request = step.request
         try:
             with handler_span(request.params, self.name, request.event_type, "intercept"):
