@@ -312,6 +312,35 @@ def test_the_grant_command_in_a_deny_reason_approves_that_call(
     assert [e["type"] for e in again] == ["deny"]
 
 
+def test_no_credential_in_the_url_reaches_a_deny_reason(
+    postgres_url: str,
+    clients: Any,
+    stdio_backend: Callable[..., Any],
+    backend_argv: Callable[..., list[str]],
+) -> None:
+    # libpq takes a password from the user info, from password= or a percent-encoded
+    # spelling of it, and a key's passphrase from sslpassword=: none may reach the model.
+    secrets = ("S3cret-user-info", "S3cret-ssl-key", "S3cret-encoded-key")
+    scheme, _, rest = postgres_url.partition("://")
+    user, _, host = rest.rpartition("@")
+    url = (
+        f"{scheme}://{user.partition(':')[0] or 'postgres'}:{secrets[0]}@{host}"
+        f"{'&' if '?' in host else '?'}sslpassword={secrets[1]}&pass%77ord={secrets[2]}"
+        "&application_name=ahp-test"
+    )
+    backend = stdio_backend("approval", "--store", url, "--require", "Bash:deploy")
+    first = effects_of(backend.request(call(clients, bash("deploy"))))
+    assert [e["type"] for e in first] == ["deny"]
+    reason = first[0]["reason"]
+    assert not [s for s in secrets if s in reason], reason
+    assert "application_name=ahp-test" in reason  # the rest of the URL is kept
+    # and the grant command it names still works (the server trusts loopback here)
+    argv = shlex.split(reason.split("to approve it, run: ", 1)[1])
+    done = subprocess.run(backend_argv(*argv[1:]), capture_output=True, timeout=30)
+    assert "granted #1" in ok(done)
+    assert effects_of(backend.request(call(clients, bash("deploy")))) == [{"type": "allow"}]
+
+
 def test_a_duplicate_gets_the_first_answer_after_a_grant(
     database: str, clients: Any, stdio_backend: Callable[..., Any], run_backend: Run
 ) -> None:

@@ -28,6 +28,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -293,6 +294,11 @@ def test_bad_urls_and_unreachable_servers_are_clear_errors(
             "cannot connect",
         ),
         (postgres_server.get_uri("no_such_database"), "cannot connect"),
+        (
+            f"postgresql://app@127.0.0.1:{closed_port}/x?sslpassword={secret}"
+            f"&pass%77ord={secret}&oauth_client_secret={secret}",
+            "cannot connect",
+        ),
     ]
     commands = [
         ("approval", ("list", "--db")),
@@ -324,7 +330,7 @@ def test_an_empty_postgresql_database_is_no_store_for_list_and_show(
     assert query(postgres_url, "SELECT tablename FROM pg_tables WHERE schemaname = 'public'") == []
 
 
-def test_shown_drops_only_the_password() -> None:
+def test_shown_drops_every_credential_and_only_those() -> None:
     assert db.shown("postgresql://u:p@h:5/d?x=1") == "postgresql://u@h:5/d?x=1"
     assert db.shown("postgres://:p@h/d") == "postgres://h/d"
     assert db.shown("postgresql://u@h/d") == "postgresql://u@h/d"
@@ -334,6 +340,36 @@ def test_shown_drops_only_the_password() -> None:
     )
     assert db.shown("postgresql://h/d?PASSWORD=p") == "postgresql://h/d"
     assert db.shown("/tmp/a:b@c.db") == "/tmp/a:b@c.db"  # a path is not a URL
+    # every parameter libpq reads a secret from, however its name is spelled
+    assert db.shown(
+        "postgresql://u@h/d?sslpassword=S1&pass%77ord=S2&oauth_client_secret=S3"
+        "&Password=S4&application_name=a@b&sslmode=require"
+    ) == ("postgresql://u@h/d?application_name=a@b&sslmode=require")
+    # user info ends before the first "/"; an "@" or "?" inside a password hides it all
+    assert db.shown("postgresql://u:p@w@h/d") == "postgresql://u@h/d"
+    assert db.shown("postgresql://u:p?w@h/d") == "postgresql://u@h/d"
+    # libpq's key=value form (refused as a --db, but never shown with its secrets)
+    assert db.shown("host=h password='a b\\' c' user=u sslpassword=x") == "host=h user=u"
+    assert db.shown("host=h  password = s dbname=d") == "host=h dbname=d"
+    assert db.shown("host=h password='unterminated s3cret") == "host=h ..."
+    assert db.shown("./host=h.db") == "./host=h.db"  # a path that holds a "=" is a path
+
+
+def test_a_key_value_connection_string_is_refused_naming_no_secret(
+    tmp_path: Path, backend_argv: Callable[..., list[str]]
+) -> None:
+    target = "host=127.0.0.1 dbname=ahp password='s3cret pw'"
+    for app, args in (("approval", ("--once", "--db")), ("audit", ("show", "--db"))):
+        done = subprocess.run(
+            backend_argv(app, *args, target), capture_output=True, timeout=30, cwd=tmp_path
+        )
+        err = done.stderr.decode()
+        assert done.returncode == 2 and done.stdout == b"" and "Traceback" not in err, err
+        assert "argument --db" in err and "a key=value connection string is not accepted" in err
+        assert "s3cret" not in err and "host=127.0.0.1 dbname=ahp" in err
+    assert list(tmp_path.iterdir()) == []  # no SQLite file (or directory) of that name
+    with pytest.raises(db.DatabaseError, match="key=value"):
+        db.open_database(target, audit.SCHEMA)
 
 
 # --------------------------------------------------------------------------- the driver

@@ -50,6 +50,7 @@ from ahp_backends.serving import (
     SERVED_TIMEOUT_MS,
     Replies,
     add_transport_arguments,
+    database_target,
     fail,
     serve,
 )
@@ -581,6 +582,7 @@ def _store_argument(parser: argparse.ArgumentParser) -> None:
         "--store",
         dest="db",
         required=True,
+        type=database_target,
         metavar="DB",
         help="the grant store: a file (SQLite) or a postgresql:// URL (--store: the same)",
     )

@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from ahp_backends.db import DatabaseError, Schema, Session, Step, is_url, open_database, shown
-from ahp_backends.serving import add_transport_arguments, fail, serve
+from ahp_backends.serving import add_transport_arguments, database_target, fail, serve
 
 if TYPE_CHECKING:
     from ahp_protocol.server import Backend
@@ -514,6 +514,7 @@ def _serve_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--db",
         required=True,
+        type=database_target,
         metavar="DB",
         help="a file (SQLite; ':memory:' keeps the record in this process only) or a "
         "postgresql:// URL",
@@ -549,7 +550,11 @@ def _show_parser() -> argparse.ArgumentParser:
         description="Print the recorded events as a timeline (or JSON).",
     )
     parser.add_argument(
-        "--db", required=True, metavar="DB", help="a file (SQLite) or a postgresql:// URL"
+        "--db",
+        required=True,
+        type=database_target,
+        metavar="DB",
+        help="a file (SQLite) or a postgresql:// URL",
     )
     parser.add_argument("--session", metavar="ID", help="only this session's events")
     parser.add_argument(
@@ -580,7 +585,9 @@ def _serve(argv: Sequence[str]) -> int:
         try:
             Path(args.db).parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            return fail(f"--db {args.db}: cannot create its directory ({type(exc).__name__})")
+            return fail(
+                f"--db {shown(args.db)}: cannot create its directory ({type(exc).__name__})"
+            )
     try:
         store = AuditStore(
             args.db,
@@ -604,7 +611,7 @@ def _show(argv: Sequence[str]) -> int:
     try:
         records = read_events(args.db, session=args.session, types=args.type)
     except FileNotFoundError:
-        return fail(f"--db {args.db}: no such database")
+        return fail(f"--db {shown(args.db)}: no such database")
     except DatabaseError as exc:
         return fail(f"--db {exc}")
     where = shown(args.db)

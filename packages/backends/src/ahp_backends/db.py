@@ -35,7 +35,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import threading
+import urllib.parse
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -52,6 +54,8 @@ __all__ = [
     "Schema",
     "Session",
     "Step",
+    "check_target",
+    "is_conninfo",
     "is_url",
     "open_database",
     "shown",
@@ -84,22 +88,86 @@ def is_url(target: str | os.PathLike[str]) -> bool:
     return isinstance(target, str) and target.lower().startswith(URL_SCHEMES)
 
 
+def is_conninfo(target: str | os.PathLike[str]) -> bool:
+    """Whether ``target`` reads as libpq's ``key=value`` connection string (not accepted)."""
+    return isinstance(target, str) and not is_url(target) and bool(_CONNINFO.match(target))
+
+
+def check_target(target: str | os.PathLike[str]) -> None:
+    """Refuse a ``--db`` that is neither a path nor a URL (:class:`DatabaseError`).
+
+    A ``key=value`` connection string (``host=db password=...``) would otherwise be
+    taken for an SQLite file of that name, created beside the command."""
+    if is_conninfo(target):
+        raise DatabaseError(
+            shown(target),
+            "a key=value connection string is not accepted; give a postgresql:// URL "
+            "(the password in PGPASSWORD or ~/.pgpass), or ./NAME for a file of that name",
+        )
+
+
 def shown(target: str | os.PathLike[str]) -> str:
-    """``target`` as messages and deny reasons may show it: a URL loses its password."""
+    """``target`` as messages and deny reasons may show it: without its credentials.
+
+    The one redaction of a ``--db``. A URL loses the password of its user info (parsed
+    as libpq does, but to the last ``@`` before any ``/``) and every
+    query parameter whose name, percent-decoded, contains ``pass`` or ``secret``
+    (``password``, ``sslpassword``, ``pass%77ord``, ``oauth_client_secret``, ...); a
+    ``key=value`` string loses the same keys with their values (quoted ones included),
+    and anything after a part it cannot read. A path is shown as it is."""
     text = os.fspath(target)
+    if is_conninfo(text):
+        return _conninfo_shown(text)
     if not is_url(text):
         return text
     scheme, _, rest = text.partition("://")
-    authority, slash, tail = rest.partition("/")
-    if "@" in authority:
-        credentials, _, host = authority.rpartition("@")
-        user = credentials.partition(":")[0]
-        authority = f"{user}@{host}" if user else host
-    path, mark, query = tail.partition("?")
-    if mark:  # libpq also takes the password as a query parameter
-        kept = [p for p in query.split("&") if p.partition("=")[0].lower() != "password"]
-        tail = path + ("?" + "&".join(kept) if kept else "")
-    return f"{scheme}://{authority}{slash}{tail}"
+    slash = rest.find("/")  # libpq: the user info ends at an "@" before any "/" (the
+    credentials_end = rest.rfind("@", 0, slash if slash >= 0 else len(rest))  # last: safe)
+    if credentials_end >= 0:
+        user = rest[:credentials_end].partition(":")[0]
+        host_and_rest = rest[credentials_end + 1 :]
+        rest = f"{user}@{host_and_rest}" if user else host_and_rest
+    head, mark, query = rest.partition("?")
+    if mark:  # libpq also takes credentials as query parameters
+        kept = [p for p in query.split("&") if not _is_secret(p.partition("=")[0])]
+        rest = head + ("?" + "&".join(kept) if kept else "")
+    return f"{scheme}://{rest}"
+
+
+_SECRET_WORDS: Final = ("pass", "secret")
+_CONNINFO: Final = re.compile(r"\s*[A-Za-z_][A-Za-z0-9_]*\s*=")
+
+
+def _is_secret(name: str) -> bool:
+    decoded = urllib.parse.unquote(name).lower()
+    return any(word in decoded for word in _SECRET_WORDS)
+
+
+def _conninfo_shown(text: str) -> str:
+    """A ``key=value`` string without its secret pairs (libpq's quoting, read linearly)."""
+    kept: list[str] = []
+    i, n = 0, len(text)
+    while True:
+        while i < n and text[i].isspace():
+            i += 1
+        if i == n:
+            return " ".join(kept)
+        key = _CONNINFO.match(text, i)
+        if key is None:
+            return " ".join([*kept, "..."])
+        name = key.group().strip().rstrip("=").strip()
+        i = key.end()
+        while i < n and text[i].isspace():
+            i += 1
+        start, quoted = i, i < n and text[i] == "'"
+        i += quoted
+        while i < n and (text[i] != "'" if quoted else not text[i].isspace()):
+            i += 2 if text[i] == "\\" else 1
+        if quoted and i >= n:  # an unterminated quote: show nothing of it
+            return " ".join([*kept, "..."])
+        i = min(i + quoted, n)
+        if not _is_secret(name):
+            kept.append(f"{name}={text[start:i]}")
 
 
 # --------------------------------------------------------------------------- schema
@@ -476,6 +544,7 @@ def open_database(
     ``synchronous`` is SQLite's (``normal`` or ``full``). Raises :class:`DatabaseError`.
     """
     text = os.fspath(target)
+    check_target(text)
     if synchronous not in ("normal", "full"):
         raise ValueError("synchronous must be 'normal' or 'full'")
     database = Database(text, "postgresql" if is_url(text) else "sqlite", schema)

@@ -68,7 +68,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ahp_backends.audit import read_events, shown_literally, summary
 from ahp_backends.db import DatabaseError, shown
-from ahp_backends.serving import fail
+from ahp_backends.serving import database_target, fail
 from ahp_backends.trail import (
     FALLBACK_CAPABILITIES,
     TRAIL_TYPES,
@@ -191,6 +191,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--db",
         required=True,
+        type=database_target,
         metavar="AUDIT.db",
         help="the audit database: an SQLite file or a postgresql:// URL",
     )
@@ -263,7 +264,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         records = read_events(args.db, session=args.session, types=TRAIL_TYPES)
     except FileNotFoundError:
-        return fail(f"--db {args.db}: no such audit database")
+        return fail(f"--db {shown(args.db)}: no such audit database")
     except DatabaseError as exc:  # the database as shown (no password) and a fixed reason
         return fail(f"--db {exc}")
     calls, notes = replayable(records, since=since, until=until, tool=args.tool)

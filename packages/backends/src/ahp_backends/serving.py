@@ -22,6 +22,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
+from ahp_backends.db import DatabaseError, check_target
+
 if TYPE_CHECKING:
     from ahp_protocol.server import Backend
 
@@ -160,6 +162,15 @@ class Replies:
         if len(self._answers) > self.size:
             self._answers.popitem(last=False)
         return value
+
+
+def database_target(text: str) -> str:
+    """The ``type`` of every ``--db``: a path or a URL; anything else is a usage error."""
+    try:
+        check_target(text)
+    except DatabaseError as exc:  # its message never holds a credential (db.shown)
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def fail(message: str, code: int = 2) -> int:
