@@ -481,7 +481,7 @@ def test_the_installed_command_denies_through_a_shell(kit: Any, case: str) -> No
         text=True,
     )
     assert (hooked.returncode, hooked.stderr) == (0, "")
-    assert hooked.stdout == deny_bytes("Recursive force deletes are not allowed here.")
+    assert hooked.stdout == deny_bytes("Recursive deletes are not allowed here.")
 
 
 def test_deny_through_the_warm_daemon(kit: Any) -> None:

@@ -336,7 +336,7 @@ def test_latency_with_and_without_the_daemon(kit: Any) -> None:
         started = time.perf_counter()
         done = kit.run_hook("claude-code", payload("rm -rf /"), registration, daemon=daemon)
         elapsed = time.perf_counter() - started
-        assert decision(done.stdout) == "Recursive force deletes are not allowed here."
+        assert decision(done.stdout) == "Recursive deletes are not allowed here."
         return elapsed
 
     cold = timed("auto")  # starts the daemon and the backend

@@ -38,7 +38,7 @@ import pytest
 FIXTURES = Path(__file__).parent / "fixtures"
 REPO = Path(__file__).resolve().parents[3]
 RULES = REPO / "examples" / "backends" / "denylist.toml"
-RM_RF = "Recursive force deletes are not allowed here."
+RM_RF = "Recursive deletes are not allowed here."
 FORCE_PUSH = "Force pushes rewrite shared history."
 GENERIC = "Required policy backend unavailable."
 SECRET = "sk-live-SECRET-do-not-log"

@@ -33,7 +33,7 @@ SHELL_CASE = {
     "cursor": "pre_tool_use.shell",
     "kimi": "pre_tool_use.shell",
 }
-RM_RF = "Recursive force deletes are not allowed here."
+RM_RF = "Recursive deletes are not allowed here."
 FORCE_PUSH = "Force pushes rewrite shared history."
 GENERIC = "Required policy backend unavailable."
 SECRET = "sk-live-SECRET-do-not-echo"

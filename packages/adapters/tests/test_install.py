@@ -245,7 +245,7 @@ def test_the_installed_command_works(kit: Any, dialect: str) -> None:
         text=True,
     )
     assert hooked.returncode == 0, hooked.stderr
-    assert "Recursive force deletes are not allowed here." in hooked.stdout
+    assert "Recursive deletes are not allowed here." in hooked.stdout
     assert "deny" in hooked.stdout
 
 
@@ -325,6 +325,6 @@ def test_the_installed_kimi_command_works(kit: Any) -> None:
     assert json.loads(hooked.stdout) == {
         "hookSpecificOutput": {
             "permissionDecision": "deny",
-            "permissionDecisionReason": "Recursive force deletes are not allowed here.",
+            "permissionDecisionReason": "Recursive deletes are not allowed here.",
         }
     }

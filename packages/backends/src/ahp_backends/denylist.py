@@ -170,11 +170,11 @@ a broken file fails every event (the subscription's failure policy decides).
 
 example:
   [[rules]]
-  reason = "Recursive force deletes are not allowed here."
+  reason = "rm -rf is not allowed here."
   code = "com.example.policy.rm_rf"
   kind = "shell"
   [rules.input]
-  command = "rm\\\\s+-rf"
+  command = "\\\\brm\\\\s+-rf\\\\b"
 """.replace("<kinds>", ", ".join(TOOL_KINDS)).replace("<paths>", _PATHS_HELP)
 """The rules format, the one place it is written down (``--help`` prints it)."""
 
