@@ -299,9 +299,9 @@ def test_a_looser_policy_through_a_baseline_is_no_longer_denied(
     demo: Demo, original: Path, tmp_path: Path, replay: Callable[..., Replay]
 ) -> None:
     rules = tmp_path / "looser.toml"
-    rules.write_text(
-        (demo.files / "denylist.toml").read_text().replace("rm\\s+", "rm\\s+--never-used")
-    )
+    shipped = (demo.files / "denylist.toml").read_text()
+    assert shipped.count("'\\brm(") == 1  # the recursive-delete rule, made to match nothing
+    rules.write_text(shipped.replace("'\\brm(", "'\\bnever-rm("))
     looser = write_registration(tmp_path / "looser.json", hooks_for(demo, rules))
     run = replay("--db", demo.db, "--baseline", original, "--registration", looser, "--json")
     assert run.code == 1, run.err
