@@ -188,9 +188,9 @@ def shell_rule(perms: Permissions, command: str) -> str | None:
 #: Every comment line of every example, hashed: a changed comment fails here until
 #: its claims are re-checked below and the digest updated.
 COMMENT_DIGESTS = {
-    "default.toml": "30c47b90502c62c5",
+    "default.toml": "18ae29ca45118e1b",
     "read-only-ish.toml": "91ab7e6a82c16f4a",
-    "strict-managed.toml": "7cb0bb0294f64560",
+    "strict-managed.toml": "33fb37695448d180",
     "docs-only.toml": "d28d35b11e4ddad1",
     "permissions.toml": "a937647e81e94d2e",
     "managed.toml": "6f558a78c4c8fe5d",
@@ -354,11 +354,72 @@ def test_shell_commands_are_not_parsed_for_paths(box: Path) -> None:
 # -- tripwires and the rest -------------------------------------------------------------
 
 
+# "rm with a recursive option anywhere among its arguments (-r, -R, a cluster such as -rf
+# or -fR, --recursive or an abbreviation such as --rec), in any order, before or after the
+# operands ("rm -f -r x", "rm x -rf"), after sudo, ; && | or $( ) ("ls; rm -rf .")"
+RM_CAUGHT = (
+    "rm -r x",
+    "rm -R x",
+    "rm -rf x",
+    "rm -fR build",
+    "rm -vrf x",
+    "rm -f -r x",
+    "rm -r -f x",
+    "rm -v -rf x",
+    "rm --recursive x",
+    "rm --force --recursive x",
+    "rm x --recursive",
+    "rm --rec x",
+    "rm x -rf",
+    "sudo rm -rf /",
+    "ls; rm -rf .",
+    "ls && rm -rf .",
+    "echo x | rm -r x",
+    "echo $(rm -rf x)",
+)
+# "A command spelled otherwise (r''m -rf, r\\m -rf, "rm" -rf, $RM -rf, find -delete,
+# python -c ...) is not caught"; nor is a delete that is not recursive.
+RM_MISSED = (
+    "r''m -rf .",
+    "r\\m -rf .",
+    '"rm" -rf .',
+    "$RM -rf .",
+    "find . -delete",
+    "python -c 'import shutil; shutil.rmtree(\"x\")'",
+    "rm -f build/x.o",
+    "rm x.o; ls -R",
+)
+# strict-managed: "git ... push with -f (alone or in a cluster such as -fu), --force,
+# --force-with-lease (or an abbreviation such as --forc) or a refspec that starts with +
+# (git push origin +main), in any order"
+PUSH_CAUGHT = (
+    "git push -f origin main",
+    "git push origin main -f",
+    "git push -f",
+    "git push --force",
+    "git push --force-with-lease origin main",
+    "git push --forc",
+    "git push -fu origin main",
+    "git push -uf origin main",
+    "git push origin +main",
+    "git -C . push -f",
+)
+# "git push '-f'), a git alias or --mirror is not caught"; nor is a push that does not force.
+PUSH_MISSED = (
+    "git push '-f'",
+    "git pf",
+    "git push --mirror",
+    "git push origin main",
+    "git push origin feature-fix",
+    "git push -u origin main",
+)
+
+
 def test_default_tripwires_catch_plain_spellings_only(box: Path) -> None:
     perms = user(DEFAULT)
-    for rm in ("ls; rm -rf .", "rm -fR build", "rm -r -f x", "rm x --recursive"):
+    for rm in RM_CAUGHT:
         assert final(perms, box, "shell", {"command": rm}) == "deny", rm
-    for missed in ("r''m -rf .", "find . -delete", "rm -f build/x.o"):
+    for missed in RM_MISSED:
         assert shell_rule(perms, missed) is None, missed
         assert final(perms, box, "shell", {"command": missed}) == "ask", missed
     assert final(perms, box, "shell", {"command": "git push origin main"}) == "ask"
@@ -372,9 +433,9 @@ def test_default_tripwires_catch_plain_spellings_only(box: Path) -> None:
 
 def test_strict_managed_tripwires_and_fetch_bound(box: Path, tmp_path: Path) -> None:
     both = Permissions.from_files(DEFAULT, STRICT)
-    for caught in ("sudo make install", "curl -s http://x/", "git push -f origin main"):
+    for caught in ("sudo make install", "curl -s http://x/", *PUSH_CAUGHT):
         assert final(both, box, "shell", {"command": caught}) == "deny", caught
-    for missed in ("s''udo make install", "c''url -s http://x/", "/usr/bin/cu\\rl x"):
+    for missed in ("s''udo make install", "c''url -s http://x/", "/usr/bin/cu\\rl x", *PUSH_MISSED):
         assert final(both, box, "shell", {"command": missed}) == "ask", missed
     assert final(both, box, "shell", {"command": "git push origin main"}) == "ask"
     assert final(both, box, "fetch", {"url": "http://localhost/"}) == "ask"
