@@ -1,5 +1,9 @@
 """A complete AHP backend in a dozen lines: deny force pushes, allow everything else.
 
+The pattern is kept short to read: it catches `git push --force` and `-f`, not `-fu`
+or `+main`. For a guard-rail to copy, see the force-push rule of
+examples/backends/denylist.toml, which says what it catches and what it does not.
+
 Run it the way a harness would:
     python examples/backends/no_force_push.py               # stdio, persistent
     python examples/backends/no_force_push.py --once        # stdio, one event per process
