@@ -290,6 +290,13 @@ def effects_of(response: dict[str, Any]) -> list[dict[str, Any]]:
     return found
 
 
+def run_the_grant_command(reason: str, backend_argv: Callable[..., list[str]]) -> str:
+    """Run the ``ahp-backend approval grant ...`` a deny reason names; its stdout."""
+    argv = shlex.split(reason.split("to approve it, run: ", 1)[1])
+    assert argv[:2] == ["ahp-backend", "approval"]
+    return ok(subprocess.run(backend_argv(*argv[1:]), capture_output=True, timeout=30))
+
+
 def test_the_grant_command_in_a_deny_reason_approves_that_call(
     database: str,
     clients: Any,
@@ -301,11 +308,7 @@ def test_the_grant_command_in_a_deny_reason_approves_that_call(
     subject = "deploy --env 'prod' $(whoami) [a.b]*?"
     first = effects_of(backend.request(call(clients, bash(subject))))
     assert [e["type"] for e in first] == ["deny"] and first[0]["code"] == DENY_CODE
-    command = first[0]["reason"].split("to approve it, run: ", 1)[1]
-    argv = shlex.split(command)
-    assert argv[:2] == ["ahp-backend", "approval"]
-    done = subprocess.run(backend_argv(*argv[1:]), capture_output=True, timeout=30)
-    assert "granted #1" in ok(done)
+    assert "granted #1" in run_the_grant_command(first[0]["reason"], backend_argv)
     assert effects_of(backend.request(call(clients, bash(subject)))) == [{"type": "allow"}]
     # Exactly that call: a longer command is not covered.
     again = effects_of(backend.request(call(clients, bash(subject + " && rm -rf /"))))
@@ -335,9 +338,7 @@ def test_no_credential_in_the_url_reaches_a_deny_reason(
     assert not [s for s in secrets if s in reason], reason
     assert "application_name=ahp-test" in reason  # the rest of the URL is kept
     # and the grant command it names still works (the server trusts loopback here)
-    argv = shlex.split(reason.split("to approve it, run: ", 1)[1])
-    done = subprocess.run(backend_argv(*argv[1:]), capture_output=True, timeout=30)
-    assert "granted #1" in ok(done)
+    assert "granted #1" in run_the_grant_command(reason, backend_argv)
     assert effects_of(backend.request(call(clients, bash("deploy")))) == [{"type": "allow"}]
 
 

@@ -121,8 +121,9 @@ def shown(target: str | os.PathLike[str]) -> str:
     if not is_url(text):
         return text
     scheme, _, rest = text.partition("://")
-    slash = rest.find("/")  # libpq: the user info ends at an "@" before any "/" (the
-    credentials_end = rest.rfind("@", 0, slash if slash >= 0 else len(rest))  # last: safe)
+    # libpq ends the user info at an "@" before any "/"; the last one hides the most
+    slash = rest.find("/")
+    credentials_end = rest.rfind("@", 0, slash if slash >= 0 else len(rest))
     if credentials_end >= 0:
         user = rest[:credentials_end].partition(":")[0]
         host_and_rest = rest[credentials_end + 1 :]
