@@ -16,6 +16,7 @@ TYPE_CHECKING = False  # not ``typing``'s: importing typing costs the hook milli
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Sequence
+    from pathlib import Path
 
 DIALECT_HELP = (
     "claude-code, codex, gemini, cursor, kimi or copilot "
@@ -164,6 +165,25 @@ def _parser() -> argparse.ArgumentParser:
                 metavar="HOST:PORT",
                 help="with --transport http: the loopback address 'serve' listens on",
             )
+            cmd.add_argument(
+                "--trust",
+                action="store_true",
+                help="codex, copilot with --project: also trust the project in the harness "
+                "(its whole configuration, not only our hooks); without it, install refuses "
+                "a project whose hooks the harness would skip",
+            )
+            cmd.add_argument(
+                "--no-trust",
+                action="store_true",
+                help="codex: write the hooks without trusting them (Codex skips them until "
+                "you trust them in /hooks)",
+            )
+            cmd.add_argument(
+                "--harness-bin",
+                metavar="PATH",
+                help="codex: the codex binary whose app-server records the trust "
+                "(default: codex on PATH)",
+            )
         cmd.add_argument("--project", metavar="DIR", help="project scope (default: user scope)")
         cmd.add_argument("--config", metavar="FILE", help="this config file instead")
         cmd.add_argument(
@@ -270,6 +290,11 @@ def _install(args: argparse.Namespace) -> int:
     if args.print:
         sys.stdout.write(plan.text())
         return 0
+    if args.command == "install":
+        refusal = _trust_refusal(dialect, args)
+        if refusal:
+            print(f"ahp-adapter install: error: {refusal}; nothing written", file=sys.stderr)
+            return 2
     if args.command == "uninstall" and plan.removed_total == 0:
         print(f"no ahp-adapter hooks in {plan.path}", file=sys.stderr)
         return 0
@@ -288,6 +313,69 @@ def _install(args: argparse.Namespace) -> int:
         print(f"removed {other.removed} earlier hook entries in {other.path}", file=sys.stderr)
     for note in plan.notes:
         print(f"note: {note}", file=sys.stderr)
+    if args.command == "install":
+        return _trust(dialect, args, plan.path)
+    return 0
+
+
+def _trust_refusal(dialect: str, args: argparse.Namespace) -> str | None:
+    """Why install would leave hooks the harness skips, checked before writing anything."""
+    import shutil
+    from pathlib import Path
+
+    from ahp_adapters import trust
+
+    if (
+        dialect == "copilot"
+        and args.project
+        and not (args.trust or args.config)
+        and not trust.copilot_trusts(Path(args.project))
+    ):
+        return (
+            f"Copilot skips .github/hooks in a folder it does not trust, and "
+            f"{Path(args.project).resolve()} is not in trustedFolders of "
+            f"{trust.copilot_config_path()}: re-run with --trust to add it, trust it in "
+            "Copilot, or install in user scope (without --project)"
+        )
+    if dialect == "codex" and not (args.no_trust or args.harness_bin or shutil.which("codex")):
+        return (
+            "Codex runs a hook only once it is trusted, and trusting ours takes the codex "
+            "binary (not on PATH): pass --harness-bin PATH, or --no-trust and trust the "
+            "hooks yourself in Codex's /hooks"
+        )
+    return None
+
+
+def _trust(dialect: str, args: argparse.Namespace, hooks_file: Path) -> int:
+    import shutil
+    from pathlib import Path
+
+    from ahp_adapters import trust
+
+    try:
+        if dialect == "copilot" and args.project and args.trust:
+            written = trust.trust_copilot_folder(Path(args.project))
+            print(f"trusted {Path(args.project).resolve()} in {written}", file=sys.stderr)
+        if dialect == "codex":
+            if args.no_trust:
+                print(
+                    "note: NOT ENFORCED yet: Codex skips these hooks until you trust them in "
+                    "/hooks",
+                    file=sys.stderr,
+                )
+                return 0
+            project = Path(args.project).resolve() if args.project else None
+            keys = trust.trust_codex(
+                hooks_file,
+                project or Path.cwd(),
+                args.harness_bin or shutil.which("codex") or "codex",
+                project=project,
+                trust_project=args.trust,
+            )
+            print(f"trusted {len(keys)} hook entries in Codex's config", file=sys.stderr)
+    except trust.TrustError as exc:
+        print(f"ahp-adapter install: error: hooks written but NOT ENFORCED: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -163,6 +163,8 @@ def config_path(dialect: str, project: str | None) -> Path:
         return Path(project).resolve() / folder / FILES[dialect]
     if dialect == "codex" and os.environ.get("CODEX_HOME"):
         return Path(os.environ["CODEX_HOME"]) / FILES[dialect]
+    if dialect == "copilot" and os.environ.get("COPILOT_HOME"):
+        return Path(os.environ["COPILOT_HOME"]) / "hooks" / FILES[dialect]
     return Path.home() / DIRS[dialect] / FILES[dialect]
 
 
@@ -379,9 +381,6 @@ def plan_install(
         entries.append(_entry(dialect, event, shlex.join(argv), timeout, fail_closed))
         plan.added += 1
     if dialect == "codex":
-        plan.notes.append(
-            "Codex runs new or changed hooks only after you review and trust them in /hooks"
-        )
         unknown = [k for k in doc if k not in ("hooks", "description")]
         if unknown:
             plan.notes.append(

@@ -166,7 +166,7 @@ def _anthropic_out(
 
 def _responses_in(body: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     tools = {t.get("name") or t.get("type"): t.get("parameters") for t in body.get("tools") or []}
-    items = body.get("input") if isinstance(body.get("input"), list) else []
+    items = body["input"] if isinstance(body.get("input"), list) else []
     results = [
         _text(i.get("output"))
         for i in items
@@ -238,7 +238,7 @@ def _responses_out(
 
 def _chat_in(body: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     tools = {
-        (t.get("function") or {}).get("name"): (t.get("function") or {}).get("parameters")
+        str((t.get("function") or {}).get("name")): (t.get("function") or {}).get("parameters")
         for t in body.get("tools") or []
     }
     results = [
@@ -295,7 +295,7 @@ def _gemini_in(body: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         for d in t.get("functionDeclarations") or []:
             tools[d.get("name")] = d.get("parametersJsonSchema") or d.get("parameters")
     results = [
-        _text((part["functionResponse"].get("response")))
+        _text(part["functionResponse"].get("response"))
         for c in body.get("contents") or []
         for part in c.get("parts") or []
         if isinstance(part, dict) and "functionResponse" in part
@@ -355,7 +355,7 @@ class _Handler(BaseHTTPRequestHandler):
     server: FakeModel
     protocol_version = "HTTP/1.0"  # every answer ends with its connection: SSE needs no framing
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's name
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
     def _json(self, status: int, doc: Any) -> None:
@@ -366,7 +366,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:
         if self.path.rstrip("/").endswith("/models"):
             self._json(
                 200, {"object": "list", "data": [{"id": "fake", "object": "model"}], "models": []}
@@ -374,7 +374,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._json(404, {"error": {"message": f"no route {self.path}"}})
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+    def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         try:
             body = json.loads(self.rfile.read(length) or b"{}")

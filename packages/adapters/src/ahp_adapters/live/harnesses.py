@@ -100,6 +100,8 @@ class Codex(Harness):
     name = "codex"
     binary = "codex"
     api = "responses"
+    # User scope ($CODEX_HOME/hooks.json); install trusts our entries through this binary.
+    install_args = ("--harness-bin", "{binary}")
 
     def env(self, scratch: Scratch, model_url: str) -> dict[str, str]:
         home = scratch.home / ".codex"
@@ -163,6 +165,8 @@ class Copilot(Harness):
     name = "copilot"
     binary = "copilot"
     api = "chat"
+    # Copilot loads a project's .github/hooks only in a trusted folder: the one step.
+    install_args = ("--project", "{workspace}", "--trust")
 
     def env(self, scratch: Scratch, model_url: str) -> dict[str, str]:
         return {

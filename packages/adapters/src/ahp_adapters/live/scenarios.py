@@ -6,14 +6,16 @@ the hooks with the real installer (as a user would), points the harness at a
 the harness once, and judges what happened by files on disk and by what the model
 was told. Shared by the live test tier (``tests/live``) and ``ahp-adapter verify``.
 
-| scenario | registration | the model asks for | holds when |
-|---|---|---|---|
-| ``deny`` | deny-list, fail-closed | ``rm -r victim``, then ``echo`` | ``victim`` survives, the model saw the reason, the harness went on |
-| ``harmless`` | deny-list, fail-closed | ``echo ran > marker`` | ``marker`` was written |
-| ``own-permissions`` | deny-list (no effect) | ``echo ran > marker``, the harness's own rules refusing shell | ``marker`` was not written |
-| ``fail-closed-missing`` | a backend command that does not exist, fail-closed | ``echo`` | nothing ran |
-| ``fail-closed-crash`` | a backend that exits at once, fail-closed | ``echo`` | nothing ran |
-| ``fail-open`` | a backend command that does not exist, fail-open | ``echo`` | it ran |
+The scenarios (the registration; what the model asks for; when it holds):
+
+- ``deny``: deny-list, fail-closed; ``rm -r victim``, then ``echo``; ``victim``
+  survives, the model saw the reason, and the harness went on.
+- ``harmless``: deny-list, fail-closed; ``echo ran > marker``; ``marker`` was written.
+- ``own-permissions``: deny-list (no effect for ``echo``), the harness's own rules
+  refusing shell; ``echo ran > marker``; ``marker`` was not written.
+- ``fail-closed-missing``: a backend command that does not exist, fail-closed; nothing ran.
+- ``fail-closed-crash``: a backend that exits at once, fail-closed; nothing ran.
+- ``fail-open``: a backend command that does not exist, fail-open; the call ran.
 """
 
 from __future__ import annotations
@@ -181,7 +183,10 @@ def run(harness: Harness, binary: str, scenario: Scenario, root: Path) -> Outcom
     try:
         with FakeModel(scenario.commands) as model:
             env.update(harness.env(scratch, model.url))
-            args = [a.format(workspace=scratch.workspace) for a in harness.install_args]
+            adapter_env.update(env)
+            args = [
+                a.format(workspace=scratch.workspace, binary=binary) for a in harness.install_args
+            ]
             done = _adapter(
                 "install",
                 harness.name,
@@ -205,7 +210,8 @@ def run(harness: Harness, binary: str, scenario: Scenario, root: Path) -> Outcom
                 return Outcome(
                     scenario.name,
                     True,
-                    f"not applicable: {harness.name} has no mode in which its own permissions refuse a shell call",
+                    f"not applicable: {harness.name} has no mode in which its own "
+                    "permissions refuse a shell call",
                     0.0,
                     skipped=True,
                 )
