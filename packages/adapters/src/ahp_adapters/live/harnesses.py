@@ -157,8 +157,16 @@ class Gemini(Harness):
     def argv(
         self, binary: str, scratch: Scratch, *, own_permissions_refuse: bool = False
     ) -> list[str] | None:
-        # Headless without --yolo, a shell call needs a confirmation nobody can give.
-        return [binary, "-p", PROMPT] + ([] if own_permissions_refuse else ["--yolo"])
+        if own_permissions_refuse:
+            # Without --yolo, headless Gemini does not even offer its shell tool; a deny
+            # rule of its own policy engine refuses the call the model makes.
+            policies = scratch.home / ".gemini" / "policies"
+            policies.mkdir(parents=True, exist_ok=True)
+            (policies / "ahp-live.toml").write_text(
+                '[[rule]]\ntoolName = "run_shell_command"\ncommandPrefix = "echo"\n'
+                'decision = "deny"\npriority = 900\n'
+            )
+        return [binary, "-p", PROMPT, "--yolo"]
 
 
 class Copilot(Harness):
