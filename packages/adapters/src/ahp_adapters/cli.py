@@ -1,4 +1,4 @@
-"""The ``ahp-adapter`` command: ``hook``, ``daemon``, ``install``, ``uninstall``.
+"""The ``ahp-adapter`` command: ``hook``, ``daemon``, ``install``, ``uninstall``, ``doctor``.
 
 Owns argument parsing and exit codes. Each subcommand imports only what it
 needs: ``hook`` runs once per tool call, so it goes straight to the thin hook
@@ -189,6 +189,25 @@ def _parser() -> argparse.ArgumentParser:
         cmd.add_argument(
             "--print", action="store_true", help="show the resulting file; write nothing"
         )
+
+    doctor = sub.add_parser(
+        "doctor",
+        help="check, as the harness would run them, that the installed hooks enforce a deny",
+        description="Check the hook file, the registration, the harness's trust, the commands "
+        "and a probe call of the installed hook; exit 0 only when a deny would hold.",
+    )
+    doctor.add_argument("dialect", metavar="HARNESS", help=DIALECT_HELP)
+    doctor.add_argument("--project", metavar="DIR", help="project scope (default: user scope)")
+    doctor.add_argument("--config", metavar="FILE", help="this config file instead")
+    doctor.add_argument(
+        "--harness-bin", metavar="PATH", help="codex: the codex binary to ask (default: on PATH)"
+    )
+    doctor.add_argument(
+        "--hook-path",
+        metavar="PATHSTR",
+        help="the PATH the harness gives its hooks (default: this shell's PATH)",
+    )
+    doctor.add_argument("--json", action="store_true", help="one JSON object on stdout")
     return parser
 
 
@@ -390,6 +409,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _daemon(args)
     if args.command == "serve":
         return _serve(args)
+    if args.command == "doctor":
+        from ahp_adapters import doctor
+
+        return doctor.main(args)
     return _install(args)
 
 

@@ -106,6 +106,30 @@ def _codex_hooks(server: _AppServer, cwd: Path) -> list[dict[str, Any]]:
     return [hook for entry in result.get("data", []) for hook in entry.get("hooks", [])]
 
 
+def codex_hook_status(hooks_file: Path, cwd: Path, codex: str) -> dict[str, str]:
+    """What Codex itself reports, run in ``cwd``, for our entries of ``hooks_file``.
+
+    Each listed entry's key (``<file>:<event>:<group>:<handler>``) and its ``trustStatus``
+    (``"trusted"`` is the one Codex runs), or ``"disabled"`` for one Codex lists as not
+    enabled. Empty when Codex lists none of them: a project's hooks are not listed at all
+    while the project is untrusted. Read through ``codex app-server``'s ``hooks/list``;
+    writes nothing. Raises :class:`TrustError` when the app-server cannot be run or asked.
+    """
+    from ahp_adapters.install import is_ours
+
+    server = _AppServer(codex, dict(os.environ))
+    try:
+        hooks = _codex_hooks(server, cwd)
+    finally:
+        server.close()
+    wanted = hooks_file.resolve()
+    return {
+        str(h.get("key")): "disabled" if h.get("enabled") is False else str(h.get("trustStatus"))
+        for h in hooks
+        if Path(str(h.get("sourcePath", ""))).resolve() == wanted and is_ours(h.get("command"))
+    }
+
+
 def trust_codex(
     hooks_file: Path, cwd: Path, codex: str, *, project: Path | None, trust_project: bool
 ) -> list[str]:
