@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -166,8 +167,14 @@ def _adapter(*args: str, env: dict[str, str], cwd: Path) -> subprocess.Completed
     )
 
 
-def run(harness: Harness, binary: str, scenario: Scenario, root: Path) -> Outcome:
-    """One scenario against one harness binary, in a fresh folder under ``root``."""
+def run(
+    harness: Harness, binary: str, scenario: Scenario, root: Path, *, record: Path | None = None
+) -> Outcome:
+    """One scenario against one harness binary, in a fresh folder under ``root``.
+
+    With ``record``, the installed hook command is :mod:`ahp_adapters.live.tee` in front
+    of the adapter, which saves every native payload the harness sends into that folder.
+    """
     started = time.monotonic()
     scratch = Scratch(home=root / "home", workspace=root / "ws")
     scratch.home.mkdir(parents=True)
@@ -187,6 +194,11 @@ def run(harness: Harness, binary: str, scenario: Scenario, root: Path) -> Outcom
             args = [
                 a.format(workspace=scratch.workspace, binary=binary) for a in harness.install_args
             ]
+            if record is not None:
+                from ahp_adapters.install import default_command
+
+                tee = [sys.executable, "-P", "-m", "ahp_adapters.live.tee", str(record), "--"]
+                args += ["--command", shlex.join([*tee, *default_command()])]
             done = _adapter(
                 "install",
                 harness.name,

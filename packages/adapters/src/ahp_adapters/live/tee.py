@@ -1,0 +1,41 @@
+"""``python -m ahp_adapters.live.tee DIR -- ADAPTER hook ...``: record what a harness sends.
+
+Installed as the hook command (``ahp-adapter install --command``) by the live tier: it
+saves each native payload the harness writes to the hook's stdin as
+``DIR/<n>.<event>.json`` (``{"event", "argv", "payload"}``), then runs the real adapter
+with the same bytes and hands back its stdout, stderr and exit status untouched, so the
+harness sees exactly the adapter's answer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 3 or argv[1] != "--":
+        print("usage: python -m ahp_adapters.live.tee DIR -- COMMAND ARGS...", file=sys.stderr)
+        return 2
+    folder, command = Path(argv[0]), argv[2:]
+    data = sys.stdin.buffer.read()
+    event = command[command.index("--event") + 1] if "--event" in command[:-1] else "unknown"
+    try:
+        payload: object = json.loads(data)
+    except ValueError:
+        payload = data.decode(errors="replace")
+    folder.mkdir(parents=True, exist_ok=True)
+    name = f"{time.time_ns()}-{os.getpid()}.{event}.json"
+    (folder / name).write_text(json.dumps({"event": event, "argv": command, "payload": payload}))
+    done = subprocess.run(command, input=data, capture_output=True, check=False)
+    sys.stdout.buffer.write(done.stdout)
+    sys.stderr.buffer.write(done.stderr)
+    return done.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
