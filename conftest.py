@@ -11,6 +11,13 @@ from hypothesis import settings
 
 from kit_testing import fixtures_root, schema_errors
 
+# The live tier's pinned harness binaries (tests/live/binaries.py): session fixtures any
+# ``live``-marked test may ask for; each installs once per machine and skips with the
+# reason where node/npm (or a Python for Kimi) is missing.
+from tests.live.binaries import kimi_bin, npm_bin
+
+__all__ = ["kimi_bin", "npm_bin"]
+
 # Property tests judge behaviour, not speed (speed targets live in bench/, with --check):
 # no per-example deadline, which a loaded machine (a parallel run, CI) turns into false
 # failures such as a hypothesis DeadlineExceeded of 528 ms against the default 200 ms.

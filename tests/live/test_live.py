@@ -14,13 +14,13 @@ import json
 from pathlib import Path
 
 import pytest
-
 from ahp_adapters import dialects
 from ahp_adapters.events import build_event
-from ahp_protocol.wire.events import parse_event
-from kit_testing import schema_errors
 from ahp_adapters.live.harnesses import HARNESSES
 from ahp_adapters.live.scenarios import SCENARIOS, run
+from ahp_protocol.wire.events import parse_event
+
+from kit_testing import schema_errors
 
 # Deselected from the default run (``-m "not live"`` in pyproject); ``.ci/run`` runs this
 # tier after the main suite. The first test on a machine installs the harnesses.

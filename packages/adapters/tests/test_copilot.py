@@ -332,6 +332,7 @@ def test_install_into_a_project_then_uninstall_leaves_no_trace(kit: Any) -> None
             str(registration),
             "--project",
             str(project),
+            "--trust",  # Copilot loads a project's hooks only in a trusted folder
         )
         assert done.returncode == 0, done.stderr
         printed = notes(done.stderr)
@@ -367,7 +368,9 @@ def test_uninstall_keeps_a_project_github_folder_and_other_hook_files(kit: Any) 
     before = tree(project)
     registration = kit.registration(kit.denylist_stdio("persistent"))
     done = run(
-        kit, "install", "copilot", "--registration", str(registration), "--project", str(project)
+        kit,
+        *("install", "copilot", "--registration", str(registration), "--project", str(project)),
+        "--trust",
     )
     assert done.returncode == 0, done.stderr
     assert (hooks / "team.json").read_text() == '{"version": 1, "hooks": {}}'

@@ -7,7 +7,7 @@ path) unless a test breaks it: no hooks, a bare backend name off the hook PATH, 
 backend that exits at start, a missing registration. HOME, CODEX_HOME and
 COPILOT_HOME point into the test's tmp folder; the ``kit`` fixture's private runtime
 folder holds the daemons the probes start, and stops them at teardown. The Codex
-trust checks need the codex binary the live tier installs, and skip without it.
+trust checks drive the real codex binary the live tier installs (``live`` marker).
 """
 
 from __future__ import annotations
@@ -25,10 +25,13 @@ from ahp_adapters.events import build_event
 
 BIN = Path(sys.executable).parent
 BACKEND = BIN / "ahp-backend"
-CODEX = Path.home() / ".cache" / "ahp-live" / "npm" / "node_modules" / ".bin" / "codex"
-needs_codex = pytest.mark.skipif(
-    not CODEX.exists(), reason=f"the codex binary is not installed at {CODEX} (live tier)"
-)
+
+
+@pytest.fixture
+def codex(npm_bin: Path) -> Path:
+    return npm_bin / "codex"
+
+
 RULES = """\
 [[rules]]
 reason = "Force pushes rewrite shared history."
@@ -302,26 +305,26 @@ def test_copilot_project_not_trusted_fails(kit: Any, env: dict[str, str]) -> Non
     assert lines(done)["hooks trusted"].startswith("FAIL hooks trusted: Copilot skips")
 
 
-@needs_codex
-def test_codex_untrusted_then_trusted(kit: Any, env: dict[str, str]) -> None:
+@pytest.mark.live
+def test_codex_untrusted_then_trusted(kit: Any, env: dict[str, str], codex: Path) -> None:
     reg = registration(kit)
     install(kit, env, "codex", reg, "--no-trust")
-    doctor_args = ["doctor", "codex", "--harness-bin", str(CODEX)]
+    doctor_args = ["doctor", "codex", "--harness-bin", str(codex)]
     done = adapter(env, kit.tmp, *doctor_args)
     assert done.returncode == 1, done.stdout
     found = lines(done)
     assert found["hooks trusted"].startswith("FAIL hooks trusted: Codex skips these hooks")
     assert ":pre_tool_use:0:0 (untrusted)" in found["hooks trusted"]
     assert found["probe"].startswith("ok ")  # the hook works; Codex would not run it
-    install(kit, env, "codex", reg, "--harness-bin", str(CODEX))
+    install(kit, env, "codex", reg, "--harness-bin", str(codex))
     done = adapter(env, kit.tmp, *doctor_args)
     assert done.returncode == 0, done.stdout
     assert "ok hooks trusted: Codex lists 3 entries of ours, all trusted" in done.stdout
 
 
-@needs_codex
+@pytest.mark.live
 def test_codex_hook_status_of_an_untrusted_project_is_empty(
-    kit: Any, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+    kit: Any, env: dict[str, str], monkeypatch: pytest.MonkeyPatch, codex: Path
 ) -> None:
     from ahp_adapters import trust
 
@@ -331,9 +334,9 @@ def test_codex_hook_status_of_an_untrusted_project_is_empty(
     for name in ("HOME", "CODEX_HOME", "COPILOT_HOME"):
         monkeypatch.setenv(name, env[name])
     hooks_file = project / ".codex" / "hooks.json"
-    assert trust.codex_hook_status(hooks_file, project, str(CODEX)) == {}
+    assert trust.codex_hook_status(hooks_file, project, str(codex)) == {}
     done = adapter(
-        env, kit.tmp, "doctor", "codex", *project_scope(kit), "--harness-bin", str(CODEX)
+        env, kit.tmp, "doctor", "codex", *project_scope(kit), "--harness-bin", str(codex)
     )
     assert done.returncode == 1
     assert "it reads a project's .codex/ only when the project is trusted" in done.stdout

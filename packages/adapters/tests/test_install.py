@@ -106,9 +106,13 @@ def test_install_merges_and_uninstall_restores(kit: Any, dialect: str) -> None:
     path.write_text(json.dumps(EXISTING[dialect], indent=4))
     registration = kit.registration(kit.denylist_stdio("persistent"))
 
+    # The merge alone: the harnesses' trust steps are test_install_trust.py's.
+    trust = {"codex": ["--no-trust"], "copilot": ["--trust"]}.get(dialect, [])
     for _ in range(2):  # installing twice replaces ours, never duplicates
         done = run(
-            kit, "install", dialect, "--registration", str(registration), "--project", str(project)
+            kit,
+            *("install", dialect, "--registration", str(registration), "--project", str(project)),
+            *trust,
         )
         assert done.returncode == 0, done.stderr
     doc = json.loads(path.read_text())
@@ -180,10 +184,12 @@ def test_codex_notes(kit: Any) -> None:
     config = kit.tmp / "hooks.json"
     config.write_text(json.dumps({"$schema": "x", "hooks": {}}))
     done = run(
-        kit, "install", "codex", "--registration", str(registration), "--config", str(config)
+        kit,
+        *("install", "codex", "--registration", str(registration), "--config", str(config)),
+        "--no-trust",
     )
     assert done.returncode == 0
-    assert "/hooks" in done.stderr and "$schema" in done.stderr
+    assert "NOT ENFORCED" in done.stderr and "/hooks" in done.stderr and "$schema" in done.stderr
 
 
 def test_invalid_config_is_left_untouched(kit: Any) -> None:

@@ -229,7 +229,8 @@ def trust_copilot_folder(folder: Path) -> Path:
     trusted = doc.get("trustedFolders")
     if not isinstance(trusted, list):
         trusted = []
-    trusted.append(str(folder.resolve()))
+    if str(folder.resolve()) not in trusted:
+        trusted.append(str(folder.resolve()))
     doc["trustedFolders"] = trusted
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".ahp-tmp")

@@ -1,4 +1,5 @@
-"""The live tier's harness binaries: pinned, installed once per machine, outside the repo.
+"""The live tier's harness binaries (fixtures ``npm_bin`` and ``kimi_bin``, shared with
+the root ``conftest.py``): pinned, installed once per machine, outside the repo.
 
 ``package.json`` + ``package-lock.json`` pin the npm harnesses; ``npm ci`` installs them
 into ``<cache>/npm-<lock digest>`` (``<cache>`` is ``$AHP_LIVE_CACHE``, else
@@ -85,25 +86,36 @@ def npm_bin() -> Path:
     return folder / "node_modules" / ".bin"
 
 
+def _is_wanted(python: str) -> bool:
+    """Runs, and is the version Kimi needs (a pyenv shim of a version not selected fails)."""
+    try:
+        done = subprocess.run(
+            [python, "-c", "import sys; print(*sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0 and done.stdout.split() == [str(n) for n in KIMI_PYTHON]
+
+
 def _kimi_python() -> str | None:
-    want = f"python{KIMI_PYTHON[0]}.{KIMI_PYTHON[1]}"
-    found = shutil.which(want)
-    if found:
-        return found
-    pyenv_root = os.environ.get("PYENV_ROOT") or str(Path.home() / ".pyenv")
-    for version in sorted(
-        Path(pyenv_root, "versions").glob(f"{KIMI_PYTHON[0]}.{KIMI_PYTHON[1]}.*")
-    ):
-        candidate = version / "bin" / want
-        if candidate.exists():
-            return str(candidate)
-    done = subprocess.run(
-        ["uv", "python", "find", f"{KIMI_PYTHON[0]}.{KIMI_PYTHON[1]}"],
-        capture_output=True,
-        text=True,
-        check=False,
+    """A Python for Kimi: ``uv python find``, ``python3.13`` on PATH, or pyenv's."""
+    major, minor = KIMI_PYTHON
+    candidates = []
+    found = subprocess.run(
+        ["uv", "python", "find", f"{major}.{minor}"], capture_output=True, text=True, check=False
     )
-    return done.stdout.strip() or None if done.returncode == 0 else None
+    if found.returncode == 0 and found.stdout.strip():
+        candidates.append(found.stdout.strip())
+    if shutil.which(f"python{major}.{minor}"):
+        candidates.append(str(shutil.which(f"python{major}.{minor}")))
+    pyenv_root = os.environ.get("PYENV_ROOT") or str(Path.home() / ".pyenv")
+    for version in sorted(Path(pyenv_root, "versions").glob(f"{major}.{minor}.*")):
+        candidates.append(str(version / "bin" / f"python{major}.{minor}"))
+    return next((c for c in candidates if _is_wanted(c)), None)
 
 
 @pytest.fixture(scope="session")
