@@ -1,4 +1,5 @@
-"""The ``ahp-adapter`` command: ``hook``, ``daemon``, ``install``, ``uninstall``, ``doctor``.
+"""The ``ahp-adapter`` command: ``hook``, ``daemon``, ``install``, ``uninstall``, ``doctor``,
+``verify``.
 
 Owns argument parsing and exit codes. Each subcommand imports only what it
 needs: ``hook`` runs once per tool call, so it goes straight to the thin hook
@@ -208,6 +209,10 @@ def _parser() -> argparse.ArgumentParser:
         help="the PATH the harness gives its hooks (default: this shell's PATH)",
     )
     doctor.add_argument("--json", action="store_true", help="one JSON object on stdout")
+
+    from ahp_adapters.live import verify
+
+    verify.add_parser(sub)
     return parser
 
 
@@ -413,6 +418,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ahp_adapters import doctor
 
         return doctor.main(args)
+    if args.command == "verify":
+        from ahp_adapters.live import verify
+
+        return verify.main(args)
     return _install(args)
 
 
