@@ -43,6 +43,7 @@ HARNESS = {
     "cursor": "cursor",
     "kimi": "kimi-cli",
     "copilot": "copilot-cli",
+    "qwen-code": "qwen-code",
 }
 REASON = "Force pushes rewrite shared history."
 
@@ -62,7 +63,8 @@ def test_every_dialect_has_the_five_pre_tool_cases() -> None:
     for dialect in dialects.DIALECTS:
         names = {case for d, case in CASES if d == dialect}
         for kind in ("shell", "file_write", "file_edit", "mcp", "unknown"):
-            assert any(name.endswith(f".{kind}") for name in names), (dialect, kind)
+            # <hook>.<kind>[.<origin>]: a recorded case carries its origin (live-0.15.10)
+            assert any(name.split(".")[1:2] == [kind] for name in names), (dialect, kind)
 
 
 @pytest.mark.parametrize(("dialect", "case"), CASES)
@@ -98,7 +100,10 @@ def test_fixture_builds_the_expected_valid_event(
     if event["type"] == "tool.after":
         parts = event["items"][0]["parts"]
         assert event["items"][0]["role"] == "tool" and parts[0]["kind"] == "text"
-        assert "README.md" in parts[0]["text"]
+        if "outputText" in fixture:  # a recorded payload: its output, exactly, as text
+            assert parts[0]["text"] == fixture["outputText"]
+        else:
+            assert "README.md" in parts[0]["text"]
 
 
 @pytest.mark.parametrize(("dialect", "case"), CASES)
@@ -153,6 +158,7 @@ def test_every_kind_table_maps_only_into_the_wire_vocabulary() -> None:
         "CURSOR_KINDS",
         "KIMI_KINDS",
         "COPILOT_KINDS",
+        "QWEN_KINDS",
     }
     for table_name, table in tables.items():
         unknown = {name: kind for name, kind in table.items() if kind not in TOOL_KINDS}
@@ -209,6 +215,13 @@ DENY_OUTPUT = {
     },
     ("copilot", "preToolUse"): {"permissionDecision": "deny", "permissionDecisionReason": REASON},
     ("copilot", "PreToolUse"): {"permissionDecision": "deny", "permissionDecisionReason": REASON},
+    ("qwen-code", "PreToolUse"): {
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "deny",
+            "permissionDecisionReason": REASON,
+        }
+    },
 }
 UNTOLD_EVENT_DENY_AS_JSON = {"copilot"}
 """Dialects whose deny for an untold event is their JSON form: Copilot skips a non-zero exit."""
@@ -366,6 +379,8 @@ MALFORMED: list[tuple[str, str, dict[str, Any]]] = [
     ("cursor", "before_mcp_execution", {"tool_input": "{broken"}),
     ("kimi", "pre_tool_use.shell", {"tool_input": "rm -rf /"}),
     ("kimi", "session_end", {"session_id": None}),
+    ("qwen-code", "pre_tool_use.shell.live-0.15.10", {"tool_input": "not json"}),
+    ("qwen-code", "pre_tool_use.shell.live-0.15.10", {"tool_use_id": None}),
 ]
 
 
@@ -390,6 +405,7 @@ def test_unknown_dialect() -> None:
     assert dialects.get("kimi-code").name == "kimi"
     assert dialects.get("claude").name == "claude-code"
     assert dialects.get("gemini-cli").name == "gemini"
+    assert dialects.get("qwen").name == dialects.get("qwen-cli").name == "qwen-code"
 
 
 # -- helpers ---------------------------------------------------------------------------

@@ -66,6 +66,10 @@ EVENTS: dict[str, tuple[str, ...]] = {
     "cursor": ("preToolUse", "postToolUse", "sessionStart", "sessionEnd"),
     "kimi": ("PreToolUse", "PostToolUse", "SessionStart", "SessionEnd"),
     "copilot": ("preToolUse", "postToolUse", "sessionStart", "sessionEnd"),
+    # Qwen Code fires SessionStart/SessionEnd only in interactive and ACP sessions, not in
+    # headless `qwen -p` runs (live, 0.15.10); wired anyway, as for Claude, so the sessions
+    # that have them deliver session.start (with the manifest) and session.end.
+    "qwen-code": ("PreToolUse", "PostToolUse", "SessionStart", "SessionEnd"),
 }
 """The native events we wire per dialect. Copilot's keys are camelCase on purpose: that is
 Copilot CLI's own payload format (documented first, and the one our fixtures pin), while a
@@ -82,6 +86,7 @@ DIRS = {
     "cursor": ".cursor",
     "kimi": ".kimi",
     "copilot": ".copilot/hooks",
+    "qwen-code": ".qwen",
 }
 PROJECT_DIRS = {"copilot": ".github/hooks"}
 """Where a project's hooks live when that differs from the user scope's folder."""
@@ -94,6 +99,7 @@ FILES = {
     "cursor": "hooks.json",
     "kimi": "config.toml",
     "copilot": "ahp-adapter.json",
+    "qwen-code": "settings.json",  # timeouts in milliseconds: QwenCode.native_timeout_unit
 }
 OWN_FILE = {"copilot"}
 """Dialects whose hooks we keep in a file of our own (removed by ``uninstall`` when emptied)."""

@@ -17,6 +17,7 @@ DIALECTS: dict[str, tuple[str, str]] = {
     "cursor": ("ahp_adapters.dialects.cursor", "Cursor"),
     "kimi": ("ahp_adapters.dialects.kimi", "Kimi"),
     "copilot": ("ahp_adapters.dialects.copilot", "Copilot"),
+    "qwen-code": ("ahp_adapters.dialects.qwen", "QwenCode"),
 }
 """Dialects ``ahp-adapter hook`` and ``install`` accept (VS Code is detected by ``claude-code``)."""
 
@@ -29,6 +30,8 @@ ALIASES = {
     "copilot-cli": "copilot",
     "github-copilot": "copilot",
     "github-copilot-cli": "copilot",
+    "qwen": "qwen-code",
+    "qwen-cli": "qwen-code",
 }
 
 
