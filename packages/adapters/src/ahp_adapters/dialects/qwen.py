@@ -18,8 +18,10 @@ No effect: exit 0, empty stdout and stderr. No ``modify``: Qwen 0.15.10 reads
 
 Verified live (``qwen -p``, 0.15.10): the settings file and its ``hooks`` layout, the
 millisecond timeout, the PreToolUse and PostToolUse payloads (the ``qwen-code``
-fixtures marked ``live``), that the same ``tool_use_id`` reaches both, and that
-SessionStart/SessionEnd do **not** fire in headless ``-p`` runs. Read from the 0.15.10
+fixtures marked ``live``), that the same ``tool_use_id`` reaches both, that
+SessionStart/SessionEnd do **not** fire in headless ``-p`` runs, and (``ahp-adapter
+verify qwen-code``, hooks written by ``install``) that the JSON deny holds, the model
+sees its reason, and the generic fail-closed block holds too. Read from the 0.15.10
 bundle (``cli.js``: ``hooks/hookRunner.ts``, ``hooks/types.ts``,
 ``core/toolHookTriggers.ts``, ``tools/mcp-tool.ts``) and not yet seen live: the exit
 code and failure semantics, ``ask``, the MCP tool naming, and that the interactive
