@@ -49,6 +49,7 @@ def test_scenario(name: str, scenario: str, request: pytest.FixtureRequest, tmp_
     )
     if record is not None:
         _decodes(name, record, SCENARIOS[scenario].commands)
+        _version_seen(name, record, harness.version(binary))
 
 
 SCHEMAS = {
@@ -81,3 +82,17 @@ def _decodes(name: str, record: Path, commands: tuple[str, ...]) -> None:
             assert any(c in str(command) for c in commands), f"{file.name}: {tool['input']}"
     assert "tool.before" in seen, f"{name}: no pre-tool payload among {seen}"
     assert "ignore" not in seen, f"{name}: payloads the dialect does not read: {seen['ignore']}"
+
+
+EXPORTS_VERSION = {"claude-code", "codex", "copilot"}
+"""Harnesses whose hooks can tell their version (the others export none: ``unknown``)."""
+
+
+def _version_seen(name: str, record: Path, version: str) -> None:
+    """``harness.version`` from what the harness exports to its hooks, where it does."""
+    codec = dialects.get(name)
+    found = {
+        codec.version_from_env(json.loads(f.read_text())["env"]) for f in record.glob("*.json")
+    }
+    expected = version if name in EXPORTS_VERSION else None
+    assert found == {expected}, f"{name} {version}: harness.version would be {found}"

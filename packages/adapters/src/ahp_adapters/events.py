@@ -57,11 +57,16 @@ def source_uri(dialect: str) -> str:
     return f"urn:uuid:{uuid.uuid5(SOURCE_NAMESPACE, name)}"
 
 
-def harness_version(parsed: Parsed, override: str | None = None) -> str:
+def harness_version(
+    parsed: Parsed, override: str | None = None, dialect: Dialect | None = None
+) -> str:
+    """The payload's version, else ``--harness-version``, else ``$AHP_ADAPTER_HARNESS_VERSION``,
+    else what the harness exports to its hooks (read where the event is built: in the
+    adapter's daemon, the environment of the hook that started it), else ``unknown``."""
     for value in (parsed.harness_version, override, os.environ.get(HARNESS_VERSION_ENV)):
         if value:
             return value
-    return "unknown"
+    return (dialect.version_from_env(os.environ) if dialect else None) or "unknown"
 
 
 def build_event(
@@ -81,7 +86,10 @@ def build_event(
         "source": source or source_uri(dialect.name),
         "type": parsed.kind,
         "time": now_rfc3339(),
-        "harness": {"name": dialect.harness_name, "version": harness_version(parsed, version)},
+        "harness": {
+            "name": dialect.harness_name,
+            "version": harness_version(parsed, version, dialect),
+        },
     }
     event.update(parsed.fields)
     if parsed.kind == "session.start":

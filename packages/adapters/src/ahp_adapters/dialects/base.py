@@ -263,10 +263,25 @@ class Dialect(ABC):
     read Claude's) advertises a rewrite only if it sets this itself, since what a
     harness enforces is that harness's fact, not its payload format's."""
 
+    version_env: ClassVar[tuple[str, str] | None] = None
+    """``(VARIABLE, REGEX)``: the environment variable the harness exports to its hooks that
+    tells its version, and a regex whose groups, joined by ``.``, are the version (found
+    live, ``tests/live``). Never inherited, like ``input_rewrite``: a harness that runs
+    inside another (Codex in a Claude Code shell) inherits the outer one's variables."""
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if "input_rewrite" not in cls.__dict__:
-            cls.input_rewrite = None
+        for name in ("input_rewrite", "version_env"):
+            if name not in cls.__dict__:
+                setattr(cls, name, None)
+
+    def version_from_env(self, environ: Mapping[str, str]) -> str | None:
+        """``harness.version`` from what the harness exports to its hooks, or ``None``."""
+        if self.version_env is None:
+            return None
+        variable, pattern = self.version_env
+        found = re.fullmatch(pattern, environ.get(variable, ""))
+        return ".".join(found.groups()) if found else None
 
     def resolve(self, payload: Mapping[str, Any]) -> Dialect:
         """The dialect that really sent ``payload`` (a harness may load another's hook file)."""

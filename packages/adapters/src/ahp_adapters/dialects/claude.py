@@ -118,6 +118,11 @@ class ClaudeCode(Dialect):
     )
     kinds: ClassVar[Mapping[str, str]] = CLAUDE_KINDS
     documented_timeout_s: ClassVar[float] = 600.0
+    version_env: ClassVar[tuple[str, str] | None] = (
+        "AI_AGENT",
+        r"claude-code_(\d+)-(\d+)-(\d+)(?:_.*)?",
+    )
+    """Claude Code 2.1 exports ``AI_AGENT=claude-code_2-1-332_harness`` to its hooks."""
     input_rewrite: ClassVar[Mapping[str, bool] | None] = {"replace": False, "merge": True}
     """``updatedInput`` "overrides tool_input fields": the whole effective input is written,
     exact under override semantics and under wholesale replacement alike, except that a

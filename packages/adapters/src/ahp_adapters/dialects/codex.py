@@ -15,6 +15,8 @@ hooks source and generated schemas).
 
 from __future__ import annotations
 
+import json
+import os
 import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -71,6 +73,19 @@ class Codex(ClaudeCode):
 
     def resolve(self, payload: Mapping[str, Any]) -> ClaudeCode:
         return self
+
+    def version_from_env(self, environ: Mapping[str, str]) -> str | None:
+        """Codex exports no version, but an npm-installed Codex exports its package root
+        (``CODEX_MANAGED_PACKAGE_ROOT``), whose ``package.json`` has it."""
+        root = environ.get("CODEX_MANAGED_PACKAGE_ROOT")
+        if not root:
+            return None
+        try:
+            with open(os.path.join(root, "package.json"), encoding="utf-8") as handle:
+                version = json.load(handle).get("version")
+        except (OSError, ValueError, AttributeError):
+            return None
+        return version if isinstance(version, str) and version else None
 
     def _extra(self, payload: Mapping[str, Any], fields: dict[str, Any]) -> None:
         turn = payload.get("turn_id")

@@ -177,6 +177,10 @@ class Copilot(Dialect):
     all_events: ClassVar[frozenset[str]] = frozenset({*PASCAL, *PASCAL.values()})
     stderr_ok: ClassVar[bool] = False
     """Copilot does not document what it does with a hook's stderr: keep it empty."""
+    version_env: ClassVar[tuple[str, str] | None] = (
+        "COPILOT_CLI_BINARY_VERSION",
+        r"(\d+)\.(\d+)\.(\d+)",
+    )
     quirks: ClassVar[Quirks] = QUIRKS
     documented_timeout_s: ClassVar[float] = 30.0
 

@@ -2,8 +2,8 @@
 
 Installed as the hook command (``ahp-adapter install --command``) by the live tier: it
 saves each native payload the harness writes to the hook's stdin as
-``DIR/<n>.<event>.json`` (``{"event", "argv", "payload"}``), then runs the real adapter
-with the same bytes and hands back its stdout, stderr and exit status untouched, so the
+``DIR/<n>.<event>.json`` (``{"event", "argv", "payload", "env"}``), then runs the real
+adapter with the same bytes and hands back its stdout, stderr and exit status untouched, so the
 harness sees exactly the adapter's answer.
 """
 
@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH", re.IGNORECASE)
 
 
 def main(argv: list[str]) -> int:
@@ -30,7 +33,11 @@ def main(argv: list[str]) -> int:
         payload = data.decode(errors="replace")
     folder.mkdir(parents=True, exist_ok=True)
     name = f"{time.time_ns()}-{os.getpid()}.{event}.json"
-    (folder / name).write_text(json.dumps({"event": event, "argv": command, "payload": payload}))
+    # What the harness exports to its hooks (where harness.version comes from), minus
+    # anything that looks like a credential (the run's provider key is a fake, but still).
+    env = {k: v for k, v in os.environ.items() if not SECRET.search(k)}
+    record = {"event": event, "argv": command, "payload": payload, "env": env}
+    (folder / name).write_text(json.dumps(record))
     done = subprocess.run(command, input=data, capture_output=True, check=False)
     sys.stdout.buffer.write(done.stdout)
     sys.stderr.buffer.write(done.stderr)
