@@ -71,6 +71,18 @@ PROBES: dict[str, dict[str, dict[str, Any]]] = {
             "tool_use_id": "toolu_ahp_adapter_doctor",
         }
     },
+    "qwen-code": {
+        "PreToolUse": {
+            "session_id": PROBE_SESSION,
+            "transcript_path": "",
+            "cwd": "{cwd}",
+            "hook_event_name": "PreToolUse",
+            "permission_mode": "default",
+            "tool_name": "run_shell_command",
+            "tool_input": {"command": PROBE_COMMAND},
+            "tool_use_id": "toolu_ahp_adapter_doctor",
+        }
+    },
     "codex": {
         "PreToolUse": {
             "session_id": PROBE_SESSION,
@@ -149,6 +161,8 @@ NOT_CHECKED = {
     "fingerprints them: a changed command is reviewed again); see /hooks in Gemini",
     "cursor": "Cursor has no hook trust step the adapter knows of; not checked: that Cursor "
     "has loaded this file (its hooks view lists what it loaded)",
+    "qwen-code": "not checked: Qwen Code reads a project's hooks only in a folder it "
+    "trusts, and none in --bare mode",
     "kimi": "Kimi has no hook trust step; note it fails open by design: a hook that cannot "
     "start, crashes or times out lets the call through",
 }

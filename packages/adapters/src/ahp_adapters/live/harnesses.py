@@ -211,8 +211,9 @@ class QwenCode(Harness):
     def argv(
         self, binary: str, scratch: Scratch, *, own_permissions_refuse: bool = False
     ) -> list[str] | None:
-        mode = "default" if own_permissions_refuse else "yolo"
-        return [binary, "-p", PROMPT, "-o", "stream-json", "--approval-mode", mode]
+        if own_permissions_refuse:
+            return None  # headless, only yolo offers the shell tool: no own refusal to keep
+        return [binary, "-p", PROMPT, "-o", "stream-json", "--approval-mode", "yolo"]
 
 
 class Kimi(Harness):
