@@ -100,11 +100,16 @@ DENY_LIMITS: tuple[str, ...] = (
     "Copilot CLI: what an AHP deny can and cannot guarantee.",
     'A deny is written as preToolUse permissionDecision "deny" (exit 0), which Copilot '
     "documents as blocking the tool.",
-    'Observed on Copilot CLI 1.0.73, that deny is handled as an "ask": an interactive '
-    "session shows the reason and the user may still approve the call; a non-interactive "
-    "run (-p) blocks it, since nobody can approve.",
-    "Under --allow-all-tools, --allow-all or --yolo (or /allow-all, /yolo) the ask is "
-    "auto-approved: the call runs and the deny guarantees nothing.",
+    "Seen live on Copilot CLI 1.0.102 (the live tier, tests/live): in a non-interactive "
+    "run (-p) the deny blocks the call, also under --allow-all-tools, and the model is "
+    "told the reason.",
+    'Observed on 1.0.73 and not re-tested since: an interactive session handled the deny '
+    'as an "ask" the user could approve, which --allow-all-tools, --allow-all or --yolo '
+    "(or /allow-all, /yolo) auto-approved; check a new version with ahp-adapter verify "
+    "copilot (non-interactive runs only).",
+    "Project hooks (.github/hooks) load only in a folder Copilot trusts (trustedFolders), "
+    "else they are skipped without a word: install --project refuses an untrusted folder "
+    "unless --trust; user-scope hooks need no trust.",
     "A hook that crashes, times out (timeoutSec) or cannot start is logged and skipped, "
     "so the call runs: Copilot has no fail-closed switch, and fail-closed holds only "
     "while the adapter answers within timeoutSec.",
