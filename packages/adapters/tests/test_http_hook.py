@@ -245,6 +245,20 @@ def test_install_http_then_serve_then_uninstall(kit: Any) -> None:
     (handler,) = group["hooks"]
     assert handler["type"] == "http"
     assert handler["url"] == f"http://{address}/claude-code/PreToolUse"
+    # Claude Code takes no http SessionStart hook ("HTTP hooks are not supported for
+    # SessionStart", seen live): that one is a command hook, so session.start still goes out.
+    (start,) = settings["hooks"]["SessionStart"]
+    (start_handler,) = start["hooks"]
+    assert start_handler["type"] == "command"
+    assert " hook claude-code " in start_handler["command"]
+    assert "--event SessionStart" in start_handler["command"]
+    assert all(
+        h["type"] == "http"
+        for event, groups in settings["hooks"].items()
+        if event != "SessionStart"
+        for g in groups
+        for h in g["hooks"]
+    )
     secret = handler["headers"][HEADER]
     secret_file = kit.tmp / "config" / f"http-{port}.secret"
     assert secret_file.read_text().strip() == secret

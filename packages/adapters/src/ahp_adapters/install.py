@@ -452,12 +452,22 @@ def _plan_http(
     plan.secret_file = secret_file
     plan.also = _sibling(dialect, path, project, config)
     for event in events:
-        handler = {
-            "type": "http",
-            "url": f"http://{shown}:{port}/{dialect}/{event}",
-            "headers": {http_hook.SECRET_HEADER: SECRET_PLACEHOLDER},
-            "timeout": native_timeout(dialect, budget),
-        }
+        handler: dict[str, Any]
+        if event in HTTP_UNSUPPORTED:
+            argv = [*default_command(), "hook", dialect, "--registration", registration]
+            argv += ["--event", event, "--budget", f"{budget:g}"]
+            handler = {
+                "type": "command",
+                "command": shlex.join(argv),
+                "timeout": native_timeout(dialect, budget),
+            }
+        else:
+            handler = {
+                "type": "http",
+                "url": f"http://{shown}:{port}/{dialect}/{event}",
+                "headers": {http_hook.SECRET_HEADER: SECRET_PLACEHOLDER},
+                "timeout": native_timeout(dialect, budget),
+            }
         group: dict[str, Any] = {"matcher": "*"} if event in TOOL_EVENTS else {}
         group["hooks"] = [handler]
         entries = hooks.setdefault(event, [])
@@ -478,6 +488,10 @@ def _plan_http(
 
 
 SECRET_PLACEHOLDER = "<written at install>"
+HTTP_UNSUPPORTED = frozenset({"SessionStart"})
+"""Claude Code events that take no http hook ("HTTP hooks are not supported for
+SessionStart", Claude Code 2.1, seen live): the http install gives them a command hook,
+so backends still get ``session.start``."""
 
 
 def _kimi_text(path: Path) -> str:
