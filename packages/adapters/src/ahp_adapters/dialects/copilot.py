@@ -103,7 +103,7 @@ DENY_LIMITS: tuple[str, ...] = (
     "Seen live on Copilot CLI 1.0.102 (the live tier, tests/live): in a non-interactive "
     "run (-p) the deny blocks the call, also under --allow-all-tools, and the model is "
     "told the reason.",
-    'Observed on 1.0.73 and not re-tested since: an interactive session handled the deny '
+    "Observed on 1.0.73 and not re-tested since: an interactive session handled the deny "
     'as an "ask" the user could approve, which --allow-all-tools, --allow-all or --yolo '
     "(or /allow-all, /yolo) auto-approved; check a new version with ahp-adapter verify "
     "copilot (non-interactive runs only).",
