@@ -45,3 +45,17 @@ def official_schema() -> Callable[[str, Any], list[str]]:
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The live tier's hook latencies, measured inside each harness (``tests/live``)."""
+    lines = [
+        value
+        for report in terminalreporter.stats.get("passed", [])
+        for key, value in getattr(report, "user_properties", [])
+        if key == "hook_latency"
+    ]
+    if lines:
+        terminalreporter.section("hook latency inside the harnesses (live tier)")
+        for line in sorted(lines):
+            terminalreporter.line(str(line))

@@ -11,6 +11,7 @@ may fail to decode, and the tool call must come through as the model asked for i
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -36,7 +37,13 @@ def _binary(name: str, request: pytest.FixtureRequest) -> str:
 
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
 @pytest.mark.parametrize("name", list(HARNESSES))
-def test_scenario(name: str, scenario: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+def test_scenario(
+    name: str,
+    scenario: str,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    record_property: Callable[[str, object], None],
+) -> None:
     harness = HARNESSES[name]
     binary = _binary(name, request)
     record = tmp_path / "recorded" if scenario == "deny" else None
@@ -50,6 +57,7 @@ def test_scenario(name: str, scenario: str, request: pytest.FixtureRequest, tmp_
     if record is not None:
         _decodes(name, record, SCENARIOS[scenario].commands)
         _version_seen(name, record, harness.version(binary))
+        record_property("hook_latency", _latency(name, record, harness.version(binary)))
 
 
 SCHEMAS = {
@@ -96,3 +104,17 @@ def _version_seen(name: str, record: Path, version: str) -> None:
     }
     expected = version if name in EXPORTS_VERSION else None
     assert found == {expected}, f"{name} {version}: harness.version would be {found}"
+
+
+def _latency(name: str, record: Path, version: str) -> str:
+    """The pre-tool hook's wall time inside the harness: the first call (daemon and
+    backend start) and the next (warm). Reported in the run's summary; the targets live
+    in ``packages/adapters/bench/hook_latency.py --check``, never in a timed test."""
+    codec = dialects.get(name)
+    times = []
+    for file in sorted(record.glob("*.json")):
+        doc = json.loads(file.read_text())
+        if codec.is_pre_tool(doc["event"]):
+            times.append(doc["adapterMs"])
+    warm = ", ".join(f"{t:.0f}" for t in times[1:]) or "-"
+    return f"{name} {version}: first pre-tool hook {times[0]:.0f} ms, then {warm} ms"

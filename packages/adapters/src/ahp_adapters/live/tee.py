@@ -2,7 +2,8 @@
 
 Installed as the hook command (``ahp-adapter install --command``) by the live tier: it
 saves each native payload the harness writes to the hook's stdin as
-``DIR/<n>.<event>.json`` (``{"event", "argv", "payload", "env"}``), then runs the real
+``DIR/<n>.<event>.json`` (``{"event", "argv", "payload", "env", "adapterMs"}``: the
+wall time of the adapter process, as the harness waits for it), running the real
 adapter with the same bytes and hands back its stdout, stderr and exit status untouched, so the
 harness sees exactly the adapter's answer.
 """
@@ -36,9 +37,12 @@ def main(argv: list[str]) -> int:
     # What the harness exports to its hooks (where harness.version comes from), minus
     # anything that looks like a credential (the run's provider key is a fake, but still).
     env = {k: v for k, v in os.environ.items() if not SECRET.search(k)}
-    record = {"event": event, "argv": command, "payload": payload, "env": env}
-    (folder / name).write_text(json.dumps(record))
+    started = time.perf_counter()
     done = subprocess.run(command, input=data, capture_output=True, check=False)
+    elapsed_ms = (time.perf_counter() - started) * 1000
+    record = {"event": event, "argv": command, "payload": payload, "env": env}
+    record["adapterMs"] = round(elapsed_ms, 1)
+    (folder / name).write_text(json.dumps(record))
     sys.stdout.buffer.write(done.stdout)
     sys.stderr.buffer.write(done.stderr)
     return done.returncode
