@@ -11,6 +11,7 @@ may fail to decode, and the tool call must come through as the model asked for i
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -48,6 +49,7 @@ def test_scenario(
     binary = _binary(name, request)
     record = tmp_path / "recorded" if scenario == "deny" else None
     outcome = run(harness, binary, SCENARIOS[scenario], tmp_path / "run", record=record)
+    assert _left_behind(tmp_path) == [], "processes of the run outlived it"
     if outcome.skipped:
         pytest.skip(outcome.detail)
     assert outcome.ok, (
@@ -118,3 +120,22 @@ def _latency(name: str, record: Path, version: str) -> str:
             times.append(doc["adapterMs"])
     warm = ", ".join(f"{t:.0f}" for t in times[1:]) or "-"
     return f"{name} {version}: first pre-tool hook {times[0]:.0f} ms, then {warm} ms"
+
+
+def _left_behind(folder: Path, wait_s: float = 5.0) -> list[str]:
+    """Command lines of live processes that name ``folder`` (the run's daemons and backends
+    do, by their registration and rules paths), after a short grace for exits."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        found = []
+        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+            try:
+                argv = cmdline.read_bytes().split(b"\0")
+            except OSError:
+                continue
+            text = " ".join(a.decode(errors="replace") for a in argv)
+            if str(folder) in text and "pytest" not in text:
+                found.append(text)
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.2)

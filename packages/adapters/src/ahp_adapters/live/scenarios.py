@@ -252,7 +252,14 @@ def run(
         ok, detail = scenario.judge(scratch.workspace, results)
         return Outcome(scenario.name, ok, detail, time.monotonic() - started, out, err, results)
     finally:
-        _adapter("daemon", "stop", "--registration", str(reg), env=adapter_env, cwd=root)
+        # Every daemon the run's hooks started (one per registration and hook folder, and
+        # the harness may run hooks from more than one folder), by its socket.
+        for sock in Path(runtime).rglob("*.sock"):
+            _adapter(
+                *("daemon", "stop", "--registration", str(reg), "--socket", str(sock)),
+                env=adapter_env,
+                cwd=root,
+            )
         shutil.rmtree(runtime, ignore_errors=True)
 
 
