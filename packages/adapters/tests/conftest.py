@@ -290,3 +290,15 @@ def kit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Kit]:
         kit.close()
         with contextlib.suppress(OSError):
             shutil.rmtree(runtime)
+
+
+@pytest.fixture
+def homes_env(kit: Kit) -> dict[str, str]:
+    """``kit.env`` with every harness home in the tmp folder (``CODEX_HOME``,
+    ``COPILOT_HOME``; ``HOME`` already is), and an empty ``project`` folder beside them:
+    for tests of ``install`` and ``doctor`` that touch the harnesses' own config."""
+    homes = {"CODEX_HOME": kit.tmp / "codex-home", "COPILOT_HOME": kit.tmp / "copilot-home"}
+    for folder in homes.values():
+        folder.mkdir()
+    (kit.tmp / "project").mkdir()
+    return {**kit.env, **{name: str(path) for name, path in homes.items()}}

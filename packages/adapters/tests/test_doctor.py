@@ -43,13 +43,9 @@ command = '\\bgit\\s+push\\b.*\\s--force\\b'
 
 
 @pytest.fixture
-def env(kit: Any) -> dict[str, str]:
+def env(homes_env: dict[str, str]) -> dict[str, str]:
     """The environment doctor and install run with: every home in the tmp folder."""
-    homes = {"CODEX_HOME": kit.tmp / "codex-home", "COPILOT_HOME": kit.tmp / "copilot-home"}
-    for folder in homes.values():
-        folder.mkdir()
-    (kit.tmp / "project").mkdir()
-    return {**kit.env, **{name: str(path) for name, path in homes.items()}}
+    return homes_env
 
 
 def registration(kit: Any, command: str | None = None, args: list[str] | None = None) -> Path:

@@ -29,12 +29,9 @@ def run(kit: Any, env: dict[str, str], *args: str) -> subprocess.CompletedProces
 
 
 @pytest.fixture
-def env(kit: Any) -> dict[str, str]:
-    homes = {"CODEX_HOME": kit.tmp / "codex-home", "COPILOT_HOME": kit.tmp / "copilot-home"}
-    for folder in homes.values():
-        folder.mkdir()
-    (kit.tmp / "project").mkdir()
-    return {**kit.env, **{k: str(v) for k, v in homes.items()}}
+def env(homes_env: dict[str, str]) -> dict[str, str]:
+    """The environment doctor and install run with: every home in the tmp folder."""
+    return homes_env
 
 
 def test_copilot_project_install_refuses_an_untrusted_folder(kit: Any, env: dict[str, str]) -> None:

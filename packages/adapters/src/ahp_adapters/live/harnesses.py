@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import subprocess
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -29,7 +30,7 @@ class Scratch:
     workspace: Path
 
 
-class Harness:
+class Harness(ABC):
     """A real harness, driven once per scenario."""
 
     name: ClassVar[str]
@@ -55,16 +56,16 @@ class Harness:
         found = re.search(r"\d+\.\d+\.\d+", out)
         return found.group(0) if found else "unknown"
 
+    @abstractmethod
     def env(self, scratch: Scratch, model_url: str) -> dict[str, str]:
         """Settings files written, and the environment the run gets on top of the base."""
-        raise NotImplementedError
 
+    @abstractmethod
     def argv(
         self, binary: str, scratch: Scratch, *, own_permissions_refuse: bool = False
     ) -> list[str] | None:
         """The one-shot command line; with ``own_permissions_refuse``, one under which the
         harness's own permissions refuse a shell call (``None``: it has no such mode)."""
-        raise NotImplementedError
 
 
 def _write_json(path: Path, doc: object) -> None:
