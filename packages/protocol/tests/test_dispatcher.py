@@ -986,6 +986,42 @@ async def test_discovery_finds_the_kit_backends_subscriptions(lifecycle: str) ->
 
 
 @pytest.mark.anyio
+async def test_events_racing_the_start_wait_for_discovery() -> None:
+    # Two first events at once (a daemon's first hooks): the second must not be routed
+    # before discovery has found the backend's subscriptions, or it passes unjudged.
+    hook = stdio_hook(CONFIGURED_ID, KIT_CONFIGURED, stdlib=False)
+    results: list[HookResult] = []
+    d = dispatcher(hook, discovery_timeout=10.0)
+
+    async def first_event() -> None:
+        await d.start()
+        results.append(await d.intercept(tool_event("rm -rf /")))
+
+    try:
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(first_event)
+                tg.start_soon(first_event)
+    finally:
+        await d.aclose()
+    assert [r.denied for r in results] == [True, True]
+
+
+@pytest.mark.anyio
+async def test_prepare_starts_a_persistent_backend_before_any_event() -> None:
+    hook = stdio_hook("com.example.deny", KIT_DENYLIST, subs=[intercept(10000)], stdlib=False)
+    before = set(children())
+    async with dispatcher(hook) as d:
+        with anyio.fail_after(10):
+            await d.prepare()
+        started = set(children()) - before
+        assert len(started) == 1  # spawned, and nothing was sent to it yet
+        denied = await d.intercept(tool_event("rm -rf /"))
+        assert set(children()) - before == started  # the event went to that one process
+    assert denied.denied and not denied.synthetic_denial
+
+
+@pytest.mark.anyio
 async def test_discovery_request_is_exactly_version_only(tmp_path: Path) -> None:
     rec = tmp_path / "conf.jsonl"
     configuration = {"subscriptions": [intercept(2000, "fail-closed")]}

@@ -194,6 +194,7 @@ class Dispatcher:
         self._routes: dict[tuple[str, str], list[Route]] = {}
         self._grants: dict[tuple[str, str, int], tuple[dict[str, Any], Grants]] = {}
         self._started = False
+        self._start_lock = anyio.Lock()
         self._closed = False
         check_registration(registration, self.environ, self.capabilities)
 
@@ -207,16 +208,32 @@ class Dispatcher:
         await self.aclose()
 
     async def start(self) -> None:
-        """Open nothing eagerly; discover subscriptions for backends registered without them."""
+        """Open nothing eagerly; discover subscriptions for backends registered without them.
+
+        Concurrent callers wait for the one start: routing before discovery has finished
+        would find no subscription for a discovered backend, and pass its events unjudged.
+        """
         if self._started:
             return
-        self._started = True
-        for hook in self.registration.hooks:
-            if hook.subscriptions:
-                self._subscriptions[hook.id] = list(hook.subscriptions)
-            else:
-                self._subscriptions[hook.id] = await self._discover(hook)
+        async with self._start_lock:
+            if self._started:
+                return
+            for hook in self.registration.hooks:
+                if hook.subscriptions:
+                    self._subscriptions[hook.id] = list(hook.subscriptions)
+                else:
+                    self._subscriptions[hook.id] = await self._discover(hook)
+            self._started = True
         self._warm()
+
+    async def prepare(self) -> None:
+        """:meth:`start`, then start every persistent backend an event would be sent to
+        (each transport's ``prepare``), so the first event pays for no process start-up.
+        Failures are the first event's to report."""
+        await self.start()
+        async with anyio.create_task_group() as tg:
+            for transport in list(self._transports.values()):
+                tg.start_soon(transport.prepare)
 
     def _warm(self) -> None:
         """Import the wire modules acceptance needs, create each transport (nothing is spawned

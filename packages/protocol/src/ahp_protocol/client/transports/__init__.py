@@ -62,6 +62,12 @@ class Transport(Protocol):
         """Send one notification (no answer awaited); raise ``OperationalFailure``."""
         ...
 
+    async def prepare(self) -> None:
+        """Get ready to send without sending anything (a persistent stdio backend is
+        started, an HTTP client built), so the first request does not pay for it. Never
+        raises: a failure here is the next request's to report."""
+        ...
+
     async def aclose(self) -> None:
         """Release everything (kill and reap every child, close the client). Idempotent."""
         ...

@@ -195,6 +195,10 @@ class HttpTransport:
                         FailureClass.MALFORMED_OUTPUT, "notification acknowledgment has a body"
                     )
 
+    async def prepare(self) -> None:
+        with contextlib.suppress(OperationalFailure):
+            self._ready()
+
     async def aclose(self) -> None:
         self._closed = True
         client, self._client = self._client, None

@@ -399,6 +399,13 @@ class StdioTransport:
         child.notified = True
         self._lingering.append(child)
 
+    async def prepare(self) -> None:
+        if self.lifecycle != "persistent":
+            return  # a per_event child is started for its one event
+        with contextlib.suppress(OperationalFailure):
+            async with self._write_lock:
+                await self._ready()
+
     async def aclose(self) -> None:
         """End every child this transport started: stdin closed (so queued notifications
         are still read), ``close_grace`` seconds to exit (a child that was sent a
