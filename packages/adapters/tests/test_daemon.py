@@ -348,3 +348,59 @@ def test_latency_with_and_without_the_daemon(kit: Any) -> None:
         f"{statistics.median(direct) * 1000:.0f} ms"
     )
     assert statistics.median(warm) < statistics.median(direct)
+
+
+def session_start() -> dict[str, Any]:
+    data = json.loads((FIXTURES / "claude-code" / "session_start.json").read_text())
+    body: dict[str, Any] = data["payload"]
+    return body
+
+
+def wait_for(condition: Any, timeout: float = 30.0) -> bool:
+    until = time.monotonic() + timeout
+    while time.monotonic() < until:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_session_start_prepares_the_chain_before_the_first_tool_call(kit: Any) -> None:
+    record = kit.tmp / "record.jsonl"
+    registration = kit.registration(kit.recorder(effects=DENY, record=record))
+    env = {**kit.env, "AHP_ADAPTER_DEBUG": "1"}
+    done = kit.run_hook("claude-code", session_start(), registration, daemon="auto", env=env)
+    assert done.returncode == 0 and done.stdout == ""
+    assert "session start: the daemon is starting" in done.stderr  # it did not wait for it
+    # The backend is started with no tool call yet, and nothing was sent to it.
+    assert wait_for(lambda: record.exists() and entries(record))
+    (started,) = entries(record)
+    assert started["event"] == "start"
+    done = kit.run_hook("claude-code", payload(), registration, daemon="auto")
+    assert decision(done.stdout) == "No."
+    assert [e["pid"] for e in entries(record) if e["event"] == "message"] == [started["pid"]]
+    # A session start with the daemon running prepares again (a no-op) and starts nothing.
+    done = kit.run_hook("claude-code", session_start(), registration, daemon="auto", env=env)
+    assert done.returncode == 0 and done.stdout == ""
+    assert len([e for e in entries(record) if e["event"] == "start"]) == 1
+
+
+def test_a_tool_call_right_after_session_start_waits_for_that_daemon(kit: Any) -> None:
+    # The session-start hook hands the start lock to the daemon it started: a tool call
+    # that comes before the daemon accepts waits for it rather than starting another.
+    record = kit.tmp / "record.jsonl"
+    registration = kit.registration(kit.recorder(effects=DENY, record=record))
+    kit.run_hook("claude-code", session_start(), registration, daemon="auto")
+    done = kit.run_hook("claude-code", payload(), registration, daemon="auto")
+    assert decision(done.stdout) == "No."
+    assert len([e for e in entries(record) if e["event"] == "start"]) == 1
+    logs = "".join(path.read_text() for path in kit.runtime.glob("*.log"))
+    assert "serving" in logs and "a daemon already serves" not in logs
+
+
+def test_daemon_off_session_start_starts_nothing(kit: Any) -> None:
+    record = kit.tmp / "record.jsonl"
+    registration = kit.registration(kit.recorder(effects=DENY, record=record))
+    done = kit.run_hook("claude-code", session_start(), registration, daemon="off")
+    assert done.returncode == 0 and done.stdout == ""
+    assert kit.daemon_sockets() == [] and not record.exists()

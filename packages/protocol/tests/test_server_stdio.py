@@ -371,3 +371,44 @@ async def test_official_sdk_stdio_transport_interoperates(lifecycle: str) -> Non
             assert config["result"]["configuration"]["subscriptions"][0]["mode"] == "intercept"
     finally:
         await transport.aclose()
+
+
+WARM_PROBE = r"""
+import json, os, sys, time
+from ahp_protocol.server import Backend
+from ahp_protocol.server.stdio import serve_persistent
+from ahp_protocol.wire import events
+
+backend = Backend("com.example.warm")
+
+@backend.intercept("tool.before")
+def none(request):
+    return None
+
+read, write = os.pipe()
+if sys.argv[1] == "waiting":  # a request is there before the backend reads
+    os.write(write, (json.dumps({"jsonrpc": "2.0", "id": "c1", "method": "hooks/configuration",
+                                 "params": {"protocolVersion": "draft"}}) + "\n").encode())
+    os.close(write)
+else:  # idle: the harness has sent nothing yet
+    import threading
+    threading.Timer(0.3, os.close, (write,)).start()
+serve_persistent(backend, os.fdopen(read, "rb"), open(os.devnull, "wb"))
+print(json.dumps({"built": sorted(events._VALIDATORS)}))
+"""
+
+
+@pytest.mark.parametrize(("stdin", "built"), [("idle", ["tool.before"]), ("waiting", [])])
+def test_a_persistent_backend_idle_at_start_builds_its_validators(
+    stdin: str, built: list[str]
+) -> None:
+    # Idle before its first request, it builds what judging that request needs; with a
+    # request already waiting, it answers first (a configuration answer needs no models).
+    done = subprocess.run(
+        [sys.executable, "-c", WARM_PROBE, stdin],
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+        check=True,
+    )
+    assert json.loads(done.stdout.splitlines()[-1]) == {"built": built}

@@ -89,6 +89,14 @@ def _parser() -> argparse.ArgumentParser:
     daemon.add_argument("--registration", required=True, metavar="FILE")
     daemon.add_argument("--socket", metavar="PATH", help="default: in the private runtime dir")
     daemon.add_argument("--ready-fd", type=int, metavar="FD", help=argparse.SUPPRESS)
+    daemon.add_argument("--start-lock-fd", type=int, metavar="FD", help=argparse.SUPPRESS)
+    daemon.add_argument(
+        "--prepare",
+        action="append",
+        default=[],
+        metavar="DIALECT",
+        help="run: start the chain for DIALECT's pre-tool events at once (repeatable)",
+    )
     daemon.add_argument("--idle-timeout", type=float, default=900.0, metavar="SECONDS")
 
     serve = sub.add_parser(
@@ -233,7 +241,12 @@ def _daemon(args: argparse.Namespace) -> int:
         from ahp_adapters import daemon
 
         return daemon.run(
-            registration, socket_path, ready_fd=args.ready_fd, idle_timeout=args.idle_timeout
+            registration,
+            socket_path,
+            ready_fd=args.ready_fd,
+            idle_timeout=args.idle_timeout,
+            start_lock_fd=args.start_lock_fd,
+            prepare=args.prepare,
         )
     import json
     import socket

@@ -117,6 +117,59 @@ def _open_log(path: str) -> int:
     return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
 
 
+def _spawn(
+    registration: str,
+    socket_path: str,
+    log_path: str,
+    *,
+    idle_timeout: float,
+    handed: tuple[str, int],
+    prepare: str | None = None,
+) -> None:
+    """Start a detached daemon; ``handed``: the option and the descriptor it inherits."""
+    import subprocess
+
+    option, fd = handed
+    log_fd = _open_log(log_path)
+    try:
+        subprocess.Popen(
+            [
+                # -P: the hook runs in the agent's project, and "-m" would put that
+                # folder first on sys.path (a planted ahp_adapters/ would run in the
+                # enforcement process). The daemon imports what this hook imported:
+                # so -I only when this hook was started with -I (it then ignores
+                # PYTHONPATH and the user site, and so must its daemon); otherwise -I
+                # would guard nothing this process is not already exposed to, and
+                # could leave every call on the slower in-process path.
+                sys.executable,
+                "-I" if sys.flags.isolated else "-P",
+                "-m",
+                "ahp_adapters",
+                "daemon",
+                "run",
+                "--registration",
+                registration,
+                "--socket",
+                socket_path,
+                option,
+                str(fd),
+                "--idle-timeout",
+                str(idle_timeout),
+                *(("--prepare", prepare) if prepare else ()),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=log_fd,
+            pass_fds=(fd,),
+            start_new_session=True,
+            close_fds=True,
+        )
+    except OSError:
+        raise DaemonUnreachable("the daemon could not be started") from None
+    finally:
+        os.close(log_fd)
+
+
 def start_daemon(
     registration: str,
     socket_path: str,
@@ -136,48 +189,20 @@ def start_daemon(
         with contextlib.suppress(OSError):
             return _connect(socket_path, until)  # another hook started it while we waited
         # A stale socket file is the daemon's to remove: it does so once it owns the path.
-        import subprocess
-
         read_fd, write_fd = os.pipe()
-        log_fd = _open_log(log_path)
         try:
-            subprocess.Popen(
-                [
-                    # -P: the hook runs in the agent's project, and "-m" would put that
-                    # folder first on sys.path (a planted ahp_adapters/ would run in the
-                    # enforcement process). The daemon imports what this hook imported:
-                    # so -I only when this hook was started with -I (it then ignores
-                    # PYTHONPATH and the user site, and so must its daemon); otherwise -I
-                    # would guard nothing this process is not already exposed to, and
-                    # could leave every call on the slower in-process path.
-                    sys.executable,
-                    "-I" if sys.flags.isolated else "-P",
-                    "-m",
-                    "ahp_adapters",
-                    "daemon",
-                    "run",
-                    "--registration",
-                    registration,
-                    "--socket",
-                    socket_path,
-                    "--ready-fd",
-                    str(write_fd),
-                    "--idle-timeout",
-                    str(idle_timeout),
-                ],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=log_fd,
-                pass_fds=(write_fd,),
-                start_new_session=True,
-                close_fds=True,
+            _spawn(
+                registration,
+                socket_path,
+                log_path,
+                idle_timeout=idle_timeout,
+                handed=("--ready-fd", write_fd),
             )
-        except OSError:
+        except DaemonUnreachable:
             os.close(read_fd)
-            raise DaemonUnreachable("the daemon could not be started") from None
+            raise
         finally:
             os.close(write_fd)
-            os.close(log_fd)
         try:
             if not _wait_ready(read_fd, until):
                 raise DaemonUnreachable("the daemon did not become ready in time")
@@ -189,6 +214,55 @@ def start_daemon(
             raise DaemonUnreachable("the daemon is not reachable") from None
     finally:
         os.close(lock)
+
+
+PREPARE_S = 1.0
+"""How long a session-start hook gives a running daemon to take ``prepare``."""
+
+
+def prepare(
+    registration: str, dialect: str, *, idle_timeout: float = DEFAULT_IDLE_S, cwd: str | None = None
+) -> str:
+    """Have this registration's daemon prepare ``dialect``'s chain, without waiting for it.
+
+    A running daemon is asked (it prepares in the background); otherwise one is
+    started with ``--prepare`` and handed the start lock, which it releases once it
+    accepts, so the hooks that come meanwhile wait for it rather than start another.
+    Returns what was done, for the hook's log; :class:`DaemonUnreachable` if nothing
+    could be done.
+    """
+    try:
+        socket_path, lock_path, log_path = daemon_files(registration, cwd or os.getcwd())
+    except (UnsafeRuntimeDir, OSError):
+        raise DaemonUnreachable("no safe runtime directory") from None
+    deadline = time.monotonic() + PREPARE_S
+    try:
+        sock = _connect(socket_path, deadline)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOENT, errno.ECONNREFUSED, errno.ENOTSOCK):
+            raise DaemonUnreachable("the daemon is not running") from None
+        try:
+            lock = _lock(lock_path, time.monotonic())
+        except DaemonUnreachable:
+            return "the daemon is being started"
+        try:
+            with contextlib.suppress(OSError):
+                _connect(socket_path, deadline).close()
+                return "the daemon was started meanwhile"
+            _spawn(
+                registration,
+                socket_path,
+                log_path,
+                idle_timeout=idle_timeout,
+                handed=("--start-lock-fd", lock),
+                prepare=dialect,
+            )
+        finally:
+            os.close(lock)  # the daemon holds the lock now, until it accepts
+        return "the daemon is starting"
+    with sock:
+        answer = exchange(sock, {"op": "prepare", "dialect": dialect}, deadline)
+    return "the daemon is preparing the chain" if answer.get("ok") is True else "prepare refused"
 
 
 def _wait_ready(fd: int, until: float) -> bool:

@@ -14,9 +14,11 @@ serves hook processes over a Unix socket:
   (:func:`~ahp_adapters.hook.read_call`, :func:`~ahp_adapters.hook.answer_for`).
   Everything else is one JSON line: ``{"op": "intercept"|"observe", "event",
   "capabilities", "budget"}`` (the full hook, which built the event itself)
-  gets a :class:`~ahp_adapters.decision.Verdict`; ``ping`` gets the daemon's
-  status; ``stop`` ends it. A request larger than :data:`MAX_REQUEST_BYTES` is
-  refused.
+  gets a :class:`~ahp_adapters.decision.Verdict`; ``{"op": "prepare",
+  "dialect"}`` starts, in the background, the chain for that dialect's pre-tool
+  events (discovery done, persistent backends spawned) and is answered at once;
+  ``ping`` gets the daemon's status; ``stop`` ends it. A request larger than
+  :data:`MAX_REQUEST_BYTES` is refused.
 - **Reload:** the registration file is checked (size, mtime, inode) on each
   request; a change builds a new engine (requests in flight finish on the old
   one, which is then closed). An invalid new file answers failures with the
@@ -33,6 +35,12 @@ serves hook processes over a Unix socket:
   same socket waits for it (at most :data:`CLAIM_WAIT_S`): if it serves, the
   second signals "ready" and exits 0; if it exits, the second takes over. Only
   the owner removes a stale socket file, and a daemon removes only its own.
+- **Prepared at session start:** a harness's session-start hook asks for the
+  chain to be prepared (a running daemon gets ``prepare``; otherwise the hook
+  starts one with ``--prepare DIALECT`` and returns without waiting, handing it
+  the start lock, which the daemon releases once it accepts: hooks that come
+  meanwhile wait for this daemon instead of starting another). So the session's
+  first tool call finds its backends started.
 - **Lifetime:** exits after ``--idle-timeout`` seconds without requests, on
   SIGTERM/SIGINT, or on ``stop``: it stops accepting and removes its socket
   first (a hook that comes now starts a new daemon), lets answers in flight
@@ -55,8 +63,8 @@ import socket
 import struct
 import sys
 import time
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from anyio.abc import SocketAttribute, SocketStream, TaskGroup
@@ -65,6 +73,9 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from ahp_adapters import frame
 from ahp_adapters.decision import Verdict, read_policy
 from ahp_adapters.engine import Engine, EngineError
+
+if TYPE_CHECKING:
+    from ahp_adapters.dialects.base import Dialect
 
 log = logging.getLogger("ahp_adapters.daemon")
 
@@ -120,6 +131,7 @@ class Daemon:
         self._current: _Generation | None = None
         self._stop = anyio.Event()
         self._closers: list[Engine] = []
+        self._tasks: TaskGroup | None = None
 
     # -- the registration ----------------------------------------------------------
 
@@ -165,6 +177,11 @@ class Daemon:
         if op == "stop":
             self._stop.set()
             return {"ok": True, "pid": os.getpid()}
+        if op == "prepare":
+            dialect = request.get("dialect")
+            if not isinstance(dialect, str) or not self.prepare_soon(dialect):
+                return {"ok": False, "error": "unknown dialect"}
+            return {"ok": True}
         if op not in ("intercept", "observe"):
             return {"ok": False, "error": "unknown op"}
         event = request.get("event")
@@ -181,10 +198,10 @@ class Daemon:
         return {"ok": True, **(await self.intercept(event, capabilities, budget)).to_json()}
 
     @contextlib.contextmanager
-    def _engine(self) -> Iterator[Engine | None]:
+    def _engine(self, *, counted: bool = True) -> Iterator[Engine | None]:
         """The current registration's engine (``None``: rejected), held for one request: a
         reload meanwhile closes the old engine only once its requests are done."""
-        self.requests += 1
+        self.requests += counted
         generation = self._generation()
         if generation.engine is None:
             yield None
@@ -195,6 +212,27 @@ class Daemon:
         finally:
             generation.inflight -= 1
             self._retire(generation)
+
+    def prepare_soon(self, dialect: str | Dialect) -> bool:
+        """Prepare the chain for ``dialect``'s pre-tool events in the background
+        (``False``: no such dialect). A request meanwhile waits for the same start."""
+        from ahp_adapters import dialects
+
+        if isinstance(dialect, str):
+            try:
+                dialect = dialects.get(dialect)
+            except dialects.UnknownDialect:
+                return False
+        if self._tasks is not None:
+            self._tasks.start_soon(self._prepare, dialect.pre_tool_capabilities())
+        return True
+
+    async def _prepare(self, declarations: list[dict[str, Any]]) -> None:
+        from ahp_adapters import events, hook  # noqa: F401  (what answering a hook imports)
+
+        with self._engine(counted=False) as engine:
+            if engine is not None:
+                await engine.prepare(declarations)
 
     async def intercept(
         self, event: dict[str, Any], capabilities: dict[str, Any], budget: float
@@ -234,6 +272,8 @@ class Daemon:
             return 1, b"", f"ahp-adapter: {exc}\n".encode()
         log = hook.Log(dialect.stderr_ok or debug)
         call = hook.read_call(options, payload, log)
+        if call.starts_session:
+            self.prepare_soon(call.dialect)
         answer = call.answer
         if answer is None and call.intercepts:
             verdict = await self.intercept(call.event, call.capabilities, remaining)
@@ -354,7 +394,12 @@ class Daemon:
             if os.stat(self.socket_path).st_ino == inode:
                 os.unlink(self.socket_path)
 
-    async def run(self, ready_fd: int | None) -> None:
+    async def run(
+        self, ready_fd: int | None, start_lock_fd: int | None = None, prepare: Sequence[str] = ()
+    ) -> None:
+        """Serve; ``ready_fd``: written "ready" once accepting; ``start_lock_fd``: the
+        hooks' start lock, closed (released) then; ``prepare``: dialects whose chain
+        is prepared at once."""
         previous = os.umask(0o077)
         try:
             listener = await anyio.create_unix_listener(self.socket_path, mode=0o600)
@@ -363,12 +408,18 @@ class Daemon:
         inode = os.stat(self.socket_path).st_ino
         try:
             self._generation()  # load now: the first hook should not pay for it
-            if ready_fd is not None:
-                with contextlib.suppress(OSError):
-                    os.write(ready_fd, b"ready\n")
-                    os.close(ready_fd)
+            for fd, signal_ in ((ready_fd, b"ready\n"), (start_lock_fd, b"")):
+                if fd is not None:
+                    with contextlib.suppress(OSError):
+                        if signal_:
+                            os.write(fd, signal_)
+                        os.close(fd)
             log.info("serving %s on %s", self.registration, self.socket_path)
             async with anyio.create_task_group() as tg:
+                self._tasks = tg
+                for dialect in prepare:
+                    if not self.prepare_soon(dialect):
+                        log.warning("not prepared: unknown dialect %r", dialect)
                 tg.start_soon(self._idle_watch)
                 tg.start_soon(self._signals)
                 accepting = anyio.CancelScope()
@@ -446,7 +497,15 @@ def _claim(socket_path: str) -> int | None:
     return fd
 
 
-def run(registration: str, socket_path: str, *, ready_fd: int | None, idle_timeout: float) -> int:
+def run(
+    registration: str,
+    socket_path: str,
+    *,
+    ready_fd: int | None,
+    idle_timeout: float,
+    start_lock_fd: int | None = None,
+    prepare: Sequence[str] = (),
+) -> int:
     """Serve until idle, stopped or signalled. Exit 0 (also when another daemon already
     serves ``socket_path``: "ready" is signalled for it); 1 if the socket cannot be had."""
     logging.basicConfig(
@@ -467,7 +526,7 @@ def run(registration: str, socket_path: str, *, ready_fd: int | None, idle_timeo
         with contextlib.suppress(FileNotFoundError):
             os.unlink(socket_path)  # we own it: whatever is there is a dead daemon's
         daemon = Daemon(registration, socket_path, idle_timeout)
-        anyio.run(daemon.run, ready_fd)
+        anyio.run(daemon.run, ready_fd, start_lock_fd, prepare)
     except OSError as exc:
         log.error("cannot serve on %s (%s)", socket_path, type(exc).__name__)
         return 1

@@ -22,7 +22,7 @@ import json
 import logging
 import os
 import traceback
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -106,6 +106,18 @@ class Engine:
         """Start: ``hooks/configuration`` discovery for backends without subscriptions."""
         await dispatcher.start()
         self._started.add(id(dispatcher))
+
+    async def prepare(self, declarations: Sequence[Mapping[str, Any]]) -> None:
+        """Start the chain of each capability declaration before its first event (discovery,
+        persistent backends spawned); never raises: a failure is the first event's."""
+        for capabilities in declarations:
+            try:
+                dispatcher = self.dispatcher(capabilities)
+                await dispatcher.prepare()
+            except Exception as exc:
+                log.warning("chain not prepared (%s)", type(exc).__name__)
+                continue
+            self._started.add(id(dispatcher))
 
     async def intercept(
         self, event: Mapping[str, Any], capabilities: Mapping[str, Any], budget: float

@@ -194,6 +194,21 @@ def _in_process(
         return Verdict("failure", policy=read_policy(registration), detail="internal error")
 
 
+def prepare(options: HookOptions, log: Log) -> None:
+    """Have the daemon prepare the chain for this session's tool calls; never waits for it."""
+    from ahp_adapters import client
+
+    try:
+        done = client.prepare(
+            registration_path(options.registration),
+            options.dialect,
+            idle_timeout=options.idle_timeout,
+        )
+    except (client.DaemonUnreachable, client.DaemonFailed) as exc:
+        done = f"not prepared ({exc})"
+    log(f"session start: {done}")
+
+
 def observe(
     event: Mapping[str, Any], capabilities: Mapping[str, Any], options: HookOptions, log: Log
 ) -> None:
@@ -342,6 +357,11 @@ class Call:
     def intercepts(self) -> bool:
         return self.parsed is not None and self.parsed.kind == "tool.before"
 
+    @property
+    def starts_session(self) -> bool:
+        """A session-start hook: the time to prepare the chain for the session's tool calls."""
+        return self.parsed is not None and self.parsed.kind == "session.start"
+
 
 def read_call(options: HookOptions, raw: bytes | None, log: Log) -> Call:
     """The native payload ``raw`` read (``None``: stdin could not be read in time)."""
@@ -415,6 +435,8 @@ def handle(
     if call.answer is not None:
         return call.answer
     if not call.intercepts:
+        if call.starts_session and options.daemon != "off" and not failed:
+            prepare(options, log)
         if failed:
             log(f"observation not delivered ({failed})")
         else:

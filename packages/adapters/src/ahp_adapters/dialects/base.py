@@ -322,6 +322,16 @@ class Dialect(ABC):
             return {"effects": ["deny"]}
         return {"effects": ["deny", "modify"], "modify": {"input": dict(rewrite)}}
 
+    def pre_tool_capabilities(self) -> list[dict[str, Any]]:
+        """Each distinct :meth:`capabilities` of this dialect's pre-tool events: the chains a
+        daemon prepares at session start."""
+        found: list[dict[str, Any]] = []
+        for native_event in sorted(self.pre_tool_events):
+            declaration = self.capabilities(native_event)
+            if declaration not in found:
+                found.append(declaration)
+        return found
+
     def carries_modify(self, native_event: str | None) -> bool:
         """Whether :meth:`capabilities` advertises ``modify`` at ``native_event``."""
         if native_event is None or not self.is_pre_tool(native_event):

@@ -238,6 +238,21 @@ class Core:
         self._verdicts.clear()
         self._observe_cache.clear()
 
+    def warm(self) -> None:
+        """Build now what judging the first event would (the wire models, a validator per
+        intercepted event type, pydantic-core's decoder): for a process that is idle
+        until its first request anyway. Changes no verdict; never raises."""
+        try:
+            from ahp_protocol.wire import effects  # noqa: F401
+            from ahp_protocol.wire.events import _event_validator
+
+            self._codec.accelerate()
+            for selector, _fn, _is_async in self._intercepts:
+                for event_type in catalogue.expand(selector, "intercept"):
+                    _event_validator(event_type)
+        except Exception as exc:  # the first event builds it, and reports what is wrong
+            log("%s: warm-up failed (%s)", self.name, type(exc).__name__)
+
     # -- one message in ----------------------------------------------------------------
 
     def prepare(self, message: bytes, limit: int) -> Reply | InterceptCall | ObserveCall:

@@ -21,6 +21,10 @@ stream is moved to a private duplicate of file descriptor 1, and descriptor 1 an
 handler, or a child process it starts, lands on stderr and cannot corrupt the
 stream. Diagnostics go to stderr. A closed stdout (harness gone) ends serving.
 
+A persistent backend with no request waiting when it starts builds what judging the
+first event needs (:meth:`~ahp_protocol.server.Backend.warm`) before it reads: it
+is idle then anyway, and the session's first tool call does not pay for it.
+
 Sync-only backends are served by a plain blocking loop with no event loop at all;
 a backend with ``async def`` handlers is served inside one ``anyio.run``. Reads
 block the loop between messages, which is harmless because evaluation is serial.
@@ -150,6 +154,16 @@ def _read(
             return None
 
 
+def _idle(stdin: IO[bytes]) -> bool:
+    """Nothing to read on ``stdin`` yet (``False`` when that cannot be told)."""
+    import select
+
+    try:
+        return not select.select([stdin.fileno()], [], [], 0)[0]
+    except (OSError, ValueError, AttributeError):  # io.UnsupportedOperation is an OSError
+        return False
+
+
 def _serve(
     backend: Backend,
     stdin: IO[bytes] | None,
@@ -162,6 +176,8 @@ def _serve(
     if limit < 1:
         raise ValueError("max_frame_bytes must be positive")
     lines = _Lines(sys.stdin.buffer if stdin is None else stdin, limit)
+    if not once and _idle(lines.stdin):
+        backend.warm()  # a persistent backend waits for its first request: build now
     with _protocol_stdout(stdout) as out:
         if not backend.needs_event_loop:
             return _serve_sync(backend, lines, out, once)
