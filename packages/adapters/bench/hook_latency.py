@@ -13,7 +13,13 @@ Runs the hooks as a native harness would, against our deny-list backend
   ``{}`` (the same server settings, no chain): what any HTTP hook costs here;
 - ``command, in-process``: ``--daemon off``, the chain in the hook process (the
   backend spawned, or the HTTP client built, every call); fewer calls, it is slow;
-- the first call through the daemon, which starts it, is reported apart as "cold".
+- ``command, warm daemon, DIALECT``: the same for every dialect, with its own
+  pre-tool shell payload (recorded live where the tier has one);
+- the first call through the daemon, which starts it, is reported apart as "cold";
+- the session's first tool call: in a fresh runtime folder, the session-start hook
+  (which has the daemon started and its backends prepared, and returns at once),
+  then the first pre-tool hook, right away and after a model turn (``--turn``,
+  default 300 ms: a model answers the session's first prompt before any tool call).
 
 Three phases, each in interleaved rounds (one call of each row per round, so a busy
 moment of the machine hits all rows alike); medians and p90 per row:
@@ -31,13 +37,19 @@ machine are noise: read the ratios.
 
 Targets (``--check`` exits 1 when one is missed):
 
-- warm command hook (stdio and HTTP backend) <= 2 x floor (median, phase 1);
+- warm command hook (stdio and HTTP backend, and each dialect) <= 2 x floor (median,
+  phase 1);
+- the first tool call after session start and a model turn <= 0.5 x the cold first
+  call (no session start: the hook starts the daemon and the backend itself). The
+  issue's goal is 0.5 s for that call; it is printed beside the figure, and checked as
+  this ratio, which does not measure the machine;
 - http hook over keep-alive <= 4.4 x the http floor (medians, phase 2). The issue asked
   for 2 ms when a bare uvicorn app answered here in 0.45 ms (2 / 0.45 = 4.4); a fixed
   time measures the machine, not the hook (on a slower day the code of that landing took
   3.4 ms beside a 1.2 ms floor), so the target is that ratio, and the time is printed.
 
-    uv run python packages/adapters/bench/hook_latency.py [--calls 40] [--gap S] [--check] [--json]
+    uv run python packages/adapters/bench/hook_latency.py [--calls 40] [--gap S] [--turn S]
+        [--first-calls 5] [--check] [--json]
 """
 
 from __future__ import annotations
@@ -74,6 +86,38 @@ DATA = json.dumps(PAYLOAD).encode()
 SECRET = "bench-secret-0123456789abcdef0123"
 FLOOR_RATIO = 2.0
 HTTP_HOOK_RATIO = 4.4
+FIRST_CALL_RATIO = 0.5
+FIRST_CALL_GOAL_MS = 500.0
+FIXTURES = REPO / "packages" / "adapters" / "tests" / "fixtures"
+PRE_TOOL_EVENT = {
+    "claude-code": "PreToolUse",
+    "codex": "PreToolUse",
+    "gemini": "BeforeTool",
+    "copilot": "preToolUse",
+    "qwen-code": "PreToolUse",
+    "kimi": "PreToolUse",
+    "cursor": "preToolUse",
+}
+"""Every dialect, with the native pre-tool event its shell payload is sent as."""
+SESSION_START = {**PAYLOAD, "hook_event_name": "SessionStart", "source": "startup"}
+for _key in ("tool_name", "tool_input", "tool_use_id", "permission_mode"):
+    SESSION_START.pop(_key)
+
+
+def dialect_payload(dialect: str) -> bytes:
+    """``dialect``'s pre-tool shell payload (the newest live recording, else the written
+    one) asking for ``rm -rf /``."""
+    folder = FIXTURES / dialect
+    found = sorted(folder.glob("pre_tool_use.shell.live-*.json")) or [
+        folder / "pre_tool_use.shell.json"
+    ]
+    payload = json.loads(found[-1].read_text())["payload"]
+    for key in ("tool_input", "toolArgs"):
+        if isinstance(payload.get(key), dict):
+            payload[key]["command"] = "rm -rf /"
+        elif isinstance(payload.get(key), str):
+            payload[key] = json.dumps({**json.loads(payload[key]), "command": "rm -rf /"})
+    return json.dumps(payload).encode()
 
 
 def registration(path: Path, transport: dict[str, object]) -> Path:
@@ -89,13 +133,73 @@ def registration(path: Path, transport: dict[str, object]) -> Path:
     return path
 
 
-def run(argv: list[str], env: dict[str, str], cwd: Path, data: bytes, expect: bool) -> float:
+def run(
+    argv: list[str], env: dict[str, str], cwd: Path, data: bytes, expect: bool | bytes
+) -> float:
+    """Seconds one hook process took; ``expect``: ``True`` a Claude Code deny, bytes the
+    exact stdout and exit code (``answer`` of a reference run)."""
     started = time.perf_counter()
     done = subprocess.run(argv, input=data, capture_output=True, env=env, cwd=cwd, timeout=60)
     elapsed = time.perf_counter() - started
-    if expect and b'"deny"' not in done.stdout:
-        raise SystemExit(f"unexpected answer from {argv[:3]}: {done.stdout!r} {done.stderr!r}")
+    got = done.stdout + b"\0" + str(done.returncode).encode()
+    wrong = b'"deny"' not in done.stdout if expect is True else expect and got != expect
+    if wrong:
+        raise SystemExit(f"unexpected answer from {argv[:4]}: {done.stdout!r} {done.stderr!r}")
     return elapsed
+
+
+def answer(argv: list[str], env: dict[str, str], cwd: Path, data: bytes) -> bytes:
+    """The reference answer (stdout and exit code) of the in-process hook; it must deny."""
+    done = subprocess.run(
+        [*argv, "--daemon", "off"], input=data, capture_output=True, env=env, cwd=cwd, timeout=60
+    )
+    if done.returncode != 2 and not (b"deny" in done.stdout or b"block" in done.stdout):
+        raise SystemExit(f"{argv[2]}: the payload was not denied: {done.stdout!r}")
+    return done.stdout + b"\0" + str(done.returncode).encode()
+
+
+def stop_daemons(runtime: Path, registration: Path, env: dict[str, str], cwd: Path) -> None:
+    for sock in runtime.glob("d-*.sock"):  # the daemons the hooks started
+        subprocess.run(
+            [
+                *(str(BIN / "ahp-adapter"), "daemon", "stop", "--socket", str(sock)),
+                *("--registration", str(registration)),
+            ],
+            capture_output=True,
+            env=env,
+            cwd=cwd,
+            timeout=30,
+        )
+
+
+def first_calls(
+    reg: Path, env: dict[str, str], work: Path, rounds: int, turn: float
+) -> dict[str, list[float]]:
+    """The session's first tool call, each round in a fresh runtime folder (no daemon)."""
+    hook = [str(BIN / "ahp-adapter"), "hook", "claude-code", "--registration", str(reg)]
+    start = json.dumps(SESSION_START).encode()
+    rows: dict[str, list[float]] = {}
+    for i in range(rounds):
+        for name, gap in (
+            ("cold (no session start)", None),
+            ("right after session start", 0.0),
+            (f"after session start and a {turn * 1000:g} ms turn", turn),
+        ):
+            runtime = work / f"first-{i}-{len(rows.get(name, []))}-{gap}"
+            runtime.mkdir(mode=0o700)
+            fresh = {**env, "AHP_ADAPTER_RUNTIME_DIR": str(runtime)}
+            try:
+                if gap is not None:
+                    rows.setdefault("session-start hook", []).append(
+                        run([*hook, "--event", "SessionStart"], fresh, work, start, False)
+                    )
+                    time.sleep(gap)
+                rows.setdefault(f"first tool call, {name}", []).append(
+                    run([*hook, "--event", "PreToolUse"], fresh, work, DATA, True)
+                )
+            finally:
+                stop_daemons(runtime, reg, fresh, work)
+    return rows
 
 
 def listening(proc: subprocess.Popen[bytes]) -> str:
@@ -200,6 +304,12 @@ def main() -> int:
     parser.add_argument(
         "--gap", type=float, default=0.02, help="idle seconds before each phase-3 call"
     )
+    parser.add_argument(
+        "--turn", type=float, default=0.3, help="seconds between session start and first call"
+    )
+    parser.add_argument(
+        "--first-calls", type=int, default=5, help="rounds of session first calls (default 5)"
+    )
     parser.add_argument("--check", action="store_true", help="exit 1 if a target is missed")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
@@ -247,6 +357,20 @@ def main() -> int:
             single[f"command, daemon cold start ({name})"] = run(
                 [*argv, "--daemon", "auto"], env, work, DATA, True
             )
+        dialect_hooks = {
+            dialect: (
+                [
+                    *(str(BIN / "ahp-adapter"), "hook", dialect),
+                    *("--registration", str(regs["stdio backend"]), "--event", event),
+                ],
+                dialect_payload(dialect),
+            )
+            for dialect, event in PRE_TOOL_EVENT.items()
+        }
+        expected = {
+            dialect: answer(argv, env, work, data)
+            for dialect, (argv, data) in dialect_hooks.items()
+        }
         run(floor, env, work, b"", False)
         server = HttpHook(regs["stdio backend"], env, work)
         bare = HttpHook(None, env, work)
@@ -258,6 +382,14 @@ def main() -> int:
                     lambda argv=argv: run([*argv, "--daemon", "auto"], env, work, DATA, True)
                 )
                 for name, argv in hook.items()
+            },
+            **{
+                f"command, warm daemon, {dialect}": (
+                    lambda argv=argv, data=data, dialect=dialect: run(
+                        [*argv, "--daemon", "auto"], env, work, data, expected[dialect]
+                    )
+                )
+                for dialect, (argv, data) in dialect_hooks.items()
             },
         }
         http_rows: dict[str, Callable[[], float]] = {
@@ -286,18 +418,10 @@ def main() -> int:
                 run([*argv, "--daemon", "off"], env, work, DATA, True)
                 for _ in range(args.slow_calls)
             ]
+        stop_daemons(runtime, regs["stdio backend"], env, work)
+        rows.update(first_calls(regs["stdio backend"], env, work, args.first_calls, args.turn))
     finally:
-        for sock in runtime.glob("d-*.sock"):  # the daemons the hooks started
-            subprocess.run(
-                [
-                    *(str(BIN / "ahp-adapter"), "daemon", "stop", "--socket", str(sock)),
-                    *("--registration", str(regs["http backend"])),
-                ],
-                capture_output=True,
-                env=env,
-                cwd=work,
-                timeout=30,
-            )
+        stop_daemons(runtime, regs["http backend"], env, work)
         for server in servers:
             server.stop()
         backend.terminate()
@@ -309,6 +433,13 @@ def main() -> int:
     for name in hook:
         ratio = figures[f"command, warm daemon ({name})"]["median_ms"] / floor_ms
         checks.append((f"command warm ({name}) / floor", ratio, FLOOR_RATIO, "x"))
+    for dialect in PRE_TOOL_EVENT:
+        ratio = figures[f"command, warm daemon, {dialect}"]["median_ms"] / floor_ms
+        checks.append((f"command warm, {dialect} / floor", ratio, FLOOR_RATIO, "x"))
+    cold_ms = figures["first tool call, cold (no session start)"]["median_ms"]
+    turn_row = f"first tool call, after session start and a {args.turn * 1000:g} ms turn"
+    first_ms = figures[turn_row]["median_ms"]
+    checks.append(("first call after a turn / cold", first_ms / cold_ms, FIRST_CALL_RATIO, "x"))
     keep_alive = figures["http hook, keep-alive (stdio backend)"]["median_ms"]
     http_floor = figures["http floor, keep-alive (bare uvicorn)"]["median_ms"]
     checks.append(
@@ -330,6 +461,11 @@ def main() -> int:
         for name, value, target, unit in checks:
             verdict = "PASS" if value <= target else "FAIL"
             print(f"  {name:<44} {value:8.2f}{unit:<2} <= {target:g}{unit:<3} {verdict}")
+        met = "met" if first_ms <= FIRST_CALL_GOAL_MS else "NOT met on this machine"
+        print(
+            f"\n  the first tool call after session start and a model turn took {first_ms:.0f} ms"
+            f" (goal {FIRST_CALL_GOAL_MS:.0f} ms: {met}; not checked, it measures the machine)"
+        )
     return 1 if args.check and not passed else 0
 
 
