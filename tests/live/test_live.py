@@ -113,13 +113,16 @@ def _latency(name: str, record: Path, version: str) -> str:
     backend start) and the next (warm). Reported in the run's summary; the targets live
     in ``packages/adapters/bench/hook_latency.py --check``, never in a timed test."""
     codec = dialects.get(name)
-    times = []
+    times, starts = [], []
     for file in sorted(record.glob("*.json")):
         doc = json.loads(file.read_text())
         if codec.is_pre_tool(doc["event"]):
             times.append(doc["adapterMs"])
+        elif codec.parse(doc["payload"], options={"event": doc["event"]}).kind == "session.start":
+            starts.append(doc["adapterMs"])
     warm = ", ".join(f"{t:.0f}" for t in times[1:]) or "-"
-    return f"{name} {version}: first pre-tool hook {times[0]:.0f} ms, then {warm} ms"
+    start = f"session-start hook {starts[0]:.0f} ms" if starts else "no session-start hook"
+    return f"{name} {version}: {start}, first pre-tool hook {times[0]:.0f} ms, then {warm} ms"
 
 
 def _left_behind(folder: Path, wait_s: float = 5.0) -> list[str]:
