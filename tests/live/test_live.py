@@ -57,9 +57,25 @@ def test_scenario(
         f"--- stdout\n{outcome.stdout[-4000:]}\n--- stderr\n{outcome.stderr[-4000:]}"
     )
     if record is not None:
+        _kinds_known(name, harness.version(binary), outcome.offered)
         _decodes(name, record, SCENARIOS[scenario].commands)
         _version_seen(name, record, harness.version(binary))
         record_property("hook_latency", _latency(name, record, harness.version(binary)))
+
+
+def _kinds_known(name: str, version: str, offered: list[str]) -> None:
+    """Every tool the harness offered its model and hooks is in the dialect's kinds table:
+    a tool a new version adds is judged (its kind, ``other`` if none fits) before a
+    ``kind``-keyed rule is trusted to see it. The recorded lists: ``tests/offered``."""
+    harness, codec = HARNESSES[name], dialects.get(name)
+    assert offered, f"{name} {version}: the fake model saw no tools offered"
+    hooked = [hook for tool in offered if (hook := harness.hook_name(tool)) is not None]
+    unlisted = [tool for tool in hooked if tool not in codec.kinds]
+    assert not unlisted, (
+        f"{name} {version} offers tools its dialect does not list: {unlisted}; add each to "
+        "the dialect's kinds table with its kind, and the list to "
+        f"packages/adapters/tests/offered/{name}.live-{version}.json"
+    )
 
 
 SCHEMAS = {

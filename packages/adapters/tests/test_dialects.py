@@ -449,3 +449,21 @@ def test_read_policy(tmp_path: Path) -> None:
     assert read_policy(str(tmp_path / "missing.json")) == "fail-closed"
     (tmp_path / "broken.json").write_text("{", "utf-8")
     assert read_policy(str(tmp_path / "broken.json")) == "fail-closed"
+
+
+OFFERED = Path(__file__).parent / "offered"
+
+
+@pytest.mark.parametrize("recorded", sorted(OFFERED.glob("*.live-*.json")), ids=lambda p: p.stem)
+def test_every_tool_offered_live_has_its_kind(recorded: Path) -> None:
+    from ahp_adapters.live.harnesses import HARNESSES
+
+    name = recorded.name.split(".live-")[0]
+    harness, codec = HARNESSES[name], dialects.get(name)
+    offered = json.loads(recorded.read_text())["offered"]
+    hooked = [hook for tool in offered if (hook := harness.hook_name(tool)) is not None]
+    assert hooked, f"{recorded.name}: no tool the hooks see"
+    unlisted = [tool for tool in hooked if tool not in codec.kinds]
+    assert not unlisted, f"{name}: offered live, not in its kinds table: {unlisted}"
+    shell = [tool for tool in hooked if codec.kinds[tool] == "shell"]
+    assert shell, f"{name}: no offered tool is a shell (a kind = 'shell' rule would miss it)"

@@ -249,6 +249,10 @@ class Dialect(ABC):
     pre_tool_events: ClassVar[frozenset[str]] = frozenset()
     all_events: ClassVar[frozenset[str]] = frozenset()
     """Native events this codec reads (the installer wires these)."""
+    kinds: ClassVar[Mapping[str, str]] = {}
+    """Native tool name -> ``tool.kind``; a name not listed is ``other``. Every tool the
+    harness was seen offering its model in the live tier is listed (``other`` where no
+    kind fits), so a tool a new version adds fails the live tier until it is judged."""
     stderr_ok: ClassVar[bool] = True
     """Whether diagnostics on stderr are harmless when the hook exits 0."""
     quirks: ClassVar[Quirks]

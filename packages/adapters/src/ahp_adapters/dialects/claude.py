@@ -55,6 +55,14 @@ CLAUDE_KINDS: dict[str, str] = {
     "WebFetch": "fetch",
     "Agent": "task",
     "Task": "task",
+    "ToolSearch": "search",  # searches the deferred tools, as Qwen's tool_search
+    # Offered in 2.1.332 (live) and none of the kinds above:
+    "DeferredToolPlaceholder": "other",
+    "ListAgents": "other",
+    "ReportFindings": "other",
+    "ScheduleWakeup": "other",
+    "Skill": "other",
+    "Workflow": "other",
 }
 """Claude Code tool names -> AHP kind (anything else is ``other``; MCP tools are ``mcp``)."""
 

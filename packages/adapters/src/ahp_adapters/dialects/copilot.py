@@ -69,6 +69,19 @@ COPILOT_KINDS: dict[str, str] = {
     "grep": "search",
     "web_fetch": "fetch",
     "task": "task",
+    "semantic_code_search": "search",
+    # Offered in 1.0.102 (live) and none of the kinds above (read_bash, stop_bash and
+    # list_bash read, stop or list shells that bash started; they run no command):
+    "fetch_copilot_cli_documentation": "other",
+    "list_agents": "other",
+    "list_bash": "other",
+    "read_agent": "other",
+    "read_bash": "other",
+    "session_store_sql": "other",
+    "skill": "other",
+    "sql": "other",
+    "stop_bash": "other",
+    "write_agent": "other",
 }
 """Copilot CLI tool names -> AHP kind (``ask_user`` and anything else: ``other``)."""
 
@@ -175,6 +188,7 @@ def split_mcp(name: str) -> tuple[str, str] | None:
 
 
 class Copilot(Dialect):
+    kinds: ClassVar[Mapping[str, str]] = COPILOT_KINDS
     name: ClassVar[str] = "copilot"
     harness_name: ClassVar[str] = "copilot-cli"
     provider: ClassVar[str] = "copilot-cli"

@@ -73,6 +73,7 @@ def _edit_like(arguments: Mapping[str, Any]) -> bool:
 
 
 class Cursor(Dialect):
+    kinds: ClassVar[Mapping[str, str]] = CURSOR_KINDS
     name: ClassVar[str] = "cursor"
     harness_name: ClassVar[str] = "cursor"
     provider: ClassVar[str] = "cursor"
@@ -212,7 +213,7 @@ class Cursor(Dialect):
                 "path": TOOL_PATH_MCP,
                 "gaps": [{"path": "tool.mcp.server.id", "reason": reason}],
             }
-        kind = CURSOR_KINDS.get(name, "other")
+        kind = self.kinds.get(name, "other")
         if name == "Write" and _edit_like(arguments):
             kind = "file_edit"
         tool = {"name": name, "kind": kind, "input": arguments, "origin": "native"}

@@ -54,6 +54,13 @@ GEMINI_KINDS: dict[str, str] = {
     "web_fetch": "fetch",
     "invoke_agent": "task",
     "delegate_to_agent": "task",
+    # Offered in 0.61.0 (live) and none of the kinds above (the background tools read or
+    # list shells already started by run_shell_command; they run nothing):
+    "activate_skill": "other",
+    "enter_plan_mode": "other",
+    "list_background_processes": "other",
+    "read_background_output": "other",
+    "update_topic": "other",
 }
 
 SESSION_TRIGGERS = {"startup": "startup", "resume": "resume"}
@@ -99,6 +106,7 @@ def mcp_connection(context: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class Gemini(Dialect):
+    kinds: ClassVar[Mapping[str, str]] = GEMINI_KINDS
     name: ClassVar[str] = "gemini"
     harness_name: ClassVar[str] = "gemini-cli"
     provider: ClassVar[str] = "gemini-cli"

@@ -46,11 +46,20 @@ KIMI_KINDS: dict[str, str] = {
     "SearchWeb": "search",
     "FetchURL": "fetch",
     "Agent": "task",
+    # Offered in 1.51.0 (live) and none of the kinds above:
+    "AskUserQuestion": "other",
+    "EnterPlanMode": "other",
+    "ExitPlanMode": "other",
+    "SetTodoList": "other",
+    "TaskList": "other",
+    "TaskOutput": "other",
+    "TaskStop": "other",
 }
 SESSION_TRIGGERS = {"startup": "startup", "resume": "resume"}
 
 
 class Kimi(Dialect):
+    kinds: ClassVar[Mapping[str, str]] = KIMI_KINDS
     name: ClassVar[str] = "kimi"
     harness_name: ClassVar[str] = "kimi-cli"
     provider: ClassVar[str] = "kimi-cli"
@@ -114,7 +123,7 @@ class Kimi(Dialect):
             if real
             else {"id": stable_id("call", self.provider, sid, name, arguments), "synthesized": True}
         )
-        kind = KIMI_KINDS.get(name, "other")
+        kind = self.kinds.get(name, "other")
         tool = {"name": name, "kind": kind, "input": arguments, "origin": "native"}
         fields = {"call": call, "tool": tool, "path": TOOL_PATH_NATIVE}
         if session is not None:

@@ -52,10 +52,14 @@ QWEN_KINDS: dict[str, str] = {
     "lsp": "search",  # code navigation, as Claude's LSP (not offered by default)
     "web_fetch": "fetch",
     "agent": "task",
+    # Offered in 0.15.10 (live) and none of the kinds above:
+    "send_message": "other",
+    "skill": "other",
+    "task_stop": "other",
+    "todo_write": "other",
 }
-"""Qwen Code 0.15.10 tool names -> AHP kind (anything else, such as ``todo_write``,
-``skill``, ``send_message``, ``task_stop`` or ``save_memory``, is ``other``; MCP tools,
-named ``mcp__<server>__<tool>``, are ``mcp``)."""
+"""Qwen Code 0.15.10 tool names -> AHP kind (anything else, such as ``save_memory``, is
+``other``; MCP tools, named ``mcp__<server>__<tool>``, are ``mcp``)."""
 
 
 def llm_text(value: Any) -> Any:

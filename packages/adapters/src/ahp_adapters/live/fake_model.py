@@ -64,6 +64,14 @@ class Script:
         with self.lock:
             self.seen.append(seen)
 
+    def offered(self) -> list[str]:
+        """Every tool the harness offered the model, in the order first seen."""
+        out: list[str] = []
+        with self.lock:
+            for s in self.seen:
+                out += [t for t in s.tools if t not in out]
+        return out
+
     def results(self) -> list[str]:
         """Every tool result the model was given, in the order first seen."""
         out: list[str] = []

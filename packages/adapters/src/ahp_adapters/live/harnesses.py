@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -39,6 +40,13 @@ class Harness(ABC):
     api: ClassVar[str]
     """The fake model API it calls (``ahp_adapters.live.fake_model.APIS``)."""
     install_args: ClassVar[tuple[str, ...]] = ("--project", "{workspace}")
+    hook_names: ClassVar[Mapping[str, str] | None] = None
+    """Tool name as offered to the model -> as the hooks see it, where they differ (a name
+    missing from the mapping: the harness runs no hook for that tool); ``None``: the same."""
+
+    def hook_name(self, offered: str) -> str | None:
+        """The name the hooks see for a tool offered to the model (``None``: not hooked)."""
+        return offered if self.hook_names is None else self.hook_names.get(offered)
 
     def find(self, bin_dir: str | None = None) -> str | None:
         if bin_dir:
@@ -98,6 +106,14 @@ class ClaudeCode(Harness):
 
 
 class Codex(Harness):
+    # Codex hooks see shell tools as "Bash" and run only for them, apply_patch and MCP
+    # tools (native-dialects.md: "a guardrail rather than a complete enforcement boundary").
+    hook_names: ClassVar[Mapping[str, str] | None] = {
+        "exec_command": "Bash",
+        "shell": "Bash",
+        "local_shell": "Bash",
+        "apply_patch": "apply_patch",
+    }
     name = "codex"
     binary = "codex"
     api = "responses"

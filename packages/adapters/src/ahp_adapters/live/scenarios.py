@@ -56,6 +56,8 @@ class Outcome:
     stderr: str = ""
     tool_results: list[str] = field(default_factory=list)
     skipped: bool = False
+    offered: list[str] = field(default_factory=list)
+    """The tools the harness offered the model."""
 
 
 def _backend_command() -> list[str]:
@@ -249,8 +251,10 @@ def run(
                     _s(exc.stderr),
                 )
             results = model.script.results()
+            offered = model.script.offered()
         ok, detail = scenario.judge(scratch.workspace, results)
-        return Outcome(scenario.name, ok, detail, time.monotonic() - started, out, err, results)
+        seconds = time.monotonic() - started
+        return Outcome(scenario.name, ok, detail, seconds, out, err, results, offered=offered)
     finally:
         # Every daemon the run's hooks started (one per registration and hook folder, and
         # the harness may run hooks from more than one folder), by its socket.
