@@ -138,3 +138,39 @@ def test_codex_untrusted_project_is_refused_unless_trust(
     config = (Path(env["CODEX_HOME"]) / "config.toml").read_text()
     assert f'[projects."{project.resolve()}"]' in config
     assert len(_trust_state(Path(env["CODEX_HOME"]))) == 3
+
+
+def test_codex_uninstall_without_a_codex_binary_says_the_trust_stays(
+    kit: Any, env: dict[str, str]
+) -> None:
+    reg = kit.registration(kit.denylist_stdio("persistent"))
+    bare = {**env, "PATH": os.path.dirname(sys.executable) + os.pathsep + "/usr/bin:/bin"}
+    done = run(kit, bare, "install", "codex", "--registration", str(reg), "--no-trust")
+    assert done.returncode == 0, done.stderr
+    done = run(kit, bare, "uninstall", "codex")
+    assert done.returncode == 0, done.stderr
+    assert "removed 3 hook entries" in done.stderr
+    assert "[hooks.state]" in done.stderr and "--harness-bin" in done.stderr
+
+
+@pytest.mark.live
+def test_codex_uninstall_removes_the_trust_of_our_entries_only(
+    kit: Any, env: dict[str, str], npm_bin: Path
+) -> None:
+    codex_home = Path(env["CODEX_HOME"])
+    theirs = {"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "echo theirs"}]}]}}
+    (codex_home / "hooks.json").write_text(json.dumps(theirs))
+    reg = kit.registration(kit.denylist_stdio("persistent"))
+    codex = str(npm_bin / "codex")
+    done = run(kit, env, "install", "codex", "--registration", str(reg), "--harness-bin", codex)
+    assert done.returncode == 0, done.stderr
+    config = codex_home / "config.toml"
+    config.write_text(
+        config.read_text() + '\n[hooks.state."theirs:stop:0:0"]\ntrusted_hash = "x"\n'
+    )
+    assert len(_trust_state(codex_home)) == 4
+    done = run(kit, env, "uninstall", "codex", "--harness-bin", codex)
+    assert done.returncode == 0, done.stderr
+    assert "removed Codex's trust of 3 hook entries" in done.stderr
+    assert list(_trust_state(codex_home)) == ["theirs:stop:0:0"]
+    assert json.loads((codex_home / "hooks.json").read_text()) == theirs

@@ -187,12 +187,16 @@ def _parser() -> argparse.ArgumentParser:
                 help="codex: write the hooks without trusting them (Codex skips them until "
                 "you trust them in /hooks)",
             )
-            cmd.add_argument(
-                "--harness-bin",
-                metavar="PATH",
-                help="codex: the codex binary whose app-server records the trust "
-                "(default: codex on PATH)",
+        cmd.add_argument(
+            "--harness-bin",
+            metavar="PATH",
+            help=(
+                "codex: the codex binary whose app-server records the trust "
+                if name == "install"
+                else "codex: the codex binary whose app-server removes our hooks' trust "
             )
+            + "(default: codex on PATH)",
+        )
         cmd.add_argument("--project", metavar="DIR", help="project scope (default: user scope)")
         cmd.add_argument("--config", metavar="FILE", help="this config file instead")
         cmd.add_argument(
@@ -335,6 +339,7 @@ def _install(args: argparse.Namespace) -> int:
     if args.command == "uninstall" and plan.removed_total == 0:
         print(f"no ahp-adapter hooks in {plan.path}", file=sys.stderr)
         return 0
+    trusted = _codex_trusted_keys(dialect, args, plan.path) if args.command == "uninstall" else []
     try:
         install.write(plan)
     except OSError as exc:
@@ -352,12 +357,65 @@ def _install(args: argparse.Namespace) -> int:
         print(f"note: {note}", file=sys.stderr)
     if args.command == "install":
         return _trust(dialect, args, plan.path)
+    return _forget_trust(dialect, args, trusted)
+
+
+def _codex_binary(args: argparse.Namespace) -> str | None:
+    import shutil
+
+    found: str | None = args.harness_bin or shutil.which("codex")
+    return found
+
+
+def _codex_cwd(args: argparse.Namespace) -> Path:
+    from pathlib import Path
+
+    return Path(args.project).resolve() if args.project else Path.cwd()
+
+
+def _codex_trusted_keys(dialect: str, args: argparse.Namespace, hooks_file: Path) -> list[str]:
+    """Before uninstall: the keys under which Codex trusts our entries of ``hooks_file``."""
+    from ahp_adapters import trust
+
+    codex = _codex_binary(args)
+    if dialect != "codex" or codex is None:
+        if dialect == "codex":
+            print(
+                "note: the trust Codex recorded for the removed hooks stays in its "
+                "config.toml ([hooks.state]; it names hooks that are gone): pass "
+                "--harness-bin PATH to remove it too",
+                file=sys.stderr,
+            )
+        return []
+    try:
+        status = trust.codex_hook_status(hooks_file, _codex_cwd(args), codex)
+    except trust.TrustError as exc:
+        print(f"note: Codex's trust of the removed hooks is left as is ({exc})", file=sys.stderr)
+        return []
+    return sorted(key for key, state in status.items() if state == "trusted")
+
+
+def _forget_trust(dialect: str, args: argparse.Namespace, keys: list[str]) -> int:
+    from ahp_adapters import trust
+
+    codex = _codex_binary(args)
+    if not keys or codex is None:
+        return 0
+    try:
+        trust.forget_codex_trust(keys, codex)
+    except trust.TrustError as exc:
+        print(
+            f"ahp-adapter uninstall: error: hooks removed, but their trust stays in Codex's "
+            f"config ({exc})",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"removed Codex's trust of {len(keys)} hook entries", file=sys.stderr)
     return 0
 
 
 def _trust_refusal(dialect: str, args: argparse.Namespace) -> str | None:
     """Why install would leave hooks the harness skips, checked before writing anything."""
-    import shutil
     from pathlib import Path
 
     from ahp_adapters import trust
@@ -374,7 +432,7 @@ def _trust_refusal(dialect: str, args: argparse.Namespace) -> str | None:
             f"{trust.copilot_config_path()}: re-run with --trust to add it, trust it in "
             "Copilot, or install in user scope (without --project)"
         )
-    if dialect == "codex" and not (args.no_trust or args.harness_bin or shutil.which("codex")):
+    if dialect == "codex" and not (args.no_trust or _codex_binary(args)):
         return (
             "Codex runs a hook only once it is trusted, and trusting ours takes the codex "
             "binary (not on PATH): pass --harness-bin PATH, or --no-trust and trust the "
@@ -384,7 +442,6 @@ def _trust_refusal(dialect: str, args: argparse.Namespace) -> str | None:
 
 
 def _trust(dialect: str, args: argparse.Namespace, hooks_file: Path) -> int:
-    import shutil
     from pathlib import Path
 
     from ahp_adapters import trust
@@ -404,8 +461,8 @@ def _trust(dialect: str, args: argparse.Namespace, hooks_file: Path) -> int:
             project = Path(args.project).resolve() if args.project else None
             keys = trust.trust_codex(
                 hooks_file,
-                project or Path.cwd(),
-                args.harness_bin or shutil.which("codex") or "codex",
+                _codex_cwd(args),
+                _codex_binary(args) or "codex",
                 project=project,
                 trust_project=args.trust,
             )

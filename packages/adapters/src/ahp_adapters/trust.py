@@ -184,6 +184,23 @@ def trust_codex(
     return sorted(state)
 
 
+def forget_codex_trust(keys: list[str], codex: str) -> None:
+    """Remove the ``[hooks.state]`` trust of ``keys`` from Codex's config, through its
+    app-server (``config/batchWrite``, each key replaced by nothing): after uninstall,
+    no trust is left behind for hooks that are gone."""
+    if not keys:
+        return
+    edits = [
+        {"keyPath": f"hooks.state.{json.dumps(key)}", "mergeStrategy": "replace", "value": None}
+        for key in keys
+    ]
+    server = _AppServer(codex, dict(os.environ))
+    try:
+        server.call("config/batchWrite", {"edits": edits})
+    finally:
+        server.close()
+
+
 # --- GitHub Copilot CLI -------------------------------------------------------------------
 
 
