@@ -3,9 +3,12 @@
 One test per harness and scenario (``ahp_adapters.live.scenarios``): deny held (the
 victim survives, the model saw the reason, the harness went on), a harmless call ran,
 the harness's own refusal stood, fail-closed with a missing and with a crashing backend,
-fail-open. The ``deny`` run also records every native payload the harness sent (through
-``ahp_adapters.live.tee``) and decodes each with the dialect: nothing the harness sends
-may fail to decode, and the tool call must come through as the model asked for it.
+fail-open; Claude Code also over its http transport (``install --transport http``, which
+takes fail-open registrations only: its fail-closed scenarios are skipped as not
+applicable). The ``deny`` run of each command driver also records every native payload
+the harness sent (through ``ahp_adapters.live.tee``) and decodes each with the dialect:
+nothing the harness sends may fail to decode, and the tool call must come through as the
+model asked for it.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from pathlib import Path
 import pytest
 from ahp_adapters import dialects
 from ahp_adapters.events import build_event
-from ahp_adapters.live.harnesses import HARNESSES
+from ahp_adapters.live.harnesses import DRIVERS, HARNESSES
 from ahp_adapters.live.scenarios import SCENARIOS, run
 from ahp_protocol.wire.events import parse_event
 
@@ -37,23 +40,25 @@ def _binary(name: str, request: pytest.FixtureRequest) -> str:
 
 
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
-@pytest.mark.parametrize("name", list(HARNESSES))
+@pytest.mark.parametrize("driver", list(DRIVERS))
 def test_scenario(
-    name: str,
+    driver: str,
     scenario: str,
     request: pytest.FixtureRequest,
     tmp_path: Path,
     record_property: Callable[[str, object], None],
 ) -> None:
-    harness = HARNESSES[name]
+    harness = DRIVERS[driver]
+    name = harness.name
     binary = _binary(name, request)
-    record = tmp_path / "recorded" if scenario == "deny" else None
+    recorded = scenario == "deny" and harness.transport == "command"  # tee wraps commands
+    record = tmp_path / "recorded" if recorded else None
     outcome = run(harness, binary, SCENARIOS[scenario], tmp_path / "run", record=record)
     assert _left_behind(tmp_path) == [], "processes of the run outlived it"
     if outcome.skipped:
         pytest.skip(outcome.detail)
     assert outcome.ok, (
-        f"{name} {harness.version(binary)} {scenario}: {outcome.detail}\n"
+        f"{driver} {harness.version(binary)} {scenario}: {outcome.detail}\n"
         f"--- stdout\n{outcome.stdout[-4000:]}\n--- stderr\n{outcome.stderr[-4000:]}"
     )
     if record is not None:

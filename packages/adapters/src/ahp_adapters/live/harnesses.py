@@ -9,13 +9,16 @@ something else is an edit here and a failing ``ahp-adapter verify``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
 import subprocess
+import sys
+import threading
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -40,6 +43,9 @@ class Harness(ABC):
     api: ClassVar[str]
     """The fake model API it calls (``ahp_adapters.live.fake_model.APIS``)."""
     install_args: ClassVar[tuple[str, ...]] = ("--project", "{workspace}")
+    """``ahp-adapter install`` arguments ({workspace}, {binary} and {port} filled in)."""
+    transport: ClassVar[str] = "command"
+    """How the hooks reach the adapter: ``command`` (a process per hook) or ``http``."""
     hook_names: ClassVar[Mapping[str, str] | None] = None
     """Tool name as offered to the model -> as the hooks see it, where they differ (a name
     missing from the mapping: the harness runs no hook for that tool); ``None``: the same."""
@@ -47,6 +53,17 @@ class Harness(ABC):
     def hook_name(self, offered: str) -> str | None:
         """The name the hooks see for a tool offered to the model (``None``: not hooked)."""
         return offered if self.hook_names is None else self.hook_names.get(offered)
+
+    @property
+    def key(self) -> str:
+        """The driver's name: the dialect, with the transport unless it is ``command``."""
+        return self.name if self.transport == "command" else f"{self.name}-{self.transport}"
+
+    @contextlib.contextmanager
+    def serving(self, registration: Path, env: dict[str, str], port: int) -> Iterator[None]:
+        """What must run beside the harness for its hooks to be answered (nothing for
+        command hooks), started after install and stopped after the run."""
+        yield
 
     def find(self, bin_dir: str | None = None) -> str | None:
         if bin_dir:
@@ -103,6 +120,39 @@ class ClaudeCode(Harness):
         # prompt: the harness's own refusal, which a no-effect answer must not widen.
         rule = [] if own_permissions_refuse else ["--allowedTools", "Bash"]
         return [binary, "-p", PROMPT, "--output-format", "stream-json", "--verbose", *rule]
+
+
+class ClaudeCodeHttp(ClaudeCode):
+    """Claude Code with ``install --transport http``: its pre- and post-tool hooks POST to
+    ``ahp-adapter serve`` on loopback (the session start stays a command hook)."""
+
+    transport = "http"
+    install_args = ("--project", "{workspace}", "--transport", "http", "--http", "127.0.0.1:{port}")
+
+    @contextlib.contextmanager
+    def serving(self, registration: Path, env: dict[str, str], port: int) -> Iterator[None]:
+        argv = [sys.executable, "-P", "-m", "ahp_adapters", "serve", self.name]
+        argv += ["--registration", str(registration), "--http", f"127.0.0.1:{port}"]
+        proc = subprocess.Popen(
+            argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, start_new_session=True,
+        )  # fmt: skip
+        try:
+            assert proc.stderr is not None
+            for line in iter(proc.stderr.readline, b""):
+                if b"listening on http://" in line:
+                    break
+            else:
+                raise RuntimeError(f"ahp-adapter serve exited ({proc.wait()}) before listening")
+            threading.Thread(target=proc.stderr.read, daemon=True).start()  # keep it drained
+            yield
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
 class Codex(Harness):
@@ -264,6 +314,9 @@ class Kimi(Harness):
 HARNESSES: dict[str, Harness] = {
     h.name: h for h in (ClaudeCode(), Codex(), Gemini(), Copilot(), QwenCode(), Kimi())
 }
+"""One driver per dialect, its hooks installed as commands."""
+DRIVERS: dict[str, Harness] = {h.key: h for h in (*HARNESSES.values(), ClaudeCodeHttp())}
+"""Every driver, by :attr:`Harness.key`: each harness over each transport its adapter offers."""
 
 
 def base_env(scratch: Scratch) -> dict[str, str]:

@@ -24,6 +24,7 @@ import json
 import os
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -116,6 +117,8 @@ class Scenario:
     commands: tuple[str, ...]
     judge: Callable[[Path, list[str]], tuple[bool, str]]
     own_permissions_refuse: bool = False
+    tests_fail_closed: bool = False
+    """What it shows is the fail-closed policy (not applicable where only fail-open is)."""
 
 
 def _deny_held(ws: Path, results: list[str]) -> tuple[bool, str]:
@@ -149,12 +152,39 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("harmless", _denylist, ("echo ran > marker",), _ran),
         Scenario("own-permissions", _denylist, ("echo ran > marker",), _did_not_run, True),
         Scenario(
-            "fail-closed-missing", _missing("fail-closed"), ("echo ran > marker",), _did_not_run
+            "fail-closed-missing",
+            _missing("fail-closed"),
+            ("echo ran > marker",),
+            _did_not_run,
+            tests_fail_closed=True,
         ),
-        Scenario("fail-closed-crash", _crashing, ("echo ran > marker",), _did_not_run),
+        Scenario(
+            "fail-closed-crash",
+            _crashing,
+            ("echo ran > marker",),
+            _did_not_run,
+            tests_fail_closed=True,
+        ),
         Scenario("fail-open", _missing("fail-open"), ("echo ran > marker",), _ran),
     )
 }
+
+
+def _fail_open(document: dict[str, object]) -> dict[str, object]:
+    """``document`` with every interceptor fail-open (what ``--transport http`` installs)."""
+    copy = json.loads(json.dumps(document))
+    for hook in copy["hooks"]:
+        for sub in hook.get("subscriptions", []):
+            sub["failurePolicy"] = "fail-open"
+    result: dict[str, object] = copy
+    return result
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def _adapter(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -183,8 +213,20 @@ def run(
     scratch.workspace.mkdir(parents=True)
     (scratch.workspace / "victim").mkdir()
     (scratch.workspace / "victim" / "keep").write_text("keep me\n")
+    document = scenario.registration(scratch.workspace)
+    if harness.transport == "http":
+        if scenario.tests_fail_closed:
+            return Outcome(
+                scenario.name,
+                True,
+                "not applicable: install --transport http refuses a fail-closed registration "
+                "(an http hook that cannot reach its server lets the call through)",
+                0.0,
+                skipped=True,
+            )
+        document = _fail_open(document)  # what the http transport takes; a deny still holds
     reg = root / "registration.json"
-    reg.write_text(json.dumps(scenario.registration(scratch.workspace), indent=2))
+    reg.write_text(json.dumps(document, indent=2))
     runtime = tempfile.mkdtemp(prefix="ahp-live-")  # short: daemon sockets live here
     env = base_env(scratch)
     env["AHP_ADAPTER_RUNTIME_DIR"] = runtime
@@ -193,8 +235,10 @@ def run(
         with FakeModel(scenario.commands) as model:
             env.update(harness.env(scratch, model.url))
             adapter_env.update(env)
+            port = _free_port()
             args = [
-                a.format(workspace=scratch.workspace, binary=binary) for a in harness.install_args
+                a.format(workspace=scratch.workspace, binary=binary, port=port)
+                for a in harness.install_args
             ]
             if record is not None:
                 from ahp_adapters.install import default_command
@@ -230,16 +274,17 @@ def run(
                     skipped=True,
                 )
             try:
-                proc = subprocess.run(
-                    argv,
-                    cwd=scratch.workspace,
-                    env=env,
-                    capture_output=True,
-                    text=True,
-                    timeout=RUN_TIMEOUT_S,
-                    stdin=subprocess.DEVNULL,
-                    check=False,
-                )
+                with harness.serving(reg, adapter_env, port):
+                    proc = subprocess.run(
+                        argv,
+                        cwd=scratch.workspace,
+                        env=env,
+                        capture_output=True,
+                        text=True,
+                        timeout=RUN_TIMEOUT_S,
+                        stdin=subprocess.DEVNULL,
+                        check=False,
+                    )
                 out, err = proc.stdout, proc.stderr
             except subprocess.TimeoutExpired as exc:
                 return Outcome(

@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 from ahp_adapters import dialects
-from ahp_adapters.live.harnesses import HARNESSES
+from ahp_adapters.live.harnesses import DRIVERS, HARNESSES
 from ahp_adapters.live.scenarios import SCENARIOS, run
 
 
@@ -44,6 +44,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help=f"only this scenario (repeatable; default: all of {', '.join(SCENARIOS)})",
     )
     verify.add_argument(
+        "--transport",
+        choices=("command", "http"),
+        default="command",
+        help="how the hooks reach the adapter (http: claude-code only, fail-open scenarios)",
+    )
+    verify.add_argument(
         "--keep", action="store_true", help="keep the scratch folders and print where they are"
     )
 
@@ -54,11 +60,11 @@ def main(args: argparse.Namespace) -> int:
     except dialects.UnknownDialect as exc:
         print(f"ahp-adapter verify: error: {exc}", file=sys.stderr)
         return 2
-    harness = HARNESSES.get(name)
+    harness = DRIVERS.get(name if args.transport == "command" else f"{name}-{args.transport}")
     if harness is None:
         print(
-            f"ahp-adapter verify: error: no live driver for {name} yet "
-            f"(drivers: {', '.join(sorted(HARNESSES))})",
+            f"ahp-adapter verify: error: no live driver for {name} over {args.transport} yet "
+            f"(drivers: {', '.join(sorted(DRIVERS))})",
             file=sys.stderr,
         )
         return 2
@@ -69,7 +75,7 @@ def main(args: argparse.Namespace) -> int:
         return 2
     version = harness.version(binary)
     print(f"{name} {version} ({binary})", flush=True)
-    failed = 0
+    failed = skipped = 0
     for scenario in args.scenario or list(SCENARIOS):
         root = Path(tempfile.mkdtemp(prefix=f"ahp-verify-{scenario}-"))
         try:
@@ -77,6 +83,7 @@ def main(args: argparse.Namespace) -> int:
         finally:
             if not args.keep:
                 shutil.rmtree(root, ignore_errors=True)
+        skipped += outcome.skipped
         mark = "n/a " if outcome.skipped else "ok  " if outcome.ok else "FAIL"
         print(f"{mark} {scenario} ({outcome.seconds:.1f} s): {outcome.detail}", flush=True)
         if not outcome.ok:
@@ -87,7 +94,7 @@ def main(args: argparse.Namespace) -> int:
                     print(f"     {label}:", *(f"     | {line}" for line in tail), sep="\n")
         if args.keep:
             print(f"     kept: {root}")
-    total = len(args.scenario or SCENARIOS)
+    total = len(args.scenario or SCENARIOS) - skipped  # what applies to this harness
     print(
         f"{name} {version}: {total - failed} of {total} held"
         + ("" if failed == 0 else f"; {failed} did not: do not rely on these hooks yet")
