@@ -404,3 +404,23 @@ def test_daemon_off_session_start_starts_nothing(kit: Any) -> None:
     done = kit.run_hook("claude-code", session_start(), registration, daemon="off")
     assert done.returncode == 0 and done.stdout == ""
     assert kit.daemon_sockets() == [] and not record.exists()
+
+
+def test_qwen_prompt_submit_prepares_the_chain_and_says_nothing(kit: Any) -> None:
+    # Headless Qwen sends no SessionStart: its UserPromptSubmit prepares instead, with
+    # stdout and stderr empty (Qwen reads plain stderr text as an allow with a message).
+    record = kit.tmp / "record.jsonl"
+    registration = kit.registration(kit.recorder(effects=DENY, record=record))
+    prompt = {
+        "session_id": "q1",
+        "cwd": str(kit.tmp),
+        "hook_event_name": "UserPromptSubmit",
+        "prompt": "Run the shell commands you are asked for.",
+    }
+    done = kit.run_hook("qwen-code", prompt, registration, daemon="auto")
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    assert wait_for(lambda: record.exists() and entries(record))
+    assert [e["event"] for e in entries(record)] == ["start"]  # started, nothing sent
+    done = kit.run_hook("qwen-code", prompt, registration, daemon="auto")  # warm: a no-op
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    assert [e["event"] for e in entries(record)] == ["start"]

@@ -65,7 +65,13 @@ def test_install_writes_millisecond_timeouts(
     assert plan.path == path.resolve()
     doc = json.loads(path.read_text())
     groups: dict[str, list[dict[str, Any]]] = doc["hooks"]
-    assert set(groups) == {"PreToolUse", "PostToolUse", "SessionStart", "SessionEnd"}
+    assert set(groups) == {
+        "PreToolUse",
+        "PostToolUse",
+        "SessionStart",
+        "SessionEnd",
+        "UserPromptSubmit",  # prepares the chain: -p sends no SessionStart
+    }
     for event, entries in groups.items():
         (group,) = entries
         assert ("matcher" in group) is (event in ("PreToolUse", "PostToolUse"))
@@ -81,7 +87,7 @@ def test_install_writes_millisecond_timeouts(
     assert install.native_timeout("qwen-code", budget) == install.native_timeout("gemini", budget)
 
     removed = install.plan_uninstall("qwen-code", project=str(project))
-    assert removed.removed == 4
+    assert removed.removed == 5
     install.write(removed)
     assert json.loads(path.read_text()) == {"hooks": {}}
 

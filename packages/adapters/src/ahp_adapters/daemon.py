@@ -272,7 +272,7 @@ class Daemon:
             return 1, b"", f"ahp-adapter: {exc}\n".encode()
         log = hook.Log(dialect.stderr_ok or debug)
         call = hook.read_call(options, payload, log)
-        if call.starts_session:
+        if call.prepares:
             self.prepare_soon(call.dialect)
         answer = call.answer
         if answer is None and call.intercepts:

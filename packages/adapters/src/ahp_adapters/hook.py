@@ -358,9 +358,12 @@ class Call:
         return self.parsed is not None and self.parsed.kind == "tool.before"
 
     @property
-    def starts_session(self) -> bool:
-        """A session-start hook: the time to prepare the chain for the session's tool calls."""
-        return self.parsed is not None and self.parsed.kind == "session.start"
+    def prepares(self) -> bool:
+        """A session start (or an event the dialect sends before the first tool call where
+        it sends none): the time to prepare the chain for the session's tool calls."""
+        if self.parsed is not None and self.parsed.kind == "session.start":
+            return True
+        return self.native_event in self.dialect.prepare_events
 
 
 def read_call(options: HookOptions, raw: bytes | None, log: Log) -> Call:
@@ -432,11 +435,11 @@ def handle(
     """The native answer for one invocation (``raw`` ``None``: stdin could not be read;
     ``failed``: the daemon failed with this request, so no chain is run again)."""
     call = read_call(options, raw, log)
+    if call.prepares and options.daemon != "off" and not failed:
+        prepare(options, log)
     if call.answer is not None:
         return call.answer
     if not call.intercepts:
-        if call.starts_session and options.daemon != "off" and not failed:
-            prepare(options, log)
         if failed:
             log(f"observation not delivered ({failed})")
         else:

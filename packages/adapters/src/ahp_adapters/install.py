@@ -69,7 +69,8 @@ EVENTS: dict[str, tuple[str, ...]] = {
     # Qwen Code fires SessionStart/SessionEnd only in interactive and ACP sessions, not in
     # headless `qwen -p` runs (live, 0.15.10); wired anyway, as for Claude, so the sessions
     # that have them deliver session.start (with the manifest) and session.end.
-    "qwen-code": ("PreToolUse", "PostToolUse", "SessionStart", "SessionEnd"),
+    # UserPromptSubmit only prepares the chain (QwenCode.prepare_events): -p has no SessionStart
+    "qwen-code": ("PreToolUse", "PostToolUse", "SessionStart", "SessionEnd", "UserPromptSubmit"),
 }
 """The native events we wire per dialect. Copilot's keys are camelCase on purpose: that is
 Copilot CLI's own payload format (documented first, and the one our fixtures pin), while a

@@ -253,6 +253,11 @@ class Dialect(ABC):
     """Native tool name -> ``tool.kind``; a name not listed is ``other``. Every tool the
     harness was seen offering its model in the live tier is listed (``other`` where no
     kind fits), so a tool a new version adds fails the live tier until it is judged."""
+    prepare_events: ClassVar[frozenset[str]] = frozenset()
+    """Native events that carry no AHP event here but come before a session's first tool
+    call where the harness sends no session start (Qwen's ``UserPromptSubmit`` in ``-p``):
+    their hook has the daemon prepare the chain, as a session start does, and answers
+    nothing. The installer wires these too."""
     stderr_ok: ClassVar[bool] = True
     """Whether diagnostics on stderr are harmless when the hook exits 0."""
     quirks: ClassVar[Quirks]

@@ -90,6 +90,9 @@ class QwenCode(ClaudeCode):
         {"PreToolUse", "PostToolUse", "PostToolUseFailure", "SessionStart", "SessionEnd"}
     )
     kinds: ClassVar[Mapping[str, str]] = QWEN_KINDS
+    prepare_events: ClassVar[frozenset[str]] = frozenset({"UserPromptSubmit"})
+    """Headless ``qwen -p`` fires no SessionStart, but UserPromptSubmit before each model
+    turn (live, 0.15.10): the first one prepares the chain for the first tool call."""
     stderr_ok: ClassVar[bool] = False
     """Qwen parses stderr when stdout is empty: plain text there becomes an ``allow`` with
     a ``systemMessage`` shown to the user. Keep it empty."""
@@ -121,7 +124,8 @@ class QwenCode(ClaudeCode):
         "on PreToolUse and PostToolUse (live); `session_id` is `session.id`; no turn id.",
         double_fire="None known: one PreToolUse per scheduled call (matching hooks run in "
         "parallel, identical commands once); SessionStart/SessionEnd do not fire in `-p` "
-        "runs (live), only in interactive and ACP sessions (source).",
+        "runs (live), only in interactive and ACP sessions (source); UserPromptSubmit fires "
+        "before each model turn, also in `-p` (live), and is wired only to prepare the chain.",
         source="@qwen-code/qwen-code 0.15.10: live `qwen -p` runs and its `cli.js` bundle "
         "(`hooks/hookRunner.ts`, `hooks/types.ts`, `core/toolHookTriggers.ts`, "
         "`tools/mcp-tool.ts`).",
