@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,16 @@ __all__ = ["kimi_bin", "npm_bin"]
 # failures such as a hypothesis DeadlineExceeded of 528 ms against the default 200 ms.
 settings.register_profile("ahp-kit", deadline=None)
 settings.load_profile("ahp-kit")
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto`` (the default, pyproject): two workers per CPU for the suite, whose
+    tests mostly wait on child processes, loopback servers and deadlines (on 2 cores:
+    392 s with one worker per CPU, 294 s with two); one per CPU for the live tier, whose
+    harnesses (node processes) keep a CPU busy each."""
+    cpus = os.cpu_count() or 1
+    live = "live" in str(config.getoption("markexpr", "")).replace("not live", "")
+    return cpus if live else 2 * cpus
 
 
 @pytest.fixture(scope="session")
