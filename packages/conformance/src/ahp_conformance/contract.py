@@ -197,8 +197,8 @@ class ControlPlane:
                     plane.release(str(barrier))
                     self._send(200, {"released": True})
                 elif self.path == "/shutdown":
-                    plane.stop()  # before the answer, which says it is stopping
                     self._send(200, {"stopping": True})
+                    plane.stop()
                 else:
                     self._send(404, {"error": "not found"})
 
