@@ -32,7 +32,7 @@ HookKind = Literal["tool.before", "tool.after", "session.start", "session.end", 
 
 TOOL_PATH_NATIVE = "native"
 TOOL_PATH_MCP = "mcp"
-MAX_REASON_CHARS = 2000
+MAX_DENY_REASON_CHARS = 2000
 """Deny reasons are cut here: several harnesses inject hook output into the model's context."""
 MAX_OUTPUT_TEXT_BYTES = 1024 * 1024
 """A tool output longer than this is sent as a gap in ``tool.after`` (frames stay small)."""
@@ -228,7 +228,9 @@ def output_items(call_id: str, value: Any) -> list[dict[str, Any]]:
 
 def clip(reason: str) -> str:
     reason = reason.strip() or "Denied by policy."
-    return reason if len(reason) <= MAX_REASON_CHARS else reason[: MAX_REASON_CHARS - 1] + "…"
+    if len(reason) <= MAX_DENY_REASON_CHARS:
+        return reason
+    return reason[: MAX_DENY_REASON_CHARS - 1] + "…"
 
 
 class Dialect(ABC):

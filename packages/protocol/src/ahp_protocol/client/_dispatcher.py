@@ -110,7 +110,7 @@ class Route:
         )
 
 
-MAX_REASON_CHARS = 160
+MAX_ERROR_REASON_CHARS = 160
 """How much of a backend's ``error.data.reason`` a diagnostic keeps."""
 
 
@@ -128,8 +128,8 @@ def rpc_error_detail(error: object) -> str:
     data = error.get("data")
     reason = data.get("reason") if isinstance(data, Mapping) else None
     if isinstance(reason, str) and reason:
-        text = "".join(c if c.isprintable() else " " for c in reason[:MAX_REASON_CHARS])
-        detail += f": {text}" + ("…" if len(reason) > MAX_REASON_CHARS else "")
+        text = "".join(c if c.isprintable() else " " for c in reason[:MAX_ERROR_REASON_CHARS])
+        detail += f": {text}" + ("…" if len(reason) > MAX_ERROR_REASON_CHARS else "")
     return detail
 
 
