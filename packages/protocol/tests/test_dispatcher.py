@@ -41,8 +41,8 @@ from typing import IO, Any
 import anyio
 import pytest
 from ahp_protocol.client import Diagnostic, Dispatcher, FailureClass, HookResult, SyncDispatcher
-from ahp_protocol.client._dispatcher import Route
 from ahp_protocol.client.chain import SYNTHETIC_DENIAL_REASON
+from ahp_protocol.client.engine import Route
 from ahp_protocol.wire.registration import Registration, parse_registration
 
 HERE = Path(__file__).resolve().parent

@@ -33,8 +33,8 @@ from ahp_protocol.client.transports import (
     child_environment,
     open_transport,
 )
+from ahp_protocol.client.transports.exchange import Exchange
 from ahp_protocol.client.transports.stdio import (
-    DISCARDED,
     MAX_UNCORRELATED,
     NOTIFY_DELIVERY_S,
     STDERR_TAIL_BYTES,
@@ -125,12 +125,14 @@ def process_gone(pid: int) -> bool:
     return stat[stat.rfind(")") + 2] == "Z"
 
 
-async def outcome(transport: Any, msg: dict[str, Any], deadline: float = LONG) -> tuple[Any, float]:
+async def outcome(
+    transport: Any, msg: dict[str, Any], deadline: float = LONG, exchange: Exchange | None = None
+) -> tuple[Any, float]:
     """(response | FailureClass | "timeout", elapsed seconds) of one request."""
     started = time.perf_counter()
     try:
         with anyio.fail_after(deadline):
-            result: Any = await transport.request(msg)
+            result: Any = await transport.request(msg, exchange)
     except OperationalFailure as exc:
         result = exc.failure
     except TimeoutError:
@@ -141,14 +143,11 @@ async def outcome(transport: Any, msg: dict[str, Any], deadline: float = LONG) -
 async def discarding(
     transport: Any, msg: dict[str, Any], deadline: float = LONG
 ) -> tuple[Any, float, list[int]]:
-    """:func:`outcome`, plus the sizes of the frames the transport discarded meanwhile."""
-    sizes: list[int] = []
-    token = DISCARDED.set(sizes)
-    try:
-        result, elapsed = await outcome(transport, msg, deadline)
-    finally:
-        DISCARDED.reset(token)
-    return result, elapsed, sizes
+    """:func:`outcome`, plus the sizes of the frames the transport discarded meanwhile
+    (the exchange record, read after a failure or the deadline too)."""
+    exchange = Exchange()
+    result, elapsed = await outcome(transport, msg, deadline, exchange)
+    return result, elapsed, exchange.discarded
 
 
 def effects(response: Any) -> list[Any]:

@@ -22,7 +22,6 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -36,11 +35,10 @@ from ahp_protocol.client._checks import (
 )
 from ahp_protocol.client._failures import FailureClass, OperationalFailure
 from ahp_protocol.client._result import Diagnostic, HookResult, Mode, Outcome
-from ahp_protocol.client.chain import ChainState, fold_response
-from ahp_protocol.client.transports.stdio import DISCARDED
+from ahp_protocol.client.engine import Chain, Delivery, Route, Send, result_of
+from ahp_protocol.client.transports.exchange import Exchange
 from ahp_protocol.tracing import end_hook_span, start_hook_span
 from ahp_protocol.wire import jsonrpc, routing
-from ahp_protocol.wire.routing import Policy, failure_policy
 from ahp_protocol.wire.state import Candidate, Permission
 
 if TYPE_CHECKING:
@@ -52,85 +50,6 @@ log = logging.getLogger("ahp_protocol.client")
 
 DISCOVERY_TIMEOUT_S = 5.0
 OBSERVE_TIMEOUT_S = 2.0
-RETRYABLE = frozenset({FailureClass.ABNORMAL_EXIT, FailureClass.CONNECT_FAILED})
-"""Failures after which one retry (same ids, same content) may fit in the original deadline."""
-
-_EFFECT_FAILURES = {
-    "unknown": FailureClass.UNKNOWN_EFFECT,
-    "malformed": FailureClass.MALFORMED_EFFECT,
-    "unadvertised": FailureClass.UNADVERTISED_EFFECT,
-    "illegal": FailureClass.UNADVERTISED_EFFECT,
-}
-
-
-@dataclass(frozen=True, slots=True)
-class Route:
-    """One subscription as the dispatcher uses it."""
-
-    hook: Hook
-    index: int
-    subscription: Subscription
-    selection: dict[str, str] = field(default_factory=dict)
-
-    @classmethod
-    def of(cls, hook: Hook, index: int, subscription: Subscription) -> Route:
-        return cls(hook, index, subscription, subscription.content.to_wire())
-
-    @property
-    def sees_everything(self) -> bool:
-        """True when the subscriber's view of an event is the event itself."""
-        return all(v == "body" for v in self.selection.values())
-
-    def view(self, event: Mapping[str, Any]) -> Mapping[str, Any]:
-        """The event as this subscription may see it (content selection, ``native``)."""
-        from ahp_protocol.wire.content import project_event
-
-        include_native = bool(self.subscription.include_native)
-        if self.sees_everything and (include_native or "native" not in event):
-            return event  # nothing to withhold: no copy on the hot path
-        return project_event(event, self.selection, include_native=include_native)
-
-    @property
-    def fail_closed(self) -> bool:
-        return self.policy == "fail-closed"
-
-    @property
-    def timeout_s(self) -> float:
-        timeout_ms: int = getattr(self.subscription, "timeout_ms", 0)
-        return timeout_ms / 1000
-
-    @property
-    def policy(self) -> Policy:
-        """The subscription's failure policy (:func:`ahp_protocol.wire.routing.failure_policy`)."""
-        sub = self.subscription
-        return failure_policy(
-            getattr(sub, "failure_policy", None),
-            scope=getattr(sub, "scope", None),
-            disableable=getattr(sub, "disableable", None),
-        )
-
-
-MAX_ERROR_REASON_CHARS = 160
-"""How much of a backend's ``error.data.reason`` a diagnostic keeps."""
-
-
-def rpc_error_detail(error: object) -> str:
-    """What a JSON-RPC error says, for a diagnostic: its code, the code's fixed name and
-    the backend's ``data.reason`` (printable, bounded); never ``message`` or other data,
-    where a careless backend may have put exception text."""
-    if not isinstance(error, Mapping) or type(error.get("code")) is not int:
-        return "backend answered with a malformed JSON-RPC error"
-    code: int = error["code"]
-    detail = f"backend answered with JSON-RPC error {code}"
-    name = jsonrpc.ERROR_MESSAGES.get(code)
-    if name is not None:
-        detail += f" ({name})"
-    data = error.get("data")
-    reason = data.get("reason") if isinstance(data, Mapping) else None
-    if isinstance(reason, str) and reason:
-        text = "".join(c if c.isprintable() else " " for c in reason[:MAX_ERROR_REASON_CHARS])
-        detail += f": {text}" + ("…" if len(reason) > MAX_ERROR_REASON_CHARS else "")
-    return detail
 
 
 def now() -> str:
@@ -165,6 +84,12 @@ class Dispatcher:
     interceptors a short-circuit left uncalled, ``hook.failure``): for re-running
     events that happened long ago, such as a policy replay; every rule that decides is
     unchanged.
+
+    ``transport`` opens the connection to one backend (``hook`` in, a
+    :class:`~ahp_protocol.client.transports.Transport` out), called once per backend on
+    first use; by default :func:`~ahp_protocol.client.transports.open_transport` (stdio or
+    HTTP, as the registration says). Any transport will do, e.g. an in-memory one from
+    :mod:`ahp_protocol.testing`.
     """
 
     def __init__(
@@ -178,8 +103,10 @@ class Dispatcher:
         source: str | None = None,
         harness: Mapping[str, str] | None = None,
         deliver_observations: bool = True,
+        transport: Callable[[Hook], Transport] | None = None,
     ) -> None:
         self.registration = registration
+        self._open = transport
         self.deliver_observations = deliver_observations
         self.capabilities = check_declaration(capabilities)
         self.environ = dict(os.environ if environ is None else environ)
@@ -266,9 +193,12 @@ class Dispatcher:
     def _transport(self, hook: Hook) -> Transport:
         transport = self._transports.get(hook.id)
         if transport is None:
-            from ahp_protocol.client.transports import open_transport
+            if self._open is not None:
+                transport = self._open(hook)
+            else:
+                from ahp_protocol.client.transports import open_transport
 
-            transport = open_transport(hook, environ=self.environ)
+                transport = open_transport(hook, environ=self.environ)
             self._transports[hook.id] = transport
             tail = getattr(transport, "stderr_tail", None)
             if callable(tail):  # kept after aclose(): why a backend died is read afterwards
@@ -291,7 +221,7 @@ class Dispatcher:
         try:
             with anyio.fail_after(self.discovery_timeout):
                 response = await self._transport(hook).request(message)
-            result = self._result(response)
+            result = result_of(response)
             configuration = parse_configuration(result.get("configuration"))
             for j, sub in enumerate(configuration.subscriptions):
                 with contextlib.suppress(RegistrationError):  # a selector the host cannot serve
@@ -377,65 +307,6 @@ class Dispatcher:
                 granted["effects"] = [e for e in granted["effects"] if e != "modify"]
         return granted
 
-    @staticmethod
-    def _result(response: Mapping[str, Any]) -> dict[str, Any]:
-        """The ``result`` of a response whose envelope and id the transport checked."""
-        if "error" in response:
-            raise OperationalFailure(FailureClass.RPC_ERROR, rpc_error_detail(response["error"]))
-        result = response.get("result")
-        if not isinstance(result, dict):
-            raise OperationalFailure(FailureClass.INVALID_RESULT, "result is not an object")
-        if result.get("protocolVersion") != jsonrpc.PROTOCOL_VERSION:
-            raise OperationalFailure(
-                FailureClass.UNSUPPORTED_VERSION, "unsupported protocolVersion"
-            )
-        return result
-
-    def _accept(self, event_type: str, judge: Grants, response: Mapping[str, Any]) -> list[Any]:
-        from ahp_protocol.wire.effects import EffectError, check_effects
-        from ahp_protocol.wire.errors import WireErrors
-
-        result = self._result(response)
-        if "manifest" in result or "configuration" in result:
-            raise OperationalFailure(FailureClass.INVALID_RESULT, "discovery payload in a decision")
-        effects = result.get("effects")
-        if not isinstance(effects, list):  # AHP-DEC-001: a success has an ordered effects array
-            raise OperationalFailure(FailureClass.INVALID_RESULT, "result has no effects array")
-        try:
-            return check_effects(event_type, judge, effects)
-        except EffectError as exc:
-            raise OperationalFailure(
-                _EFFECT_FAILURES[exc.kind], f"effect rejected ({exc.kind})"
-            ) from None
-        except WireErrors:
-            raise OperationalFailure(FailureClass.MALFORMED_EFFECT, "effects rejected") from None
-
-    async def _exchange(
-        self, route: Route, event_type: str, state: ChainState, carried: dict[str, Any]
-    ) -> tuple[ChainState, Outcome]:
-        """The state after one interceptor's accepted answer, and the answer's outcome.
-        ``carried``: params the request carries besides the protocol's (a trace)."""
-        event = state.event
-        grant, judge = self._granted(event_type, route)
-        params: dict[str, Any] = {
-            "protocolVersion": jsonrpc.PROTOCOL_VERSION,
-            "event": route.view(event),
-            "capabilities": grant,
-            "state": state.wire_state(),
-            **carried,
-        }
-        message = jsonrpc.request(jsonrpc.INTERCEPT, params, event["id"])
-        transport = self._transport(route.hook)
-        try:
-            response = await transport.request(message)
-        except OperationalFailure as exc:
-            if exc.failure not in RETRYABLE:
-                raise
-            response = await transport.request(message)  # same ids, same content, same deadline
-        effects = self._accept(event_type, judge, response)
-        folded = fold_response(state, effects, backend=route.hook.id, subscription=route.index)
-        return folded, "denied" if folded.denial else "accepted" if effects else "no_effect"
-
     # -- the chain -----------------------------------------------------------------
 
     async def intercept(
@@ -457,59 +328,56 @@ class Dispatcher:
             raise RuntimeError("dispatcher is closed")
         await self.start()
         event_type = str(event.get("type"))
-        state = ChainState(
-            event=dict(event), permission=initial_permission, candidate=initial_candidate
+        chain = Chain(
+            event,
+            self.routes(event_type, "intercept"),
+            lambda route: self._granted(event_type, route),
+            permission=initial_permission,
+            candidate=initial_candidate,
         )
-        diagnostics: list[Diagnostic] = []
-        failures: list[tuple[Route, FailureClass]] = []
-        uncalled: list[Route] = []
-        for route in self.routes(event_type, "intercept"):
-            if state.stopped:
-                uncalled.append(route)
-                continue
-            started = time.perf_counter()
-            discarded: list[int] = []  # uncorrelated frames the transport dropped meanwhile
-            token = DISCARDED.set(discarded)
-            failure: OperationalFailure | None = None
-            carried: dict[str, Any] = {}
-            span = start_hook_span(carried, route.hook.id, event_type, "intercept")
+        while (send := chain.send()) is not None:
+            params = send.message["params"]
+            span = start_hook_span(params, send.route.hook.id, event_type, "intercept")
+            end_hook_span(span, await self._drive(chain, send))
+        deliveries = chain.deliveries(
+            self.routes(event_type, "observe"),
+            self.routes("hook.failure", "observe"),
+            lambda route, failure: self.failure_event(chain.state.event, route, failure),
+        )
+        return chain.result(await self._deliver(deliveries))
+
+    async def _drive(self, chain: Chain, send: Send) -> Diagnostic:
+        """Send the chain's pending request until the chain has its answer or its failure
+        (one retry where the engine allows it), within the engine's deadline."""
+        transport = self._transport(send.route.hook)
+        exchange = Exchange()
+        diagnostic: Diagnostic | None = None
+        while diagnostic is None:
             try:
-                with anyio.fail_after(route.timeout_s):
-                    state, outcome = await self._exchange(route, event_type, state, carried)
+                with anyio.fail_after(max(0.0, send.deadline - time.perf_counter())):
+                    response = await transport.request(send.message, exchange)
             except TimeoutError:
-                failure = OperationalFailure(FailureClass.DEADLINE_EXCEEDED, "no answer in time")
+                diagnostic = chain.expire(exchange)
             except OperationalFailure as exc:
-                failure = exc
-            finally:
-                DISCARDED.reset(token)
-            latency = (time.perf_counter() - started) * 1000
-            if failure is not None:
-                outcome = "failed"
-                failures.append((route, failure.failure))
-                log.info("backend %s failed: %s (%s)", route.hook.id, failure.failure, route.policy)
-                if route.fail_closed:
-                    state = state.deny_synthetic(route.hook.id, route.index)
-            diagnostics.append(
-                Diagnostic(
-                    route.hook.id,
-                    route.index,
-                    "intercept",
-                    outcome,
-                    latency,
-                    failure.failure if failure else None,
-                    route.policy if failure else None,
-                    failure.detail if failure else None,
-                    len(discarded),
-                )
+                diagnostic = chain.fail(exc, exchange)
+                if diagnostic is None:  # retried: same ids, same content, same deadline
+                    send = chain.send() or send
+            else:
+                diagnostic = chain.receive(response, exchange)
+        if diagnostic.failure is not None:
+            log.info(
+                "backend %s failed: %s (%s)",
+                diagnostic.backend,
+                diagnostic.failure,
+                diagnostic.policy,
             )
-            end_hook_span(span, diagnostics[-1])
-        observed = await self._deliver(state.event, uncalled, failures)
-        return HookResult.settle(event_type, state, diagnostics + observed)
+        return diagnostic
 
     async def observe(self, event: Mapping[str, Any]) -> list[Diagnostic]:
         """Deliver one event to its observe subscriptions (bounded; never a decision)."""
         await self.start()
-        return await self._deliver(dict(event), [], [])
+        routes = self.routes(str(event.get("type")), "observe")
+        return await self._deliver([Delivery(route, event, "observe") for route in routes])
 
     def failure_event(
         self, parent: Mapping[str, Any], route: Route, failure: FailureClass
@@ -527,26 +395,10 @@ class Dispatcher:
             event["session"] = parent["session"]
         return event
 
-    async def _deliver(
-        self,
-        event: Mapping[str, Any],
-        uncalled: list[Route],
-        failures: list[tuple[Route, FailureClass]],
-    ) -> list[Diagnostic]:
+    async def _deliver(self, deliveries: Sequence[Delivery]) -> list[Diagnostic]:
         """Observations after settlement, concurrently, each bounded by ``observe_timeout``."""
-        if not self.deliver_observations:
-            return []
-        deliveries: list[tuple[Route, Mapping[str, Any], Mode]] = [
-            (r, event, "observe") for r in self.routes(str(event.get("type")), "observe")
-        ]
-        deliveries += [(r, event, "short-circuit") for r in uncalled]
-        for route, failure in failures:
-            failure_event = self.failure_event(event, route, failure)
-            deliveries += [
-                (r, failure_event, "observe") for r in self.routes("hook.failure", "observe")
-            ]
         diagnostics: list[Diagnostic] = []
-        if not deliveries:
+        if not self.deliver_observations or not deliveries:
             return diagnostics
 
         async def deliver(route: Route, payload: Mapping[str, Any], mode: Mode) -> None:
@@ -573,6 +425,6 @@ class Dispatcher:
             end_hook_span(span, diagnostics[-1])
 
         async with anyio.create_task_group() as tg:
-            for route, payload, mode in deliveries:
-                tg.start_soon(deliver, route, payload, mode)
+            for delivery in deliveries:
+                tg.start_soon(deliver, delivery.route, delivery.event, delivery.mode)
         return diagnostics

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ahp_protocol.client.transports.exchange import Exchange
 from ahp_protocol.client.transports.stdio import StdioTransport, child_environment
 from ahp_protocol.wire.jsonrpc import MAX_FRAME_BYTES
 
@@ -39,6 +40,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "Exchange",
     "HeaderSource",
     "HeaderValue",
     "HttpTransport",
@@ -52,10 +54,14 @@ __all__ = [
 class Transport(Protocol):
     """One backend connection, as the dispatcher uses it."""
 
-    async def request(self, message: dict[str, Any]) -> dict[str, Any]:
+    async def request(
+        self, message: dict[str, Any], exchange: Exchange | None = None
+    ) -> dict[str, Any]:
         """Send one request; return the decoded response (envelope and id checked),
         JSON-RPC errors included, or raise ``OperationalFailure``. No deadline of its own:
-        a cancellation (the caller's deadline) leaves the transport consistent."""
+        a cancellation (the caller's deadline) leaves the transport consistent. What the
+        exchange did on the wire (bytes, discarded frames, attempts) is added to
+        ``exchange`` as it goes, so it holds even after a failure or a cancellation."""
         ...
 
     async def notify(self, message: dict[str, Any]) -> None:

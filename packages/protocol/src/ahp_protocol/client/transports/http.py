@@ -46,6 +46,7 @@ except ImportError as exc:  # a stdio-only install: say what to add, not just "n
 
 from ahp_protocol.client._failures import FailureClass, OperationalFailure
 from ahp_protocol.client.transports._framing import decode_answer, request_key
+from ahp_protocol.client.transports.exchange import Exchange
 from ahp_protocol.wire import jsonrpc
 from ahp_protocol.wire.names import HEADER_NAME, is_loopback_host
 
@@ -178,10 +179,13 @@ class HttpTransport:
 
     # -- the Transport contract ---------------------------------------------------
 
-    async def request(self, message: dict[str, Any]) -> dict[str, Any]:
+    async def request(
+        self, message: dict[str, Any], exchange: Exchange | None = None
+    ) -> dict[str, Any]:
         key = request_key(message)
-        async with self._post(message) as response:
-            return await self._response(response, key)
+        record = Exchange() if exchange is None else exchange
+        async with self._post(message, record) as response:
+            return await self._response(response, key, record)
 
     async def notify(self, message: dict[str, Any]) -> None:
         async with self._post(message) as response:
@@ -259,11 +263,15 @@ class HttpTransport:
         return self._client
 
     @contextlib.asynccontextmanager
-    async def _post(self, message: dict[str, Any]) -> AsyncIterator[httpx.Response]:
+    async def _post(
+        self, message: dict[str, Any], exchange: Exchange | None = None
+    ) -> AsyncIterator[httpx.Response]:
         """One streamed POST of ``message``; httpx errors become ``CONNECT_FAILED``."""
         headers = self._resolve_headers()  # before anything is sent
         client = self._ready()
         body = jsonrpc.encode(message)[:-1]
+        if exchange is not None:
+            exchange.sent(len(body))
         request = client.build_request("POST", self.url, headers=headers, content=body)
         try:
             response = await client.send(request, stream=True)
@@ -281,7 +289,9 @@ class HttpTransport:
             with contextlib.suppress(httpx.HTTPError, OSError):
                 await response.aclose()
 
-    async def _response(self, response: httpx.Response, key: tuple[str, object]) -> dict[str, Any]:
+    async def _response(
+        self, response: httpx.Response, key: tuple[str, object], exchange: Exchange
+    ) -> dict[str, Any]:
         if response.status_code != 200:
             detail = (
                 "redirect not followed"
@@ -305,6 +315,7 @@ class HttpTransport:
         body = bytearray()
         async for chunk in response.aiter_raw():
             body += chunk
+            exchange.received(len(chunk))
             if len(body) > self.max_frame_bytes:
                 raise OperationalFailure(
                     FailureClass.MALFORMED_OUTPUT, "response exceeds the frame size limit"

@@ -11,7 +11,8 @@ correlation by id, and killing and reaping every child. Two lifecycles (draft §
   it exits or fails. One request at a time (draft §8.1: at most one outstanding
   intercept per backend); a notification is written without waiting. A response with
   another id is discarded, as the stdio binding says (its size logged and counted in
-  :data:`DISCARDED`, never its content) and the request keeps waiting within the
+  the request's :class:`~ahp_protocol.client.transports.exchange.Exchange`, never its
+  content) and the request keeps waiting within the
   caller's deadline; more than :data:`MAX_UNCORRELATED` of them is ``ID_MISMATCH``.
   A request the caller gives up on (its deadline, an interruption) is still
   outstanding in the child, which may stay busy with it for as long as it likes: the
@@ -39,7 +40,6 @@ chatty child never blocks) and only a bounded tail is kept, for the operator
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import logging
 import os
 import signal
@@ -59,6 +59,7 @@ from ahp_protocol.client.transports._framing import (
     id_key,
     request_key,
 )
+from ahp_protocol.client.transports.exchange import Exchange
 from ahp_protocol.wire import jsonrpc
 
 if TYPE_CHECKING:
@@ -109,15 +110,6 @@ NOTIFY_DELIVERY_S: Final = 2.0
 """aclose(): a child sent a notification may finish within this long of its start."""
 
 _READ_CHUNK: Final = 65536
-
-DISCARDED: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
-    "ahp_stdio_discarded", default=None
-)
-"""Where a persistent request records the size of each response it discarded.
-
-The caller sets a list (``token = DISCARDED.set([])``, then ``DISCARDED.reset(token)``)
-around its requests; each discarded frame appends its size in bytes. Unset: nothing is
-recorded. A context variable, so concurrent callers in their own tasks never mix."""
 
 
 def is_path_command(command: str) -> bool:
@@ -307,14 +299,6 @@ class _Child:
         return None
 
 
-def _discarded(size: int, what: str) -> None:
-    """Log (by size only) and record one discarded response frame."""
-    _log.info("AHP stdio discarded %s (%d bytes)", what, size)
-    sizes = DISCARDED.get()
-    if sizes is not None:
-        sizes.append(size)
-
-
 # -- the transport -------------------------------------------------------------------
 
 
@@ -374,12 +358,16 @@ class StdioTransport:
 
     # -- the Transport contract ---------------------------------------------------
 
-    async def request(self, message: dict[str, Any]) -> dict[str, Any]:
+    async def request(
+        self, message: dict[str, Any], exchange: Exchange | None = None
+    ) -> dict[str, Any]:
         key = request_key(message)
         data = jsonrpc.encode(message)
+        record = Exchange() if exchange is None else exchange
+        record.sent(len(data))
         if self.lifecycle == "persistent":
-            return await self._persistent_request(key, data)
-        return await self._per_event_request(key, data)
+            return await self._persistent_request(key, data, record)
+        return await self._per_event_request(key, data, record)
 
     async def notify(self, message: dict[str, Any]) -> None:
         data = jsonrpc.encode(message)
@@ -504,7 +492,9 @@ class StdioTransport:
             await self._retire(child)
             raise
 
-    async def _persistent_request(self, key: tuple[str, object], data: bytes) -> dict[str, Any]:
+    async def _persistent_request(
+        self, key: tuple[str, object], data: bytes, exchange: Exchange
+    ) -> dict[str, Any]:
         async with self._request_lock:
             async with self._write_lock:
                 child = await self._ready()
@@ -520,13 +510,15 @@ class StdioTransport:
                     response = decode_response(frame, self.max_frame_bytes)
                     got = id_key(response.get("id"))
                     if got == key:
+                        exchange.received(len(frame))
                         return response
                     uncorrelated += 1
                     if uncorrelated > MAX_UNCORRELATED:
                         raise OperationalFailure(
                             FailureClass.ID_MISMATCH, "too many responses with another id"
                         )
-                    _discarded(len(frame), "an uncorrelated response")
+                    _log.info("AHP stdio discarded an uncorrelated response (%d bytes)", len(frame))
+                    exchange.discard(len(frame))
             except BaseException:
                 # A failure, or the caller's deadline or interruption: the child may still
                 # be busy with this request; never send it another (one outstanding request
@@ -536,7 +528,9 @@ class StdioTransport:
 
     # -- per_event -----------------------------------------------------------------
 
-    async def _per_event_request(self, key: tuple[str, object], data: bytes) -> dict[str, Any]:
+    async def _per_event_request(
+        self, key: tuple[str, object], data: bytes, exchange: Exchange
+    ) -> dict[str, Any]:
         await self._sweep()
         child = await self._spawn(capture_stdout=True)
         try:
@@ -546,6 +540,7 @@ class StdioTransport:
                 raise OperationalFailure(
                     FailureClass.ABNORMAL_EXIT, "backend process exited without a response"
                 )
+            exchange.received(len(frame))
             response = decode_answer(frame, self.max_frame_bytes, key)
             status = await child.finish(self.exit_grace)
             if status not in (0, None):
