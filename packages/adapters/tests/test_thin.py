@@ -37,6 +37,9 @@ ALLOWED_ON_THE_WARM_PATH = {
     "ahp_adapters.frame",
     "ahp_adapters.rundir",
     "ahp_adapters.thin",
+    # The kit's version (the daemon's key): the protocol package's bare init and _version.
+    "ahp_protocol",
+    "ahp_protocol._version",
 }
 IMPORTS_SCRIPT = """
 import sys

@@ -1,3 +1,5 @@
 """ahp-backends: sample AHP backends, each a separate process (``ahp-backend``)."""
 
-__version__ = "0.1.0"
+from ahp_protocol import __version__  # the kit's one version
+
+__all__ = ["__version__"]

@@ -17,4 +17,6 @@
   :mod:`ahp_conformance.report` (checks, verdicts by requirement and profile, output).
 """
 
-__version__ = "0.1.0"
+from ahp_protocol import __version__  # the kit's one version
+
+__all__ = ["__version__"]

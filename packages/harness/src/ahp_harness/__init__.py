@@ -5,4 +5,6 @@ The model proposes tool calls; each goes through the gate in
 permissions and sandbox), runs or is refused, and ``tool.after`` reports it.
 """
 
-__version__ = "0.1.0"
+from ahp_protocol import __version__  # the kit's one version
+
+__all__ = ["__version__"]
