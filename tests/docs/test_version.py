@@ -5,7 +5,8 @@
 - the five packages' ``__version__`` and their installed metadata are that version;
 - ``import ahp_adapters`` (every native hook process) does not import the protocol
   package for it; asking for the version imports only the protocol's bare init and
-  ``_version``.
+  ``_version``;
+- the changelog has a section for it.
 """
 
 from __future__ import annotations
@@ -90,3 +91,8 @@ def test_importing_the_adapters_does_not_import_the_protocol_for_the_version() -
     version, imported = done.stdout.splitlines()
     assert version == the_version()
     assert imported.split() == ["ahp_protocol", "ahp_protocol._version"]
+
+
+def test_the_changelog_has_a_section_for_the_version() -> None:
+    changelog = (REPO / "CHANGELOG.md").read_text(encoding="utf-8")
+    assert re.search(rf"^## \[{re.escape(the_version())}\]", changelog, re.M)
