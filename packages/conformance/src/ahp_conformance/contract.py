@@ -47,6 +47,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from ahp_protocol.testing.serve import write_json_atomically
+
 REGISTRATION_EXTENSION = "registration"
 REPORT_STATUSES = ("passed", "failed", "unsupported", "inapplicable")
 READY_TIMEOUT_S = 30.0
@@ -108,13 +110,6 @@ def load_adapter(path: Path) -> Adapter:
 
 
 # -- files written atomically ---------------------------------------------------------
-
-
-def write_json_atomically(path: Path, value: Any) -> None:
-    """Write ``value`` so a reader never sees half a file (write, then rename)."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(json.dumps(value), "utf-8")
-    os.replace(temporary, path)
 
 
 # -- the server role's control endpoint -----------------------------------------------

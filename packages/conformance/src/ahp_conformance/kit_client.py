@@ -59,8 +59,9 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from ahp_protocol.testing.serve import write_json_atomically
 
-from ahp_conformance.contract import ContractError, read_config, write_json_atomically
+from ahp_conformance.contract import ContractError, read_config
 
 LANGUAGE = "python-ahp-kit"
 HOOK_ID = "org.agenthooksprotocol.interop.server"

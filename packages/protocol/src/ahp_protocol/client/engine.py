@@ -293,6 +293,8 @@ class Chain:
         """What is observed once settled: the (final) event to its observers, to each
         interceptor a stop left uncalled, and one ``hook.failure`` event per failure to
         the ``hook.failure`` observers."""
+        if not self.settled:
+            raise RuntimeError("the chain is not settled (send() has more to send)")
         event = self.state.event
         out = [Delivery(route, event, "observe") for route in observers]
         out += [Delivery(route, event, "short-circuit") for route in self.uncalled]

@@ -299,6 +299,24 @@ class _Child:
         return None
 
 
+def correlate(
+    frame: bytes, key: tuple[str, object], exchange: Exchange, max_bytes: int
+) -> dict[str, Any] | None:
+    """One frame read while a persistent request keyed ``key`` waits: its response, or
+    ``None`` when the frame answered another id (discarded unread: its size logged and
+    recorded in ``exchange``), or ``MALFORMED_OUTPUT``, or ``ID_MISMATCH`` past
+    :data:`MAX_UNCORRELATED` discarded frames."""
+    response = decode_response(frame, max_bytes)
+    if id_key(response.get("id")) == key:
+        exchange.received(len(frame))
+        return response
+    if len(exchange.discarded) >= MAX_UNCORRELATED:
+        raise OperationalFailure(FailureClass.ID_MISMATCH, "too many responses with another id")
+    _log.info("AHP stdio discarded an uncorrelated response (%d bytes)", len(frame))
+    exchange.discard(len(frame))
+    return None
+
+
 # -- the transport -------------------------------------------------------------------
 
 
@@ -500,25 +518,15 @@ class StdioTransport:
                 child = await self._ready()
                 await self._write(child, data)
             try:
-                uncorrelated = 0
                 while True:
                     frame = await child.read_frame(self.max_frame_bytes)
                     if frame is None:
                         raise OperationalFailure(
                             FailureClass.ABNORMAL_EXIT, "backend process exited or closed stdout"
                         )
-                    response = decode_response(frame, self.max_frame_bytes)
-                    got = id_key(response.get("id"))
-                    if got == key:
-                        exchange.received(len(frame))
+                    response = correlate(frame, key, exchange, self.max_frame_bytes)
+                    if response is not None:
                         return response
-                    uncorrelated += 1
-                    if uncorrelated > MAX_UNCORRELATED:
-                        raise OperationalFailure(
-                            FailureClass.ID_MISMATCH, "too many responses with another id"
-                        )
-                    _log.info("AHP stdio discarded an uncorrelated response (%d bytes)", len(frame))
-                    exchange.discard(len(frame))
             except BaseException:
                 # A failure, or the caller's deadline or interruption: the child may still
                 # be busy with this request; never send it another (one outstanding request
