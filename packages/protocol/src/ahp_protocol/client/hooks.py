@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import uuid
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -37,7 +37,8 @@ from ahp_protocol.client.chain import ChainState
 from ahp_protocol.wire.state import Candidate, Permission
 
 if TYPE_CHECKING:
-    from ahp_protocol.wire.registration import Registration
+    from ahp_protocol.client.transports import Transport
+    from ahp_protocol.wire.registration import Hook, Registration
 
 __all__ = [
     "FileChange",
@@ -140,6 +141,8 @@ class Hooks:
     per interceptable event (wire form, e.g. ``{"tool.before": {"effects": ["deny"]}}``);
     declare only what your code honours. ``validate=False`` skips checking outgoing
     events: a malformed one then reaches backends, which fail it as invalid params.
+    ``transport``: how each backend is reached (default: as the registration says); for
+    tests, :func:`ahp_protocol.testing.memory_transports` answers in memory.
 
     Raises at construction: ``WireErrors`` (the registration, with JSON paths),
     :class:`~ahp_protocol.client.DeclarationError` (``capabilities``),
@@ -157,6 +160,7 @@ class Hooks:
         environ: Mapping[str, str] | None = None,
         validate: bool = True,
         base_dir: str | os.PathLike[str] | None = None,
+        transport: Callable[[Hook], Transport] | None = None,
     ) -> None:
         self.harness = _identity(harness)
         self.source = source or f"urn:uuid:{uuid.uuid4()}"
@@ -171,6 +175,7 @@ class Hooks:
                 environ=environ,
                 source=self.source,
                 harness=self.harness,
+                transport=transport,
             )
             self._declared = self.dispatcher.capabilities
         self._unknown_kinds: set[str] = set()
