@@ -465,9 +465,14 @@ class Clients:
         }
 
     async def ours(
-        self, hooks: list[dict[str, Any]], cases: Sequence[ToolCase], profile: str = "full"
+        self,
+        hooks: list[dict[str, Any]],
+        cases: Sequence[ToolCase],
+        profile: str = "full",
+        transport: Any = None,
     ) -> tuple[list[Verdict], list[Any]]:
-        """Verdicts from our Dispatcher, and its configuration diagnostics."""
+        """Verdicts from our Dispatcher, and its configuration diagnostics. ``transport``:
+        the dispatcher's (e.g. ``ahp_protocol.testing.memory_transports``)."""
         from ahp_protocol.client import Dispatcher
         from ahp_protocol.wire.registration import parse_registration
 
@@ -479,6 +484,7 @@ class Clients:
             environ=dict(os.environ),
             source=self.SOURCE_OURS,
             harness=HARNESS,
+            transport=transport,
         ) as dispatcher:
             for case in cases:
                 event = self.tool_event(case, self.SOURCE_OURS)

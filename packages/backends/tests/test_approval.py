@@ -194,14 +194,11 @@ def summary(verdicts: list[Any]) -> list[tuple[Any, ...]]:
 @pytest.mark.parametrize(
     ("engine", "kind", "profile"),
     [
+        # The store's answers do not depend on the transport: each engine runs the table
+        # once per profile, over a persistent and an HTTP server (per_event, the same
+        # code one process per event, runs the shorter test below).
         ("sqlite", "persistent", "full"),
-        ("sqlite", "persistent", "deny_only"),
-        ("sqlite", "per_event", "full"),
-        ("sqlite", "http", "full"),
         ("sqlite", "http", "deny_only"),
-        # The store's answers do not depend on the transport: PostgreSQL runs the table
-        # on a persistent and an HTTP server (per_event on PostgreSQL, ~0.3 s of driver
-        # import per process, runs the shorter test below).
         ("postgresql", "persistent", "full"),
         ("postgresql", "http", "deny_only"),
     ],

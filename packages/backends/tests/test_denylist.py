@@ -217,13 +217,28 @@ def summary(verdicts: list[Any]) -> list[Any]:
     return [(v.permission, v.reason, v.code, v.messages) for v in verdicts]
 
 
-TRANSPORT_PROFILES = [
-    ("persistent", "full"),
-    ("persistent", "deny_only"),
-    ("per_event", "full"),
-    ("http", "full"),
-    ("http", "deny_only"),
-]
+TRANSPORT_PROFILES = [("persistent", "full"), ("http", "deny_only")]
+"""The table through real processes, both clients: each profile once, over the two kinds
+of connection (the table is the rules'; per_event serves the same code, shown by
+``test_registration_without_subscriptions_uses_the_served_defaults``)."""
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("profile", ["full", "deny_only"])
+async def test_the_table_in_memory(
+    profile: str, rules_file: Path, clients: Any, hook: Callable[..., dict[str, Any]]
+) -> None:
+    # The rules alone: the backend object answers in this process, every row, each profile.
+    from ahp_backends.denylist import Denylist, build_backend
+    from ahp_protocol.testing import memory_transports
+
+    hooks = [hook("denylist", kind="persistent", subscriptions=[clients.subscription()])]
+    backend = build_backend(Denylist(str(rules_file)))
+    transport = memory_transports({hooks[0]["id"]: backend})
+    verdicts, diagnostics = await clients.ours(hooks, cases(clients), profile, transport)
+    assert diagnostics == []
+    for row, got, wanted in zip(TABLE, summary(verdicts), expected(profile), strict=True):
+        assert got == wanted, row[0]
 
 
 @pytest.mark.anyio
