@@ -96,9 +96,9 @@ def test_classify_matches_construction(message: dict[str, Any]) -> None:
 @pytest.mark.parametrize(
     ("data", "code", "reason"),
     [
-        (b"{", ErrorCode.PARSE_ERROR, "not valid JSON"),
+        (b"{", ErrorCode.PARSE_ERROR, "not JSON"),
         (b"\xff\xfe{}", ErrorCode.PARSE_ERROR, "UTF-8"),
-        (b'{"jsonrpc":"2.0","id":1,"result":NaN}', ErrorCode.PARSE_ERROR, "not valid JSON"),
+        (b'{"jsonrpc":"2.0","id":1,"result":NaN}', ErrorCode.PARSE_ERROR, "not JSON"),
         (b"[]", ErrorCode.INVALID_REQUEST, "batch"),
         (b"[{}]", ErrorCode.INVALID_REQUEST, "batch"),
         (b"42", ErrorCode.INVALID_REQUEST, "object"),

@@ -17,7 +17,8 @@ null``), unknown-effect, unadvertised-effect, oversized, late,
 slow-start, stderr-noise, exit-before-answer, invalid-utf8, linger (answers, then
 never exits), answer-then-fail (answers, then exits 3), unterminated (answer
 without the newline, then exit 0), two-responses, grandchild (forks a sleeping
-grandchild in its process group, records its pid, answers ok).
+grandchild in its process group, records its pid, answers ok), deep-N (an answer
+whose result holds a value nested inside N arrays, e.g. deep-100000).
 HTTP-only modes: http-500, redirect (302), wrong-content-type, observe-body
 (a body on a notification's 202), notify-200 (200 with no body on a notification),
 no-content (204 on a notification), oversized-stream (endless chunked body).
@@ -113,6 +114,11 @@ def answer(mode: str, rid: Any) -> bytes:
     if mode == "invalid-utf8":
         head = b'{"jsonrpc":"2.0","id":' + json.dumps(rid).encode("utf-8")
         return head + b',"result":{"protocolVersion":"draft","effects":[],"x":"\xff\xfe"}}\n'
+    if mode.startswith("deep-"):  # deep-N: a result holding a value inside N arrays
+        depth = int(mode.removeprefix("deep-"))
+        head = b'{"jsonrpc":"2.0","id":' + json.dumps(rid).encode("utf-8")
+        nested = b"[" * depth + b"]" * depth
+        return head + b',"result":{"protocolVersion":"draft","effects":[],"x":' + nested + b"}}\n"
     if mode == "unterminated":
         return line(ok(rid))[:-1]
     if mode == "two-responses":

@@ -1,16 +1,15 @@
 """The server kit's JSON codec: one frame in as a dict, one reply out as one line.
 
-Owns decoding one frame (bounded size and nesting; -32700 with a fixed reason for
-oversize, invalid UTF-8 or JSON, too deep; -32600 for a batch or a non-object), the
-exact key the memos are keyed by, and encoding a reply as one compact UTF-8 line
-(the wire's :func:`~ahp_protocol.wire.jsonrpc.json_bytes`, the client's too: lone
-surrogates escaped rather than failing). The message shapes, codes and
-envelope rules are :mod:`ahp_protocol.wire.jsonrpc`'s; this module only adds what a
-server needs to be fast and total, which the wire codec does not promise: the
-pydantic-core decoder and key writer, and an encoder that never raises on a string.
-
-The codec is chosen once, on first use (:func:`codec`), so importing the kit
-imports no pydantic. No I/O.
+Owns the reply a frame that cannot be decoded gets (-32700 with ``id: null`` and the
+decoder's fixed reason, or -32600 for a batch or a non-object), the exact key the
+memos are keyed by, and encoding a reply as one compact UTF-8 line. Decoding is the
+wire's :func:`~ahp_protocol.wire.jsonrpc.decode_frame`, the client transports' too (one
+decoder, one set of limits: frame size, UTF-8, JSON, ``MAX_NESTING``); writing is the
+wire's :func:`~ahp_protocol.wire.jsonrpc.json_bytes` (lone surrogates escaped rather
+than failing). The message shapes, codes and envelope rules are
+:mod:`ahp_protocol.wire.jsonrpc`'s; this module only adds what a server needs to be
+fast: pydantic-core's parser and key writer, switched on once (:meth:`Codec.accelerate`),
+so importing the kit imports no pydantic. No I/O.
 """
 
 from __future__ import annotations
@@ -20,17 +19,13 @@ import json
 from collections.abc import Callable
 from typing import Any, Final, NamedTuple
 
+from ahp_protocol.wire import jsonrpc
+from ahp_protocol.wire.jsonrpc import MAX_NESTING as MAX_NESTING  # the decoder's limit
 from ahp_protocol.wire.jsonrpc import PROTOCOL_VERSION, ErrorCode, RequestId
 from ahp_protocol.wire.jsonrpc import encode as encode  # one compact JSON line
 from ahp_protocol.wire.jsonrpc import error as rpc_error
 from ahp_protocol.wire.jsonrpc import json_bytes as json_bytes  # the one JSON writer
-
-MAX_NESTING: Final = 200
-"""No value in a frame may sit inside more than this many arrays or objects; a deeper
-frame is -32700 (``"nested too deeply"``). It is the limit of the fast decoder
-(``pydantic_core.from_json``, a test checks), applied by :func:`too_deep` where the
-stdlib decodes instead, so the same frames are accepted on every path, and nothing
-after decoding (the wire models, copies of the grant, handlers) recurses deeper."""
+from ahp_protocol.wire.jsonrpc import too_deep as too_deep  # the nesting rule, decoded
 
 
 class Reply(NamedTuple):
@@ -57,51 +52,30 @@ class Codec:
     when it first builds the wire models, which import pydantic anyway: a per-event
     process that only answers ``hooks/configuration`` never pays for importing it."""
 
-    __slots__ = ("exact_key", "loads")
+    __slots__ = ("exact_key",)
 
     def __init__(self) -> None:
-        self.loads: Callable[[bytes], Any] = _refuse
-        """Decodes a frame, or raises and the stdlib judges it (it refuses lone
-        surrogates, deep nesting and ``NaN``; where it accepts, it agrees with it)."""
         self.exact_key: Callable[[Any], str | bytes] = _stdlib_key
         """A text that differs whenever decoded JSON differs (``1``, ``1.0`` and
         ``True`` do); raises on what it cannot write (a lone surrogate)."""
 
     def accelerate(self) -> None:
         """Decode and key with pydantic-core from now on (same verdicts, faster)."""
-        if self.loads is _refuse:
-            from pydantic_core import from_json, to_json
+        if self.exact_key is _stdlib_key:
+            from pydantic_core import to_json
 
-            self.loads = functools.partial(from_json, allow_inf_nan=False)
+            jsonrpc.accelerate()
             self.exact_key = to_json
 
     def decode(self, message: bytes, limit: int) -> Reply | dict[str, Any]:
         """One frame (the message without one final newline, at most ``limit``
         bytes) as a dict, or the error reply."""
-        raw = message if type(message) is bytes else bytes(message)
-        if len(raw) - raw.endswith(b"\n") > limit:  # JSON ignores that newline: no slice
-            return parse_error_reply("frame too large")
         try:
-            msg = self.loads(raw)
-        except Exception:  # refused by the fast decoder: the stdlib judges it
-            try:
-                msg = _DECODER.decode(raw.decode("utf-8"))
-            except UnicodeDecodeError:
-                return parse_error_reply("not UTF-8")
-            except RecursionError:
-                return parse_error_reply("nested too deeply")
-            except ValueError:
-                return parse_error_reply("not JSON")
-            if too_deep(msg):  # the fast decoder refuses these itself
-                return parse_error_reply("nested too deeply")
-        if type(msg) is dict:
-            return msg
-        reason = "batches are not allowed" if type(msg) is list else "a message must be an object"
-        return error_reply(None, ErrorCode.INVALID_REQUEST, reason)
-
-
-def _refuse(raw: bytes) -> Any:
-    raise ValueError("judged by the standard library")
+            return jsonrpc.decode_frame(message, max_bytes=limit)
+        except jsonrpc.DecodeError as exc:
+            if exc.code == ErrorCode.PARSE_ERROR:
+                return parse_error_reply(exc.reason)
+            return error_reply(None, exc.code, exc.reason)
 
 
 def _stdlib_key(value: Any) -> str:
@@ -114,24 +88,6 @@ def codec() -> Codec:
     return Codec()
 
 
-def too_deep(value: Any) -> bool:
-    """Whether some value in decoded JSON sits inside more than ``MAX_NESTING`` arrays
-    or objects. Iterative: linear in the size of ``value``, whatever its depth."""
-    if type(value) is not dict and type(value) is not list:
-        return False
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    pop, push = stack.pop, stack.append
-    while stack:
-        node, depth = pop()  # a container inside ``depth`` others
-        children = node.values() if type(node) is dict else node
-        if depth >= MAX_NESTING and children:
-            return True
-        for child in children:
-            if type(child) is dict or type(child) is list:
-                push((child, depth + 1))
-    return False
-
-
 def json_copy(value: Any) -> Any:
     """A deep copy of decoded JSON (dicts, lists and scalars), faster than deepcopy."""
     if isinstance(value, dict):
@@ -139,14 +95,6 @@ def json_copy(value: Any) -> Any:
     if isinstance(value, list):
         return [json_copy(v) for v in value]
     return value
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError("not JSON")
-
-
-# Built once: ``json.loads`` with options builds a decoder per call.
-_DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant)
 
 
 _RESULT_HEAD: Final = b'{"jsonrpc":"2.0","id":'

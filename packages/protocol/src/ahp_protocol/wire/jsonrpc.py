@@ -1,20 +1,30 @@
 """JSON-RPC 2.0 as AHP uses it: codes, methods, decoding and encoding one message.
 
 Owns the error codes (standard and AHP's -32001..-32004), the four AHP method names,
-decoding one UTF-8 JSON object from bytes (no batches, no NaN, bounded size) into a plain
-``dict``, classifying it (request, notification, success or error response), and encoding
-a message as exactly one compact line. :func:`json_bytes` is the one way the kit writes
-JSON as UTF-8 (client and server frames, the harness's records): a lone surrogate is
-written escaped (``\\ud800``), never an error. No I/O, standard library only: it is on
-the path of every backend and client, and of per-event processes whose start-up cost
-matters.
+decoding one frame into a plain ``dict`` (:func:`decode_frame`: the one decoder of the
+client transports and the server kit, with one set of limits: ``max_bytes``, strict
+UTF-8, JSON without ``NaN``/``Infinity``, at most ``MAX_NESTING`` levels of nesting; no
+batches), classifying it (request, notification, success or error response), and
+encoding a message as exactly one compact line. :func:`json_bytes` is the one way the
+kit writes JSON as UTF-8 (client and server frames, the harness's records): a lone
+surrogate is written escaped (``\\ud800``), never an error.
+
+Decoding costs linear time and never recurses deeper than ``MAX_NESTING`` levels,
+whatever the frame and the recursion limit: a hostile peer cannot crash or stall its
+reader. Duplicate member names are not refused (the last one wins, as in both parsers;
+the draft asks only for JSON). No I/O, standard library only until :func:`accelerate`
+(pydantic-core's parser, same verdicts): it is on the path of every backend and client,
+and of per-event processes whose start-up cost matters.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import re
 from collections.abc import Callable, Mapping
 from enum import IntEnum
+from itertools import accumulate
 from typing import Any, Final, Literal
 
 PROTOCOL_VERSION: Final = "draft"
@@ -28,6 +38,13 @@ METHODS: Final = frozenset({INTERCEPT, OBSERVE, CAPABILITIES, CONFIGURATION})
 
 MAX_FRAME_BYTES: Final = 4 * 1024 * 1024
 """Default frame limit on every transport (one message, framing newline excluded)."""
+
+MAX_NESTING: Final = 200
+"""No value in a frame may sit inside more than this many arrays or objects; a deeper
+frame is -32700 (``"nested too deeply"``). It is the limit of pydantic-core's parser
+(``from_json``, a test checks), so the same frames are accepted with or without
+:func:`accelerate`, and nothing after decoding (the wire models, copies of the grant,
+handlers) recurses deeper."""
 
 
 class ErrorCode(IntEnum):
@@ -80,29 +97,131 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def decode(data: bytes | str, *, max_bytes: int = MAX_FRAME_BYTES) -> dict[str, Any]:
+# Built once: ``json.loads`` with options builds a decoder per call.
+_DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant)
+
+_fast_loads: Callable[[bytes], Any] | None = None
+"""pydantic-core's parser once :func:`accelerate` ran; it refuses what the standard
+library refuses (and more: lone surrogates, deep nesting), and where it accepts, it
+agrees with it (a test checks)."""
+
+
+def accelerate() -> None:
+    """Decode with pydantic-core's parser from now on, in this process (about twice as
+    fast; what it refuses, the standard library judges, so every verdict stays the same).
+    Imports pydantic-core: callers that import pydantic anyway call it."""
+    global _fast_loads
+    if _fast_loads is None:
+        from pydantic_core import from_json
+
+        _fast_loads = functools.partial(from_json, allow_inf_nan=False)
+
+
+def decode_frame(
+    data: bytes | bytearray | memoryview | str, *, max_bytes: int = MAX_FRAME_BYTES
+) -> dict[str, Any]:
+    """Decode one frame (one message; a final newline is framing, not counted) into a
+    JSON object, the envelope unchecked (see :func:`decode`).
+
+    Raises :class:`DecodeError` with a fixed reason: -32700 when the frame exceeds
+    ``max_bytes`` (``"frame too large"``), is not UTF-8 (``"not UTF-8"``), not JSON
+    (``"not JSON"``: ``NaN`` and ``Infinity`` included) or nested deeper than
+    ``MAX_NESTING`` (``"nested too deeply"``); -32600 for a batch or a non-object.
+    """
+    raw = data if type(data) is bytes else _as_bytes(data)
+    if len(raw) - raw.endswith(b"\n") > max_bytes:  # JSON ignores that newline: no slice
+        raise DecodeError(ErrorCode.PARSE_ERROR, "frame too large")
+    fast = _fast_loads
+    if fast is None:
+        value = _judge(raw)
+    else:
+        try:
+            value = fast(raw)
+        except Exception:  # refused: the standard library judges it, and says why
+            value = _judge(raw)
+    if type(value) is dict:
+        return value
+    if type(value) is list:
+        raise DecodeError(ErrorCode.INVALID_REQUEST, "batches are not allowed")
+    raise DecodeError(ErrorCode.INVALID_REQUEST, "a message must be an object")
+
+
+def decode(
+    data: bytes | bytearray | memoryview | str, *, max_bytes: int = MAX_FRAME_BYTES
+) -> dict[str, Any]:
     """Decode exactly one JSON-RPC message and check its envelope (unknown members kept).
 
-    Raises :class:`DecodeError`: -32700 for oversized input, invalid UTF-8 or invalid JSON
-    (NaN and Infinity included); -32600 for a batch, a non-object or an invalid envelope.
+    Raises :class:`DecodeError`: what :func:`decode_frame` raises, and -32600 for an
+    invalid envelope (:func:`classify`).
     """
-    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
-    if len(raw) > max_bytes:
-        raise DecodeError(ErrorCode.PARSE_ERROR, "message exceeds the frame size limit")
+    message = decode_frame(data, max_bytes=max_bytes)
+    classify(message)
+    return message
+
+
+def _as_bytes(data: bytes | bytearray | memoryview | str) -> bytes:
+    if isinstance(data, str):  # a lone surrogate is then not UTF-8, as on the wire
+        return data.encode("utf-8", "surrogatepass")
+    return bytes(data)
+
+
+def _parse_error(reason: str) -> DecodeError:
+    return DecodeError(ErrorCode.PARSE_ERROR, reason)
+
+
+def _judge(raw: bytes) -> Any:
+    """The standard library's verdict on one frame: the value, or -32700."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise DecodeError(ErrorCode.PARSE_ERROR, "message is not valid UTF-8") from None
+        raise _parse_error("not UTF-8") from None
+    # Only a frame holding more than MAX_NESTING brackets can nest deeper (two counts,
+    # in C); that rare frame is measured before the parser sees it, since the parser
+    # recurses once per level (by the recursion limit, which a program may raise far
+    # beyond what the C stack holds).
+    deep = raw.count(b"[") + raw.count(b"{") > MAX_NESTING
+    if deep and _bracket_depth(raw) > MAX_NESTING + 1:
+        raise _parse_error("nested too deeply")
     try:
-        value = json.loads(text, parse_constant=_reject_constant)
-    except (ValueError, RecursionError):
-        raise DecodeError(ErrorCode.PARSE_ERROR, "message is not valid JSON") from None
-    if isinstance(value, list):
-        raise DecodeError(ErrorCode.INVALID_REQUEST, "batch messages are not allowed")
-    if not isinstance(value, dict):
-        raise DecodeError(ErrorCode.INVALID_REQUEST, "a message must be a JSON object")
-    classify(value)
+        value = _DECODER.decode(text)
+    except ValueError:
+        raise _parse_error("not JSON") from None
+    if deep and too_deep(value):  # exact: an empty array may sit one level deeper
+        raise _parse_error("nested too deeply")
     return value
+
+
+_STRING: Final = re.compile(rb'"[^"]*"')
+_SIGNS: Final = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
+_NOT_BRACKETS: Final = bytes(b for b in range(256) if b not in b"[{]}")
+
+
+def _bracket_depth(raw: bytes) -> int:
+    """How many arrays and objects nest at the deepest point of a JSON text (exact for
+    valid JSON, some number for other text), in linear time, without recursion."""
+    # Drop escaped backslashes, then escaped quotes: every quote left delimits a string,
+    # and the brackets inside strings are not structure.
+    text = _STRING.sub(b"", raw.replace(b"\\\\", b"").replace(b'\\"', b""))
+    signs = text.translate(_SIGNS, _NOT_BRACKETS)  # +1 per opening, -1 per closing
+    return max(accumulate(memoryview(signs).cast("b")), default=0)
+
+
+def too_deep(value: Any) -> bool:
+    """Whether some value in decoded JSON sits inside more than ``MAX_NESTING`` arrays
+    or objects. Iterative: linear in the size of ``value``, whatever its depth."""
+    if type(value) is not dict and type(value) is not list:
+        return False
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        node, depth = pop()  # a container inside ``depth`` others
+        children = node.values() if type(node) is dict else node
+        if depth >= MAX_NESTING and children:
+            return True
+        for child in children:
+            if type(child) is dict or type(child) is list:
+                push((child, depth + 1))
+    return False
 
 
 def _valid_id(value: Any) -> bool:

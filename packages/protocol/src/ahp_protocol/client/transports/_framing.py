@@ -3,7 +3,10 @@
 Owns the correlation key of a JSON-RPC id (``1`` and ``"1"`` stay distinct, ``null``
 never matches), the decoding of one frame that must be a JSON-RPC response, and the
 rule for the one answer no other can follow (HTTP, per_event stdio). Every problem is
-an :class:`~ahp_protocol.client.OperationalFailure` with a fixed detail.
+an :class:`~ahp_protocol.client.OperationalFailure` with a fixed detail. The decoder is
+the wire's :func:`~ahp_protocol.wire.jsonrpc.decode_frame`, the server kit's too: the
+same limits on both sides (frame size, UTF-8, JSON, ``MAX_NESTING``), so a backend's
+answer can neither crash nor stall the harness that reads it.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from typing import Any
 
 from ahp_protocol.client._failures import FailureClass, OperationalFailure
 from ahp_protocol.wire import jsonrpc
+
+jsonrpc.accelerate()  # the client imports pydantic anyway: its parser, same verdicts
 
 
 def id_key(value: object) -> tuple[str, object]:
@@ -31,12 +36,13 @@ def request_key(message: Mapping[str, Any]) -> tuple[str, object]:
 def decode_response(data: bytes, max_bytes: int) -> dict[str, Any]:
     """Decode one frame that must be a JSON-RPC response, or raise ``MALFORMED_OUTPUT``."""
     try:
-        message = jsonrpc.decode(data, max_bytes=max_bytes)
+        message = jsonrpc.decode_frame(data, max_bytes=max_bytes)
+        kind = jsonrpc.classify(message)
     except jsonrpc.DecodeError:
         raise OperationalFailure(
             FailureClass.MALFORMED_OUTPUT, "backend output is not a JSON-RPC message"
         ) from None
-    if jsonrpc.classify(message) not in ("success", "error"):
+    if kind != "success" and kind != "error":
         raise OperationalFailure(
             FailureClass.MALFORMED_OUTPUT, "backend sent a request where a response was due"
         )
