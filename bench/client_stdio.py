@@ -164,9 +164,13 @@ class BareAsync:
 class Ours:
     """Our client: ``Dispatcher.intercept`` through ``count`` kit backends."""
 
-    def __init__(self, count: int) -> None:
+    def __init__(self, count: int, transport: Any = None) -> None:
         self.dispatcher = Dispatcher(
-            registration(count), capabilities=CAPABILITIES, source=SOURCE, harness=HARNESS
+            registration(count),
+            capabilities=CAPABILITIES,
+            source=SOURCE,
+            harness=HARNESS,
+            transport=transport,
         )
 
     async def start(self) -> None:
@@ -317,7 +321,7 @@ async def measure(calls: int, rounds: int, warmup: int) -> dict[str, list[float]
 class InMemory:
     """A transport answering like the kit backend, in memory: isolates the harness's own CPU."""
 
-    async def request(self, message: dict[str, Any]) -> dict[str, Any]:
+    async def request(self, message: dict[str, Any], exchange: Any = None) -> dict[str, Any]:
         command_ = message["params"]["event"]["tool"]["input"]["command"]
         deny = {"type": "deny", "reason": DENY_REASON, "code": "com.example.rm_rf"}
         effects = [deny] if "rm -rf" in command_ else []
@@ -327,6 +331,9 @@ class InMemory:
     async def notify(self, message: dict[str, Any]) -> None:
         return None
 
+    async def prepare(self) -> None:
+        return None
+
     async def aclose(self) -> None:
         return None
 
@@ -334,10 +341,8 @@ class InMemory:
 async def profile(calls: int) -> str:
     """Harness CPU per ``Dispatcher.intercept`` (in-memory transport: no pipes, no backend
     process), its median, then cProfile of ``calls`` calls by cumulative time."""
-    ours = Ours(1)
+    ours = Ours(1, transport=lambda _hook: InMemory())  # no I/O: the harness's CPU alone
     await ours.start()
-    for hook in ours.dispatcher.registration.hooks:
-        ours.dispatcher._transports[hook.id] = InMemory()  # bench only: replace the I/O
     await timed(ours.call, range(100))
     cpu = statistics.median(await timed(ours.call, range(100, 100 + max(calls, 300))))
     profiler = cProfile.Profile()

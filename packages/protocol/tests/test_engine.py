@@ -78,7 +78,7 @@ def event() -> dict[str, Any]:
 
 def chain(*policies: str, clock: Clock | None = None) -> Chain:
     grants = (GRANT, Grants(GRANT))
-    return Chain(event(), routes(*policies), lambda _route: grants, clock=clock or Clock())
+    return Chain(event(), routes(*policies), lambda _type, _route: grants, clock=clock or Clock())
 
 
 def answer(send: Any, *effects: dict[str, Any]) -> dict[str, Any]:

@@ -331,7 +331,7 @@ class Dispatcher:
         chain = Chain(
             event,
             self.routes(event_type, "intercept"),
-            lambda route: self._granted(event_type, route),
+            self._granted,
             permission=initial_permission,
             candidate=initial_candidate,
         )

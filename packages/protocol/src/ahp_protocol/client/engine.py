@@ -23,7 +23,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ahp_protocol.client._failures import FailureClass, OperationalFailure
 from ahp_protocol.client._result import Diagnostic, HookResult, Mode, Outcome
@@ -158,14 +158,15 @@ def accept(event_type: str, judge: Grants, response: Mapping[str, Any]) -> list[
 # -- the chain ---------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Send:
+class Send(NamedTuple):  # a tuple: built on every call, the cheapest immutable record
     """The request to send now: to ``route``'s backend, answered by ``deadline`` (on the
     engine's clock). A retry is the same message with the same deadline."""
 
     route: Route
     message: dict[str, Any]
     deadline: float
+    judge: Grants
+    """What ``check_effects`` reads of the request's capabilities."""
     attempt: int = 1
 
 
@@ -178,8 +179,9 @@ class Delivery:
     mode: Mode
 
 
-Granter = Callable[["Route"], "tuple[dict[str, Any], Grants]"]
-"""A route's per-request capabilities, in wire form and as ``check_effects`` reads them."""
+Granter = Callable[[str, "Route"], "tuple[dict[str, Any], Grants]"]
+"""The per-request capabilities at an event type for a route, in wire form and as
+``check_effects`` reads them."""
 
 
 class Chain:
@@ -190,6 +192,20 @@ class Chain:
     :meth:`deliveries`. ``carried`` params (a trace context) may be added to
     ``send.message["params"]`` before it goes out.
     """
+
+    __slots__ = (
+        "_clock",
+        "_grants",
+        "_next",
+        "_pending",
+        "_routes",
+        "_started",
+        "diagnostics",
+        "event_type",
+        "failures",
+        "state",
+        "uncalled",
+    )
 
     def __init__(
         self,
@@ -206,7 +222,7 @@ class Chain:
         self.diagnostics: list[Diagnostic] = []
         self.failures: list[tuple[Route, FailureClass]] = []
         self.uncalled: list[Route] = []
-        self._routes = list(routes)
+        self._routes = routes
         self._grants = grants
         self._clock = clock
         self._next = 0
@@ -230,7 +246,7 @@ class Chain:
                 self.uncalled.append(route)
                 continue
             self._started = self._clock()
-            grant, _ = self._grants(route)
+            grant, judge = self._grants(self.event_type, route)
             params: dict[str, Any] = {
                 "protocolVersion": jsonrpc.PROTOCOL_VERSION,
                 "event": route.view(self.state.event),
@@ -238,7 +254,7 @@ class Chain:
                 "state": self.state.wire_state(),
             }
             message = jsonrpc.request(jsonrpc.INTERCEPT, params, self.state.event["id"])
-            self._pending = Send(route, message, self._started + route.timeout_s)
+            self._pending = Send(route, message, self._started + route.timeout_s, judge)
             return self._pending
         return None
 
@@ -246,20 +262,20 @@ class Chain:
         """Take the answer to the pending request (envelope and id checked by the
         transport): accepted and folded, or a failure under the route's policy."""
         send = self._awaiting()
-        _, judge = self._grants(send.route)
         try:
-            effects = accept(self.event_type, judge, response)
+            effects = accept(self.event_type, send.judge, response)
             folded = fold_response(
                 self.state, effects, backend=send.route.hook.id, subscription=send.route.index
             )
         except OperationalFailure as exc:
             return self._failed(send, exc, exchange)
-        if self._clock() > send.deadline:  # timeoutMs covers acceptance too
+        now = self._clock()
+        if now > send.deadline:  # timeoutMs covers acceptance too
             late = OperationalFailure(FailureClass.DEADLINE_EXCEEDED, "no answer in time")
             return self._failed(send, late, exchange)
         self.state = folded
         outcome: Outcome = "denied" if folded.denial else "accepted" if effects else "no_effect"
-        return self._record(send.route, outcome, None, exchange)
+        return self._record(send.route, outcome, None, exchange, now)
 
     def fail(
         self, failure: OperationalFailure, exchange: Exchange | None = None
@@ -269,7 +285,7 @@ class Chain:
         gives it again, same ids, same content, same deadline."""
         send = self._awaiting()
         if failure.failure in RETRYABLE and send.attempt == 1 and self._clock() < send.deadline:
-            self._pending = Send(send.route, send.message, send.deadline, attempt=2)
+            self._pending = Send(send.route, send.message, send.deadline, send.judge, attempt=2)
             return None
         return self._failed(send, failure, exchange)
 
@@ -295,6 +311,8 @@ class Chain:
         the ``hook.failure`` observers."""
         if not self.settled:
             raise RuntimeError("the chain is not settled (send() has more to send)")
+        if not (observers or self.uncalled or (self.failures and failure_observers)):
+            return []
         event = self.state.event
         out = [Delivery(route, event, "observe") for route in observers]
         out += [Delivery(route, event, "short-circuit") for route in self.uncalled]
@@ -325,14 +343,17 @@ class Chain:
         outcome: Outcome,
         failure: OperationalFailure | None,
         exchange: Exchange | None,
+        now: float | None = None,
     ) -> Diagnostic:
         self._pending = None
+        if now is None:
+            now = self._clock()
         diagnostic = Diagnostic(
             route.hook.id,
             route.index,
             "intercept",
             outcome,
-            (self._clock() - self._started) * 1000,
+            (now - self._started) * 1000,
             failure.failure if failure else None,
             route.policy if failure else None,
             failure.detail if failure else None,
