@@ -105,7 +105,7 @@ FAILURES = (
         {"persistent": "abnormal_exit", "per_event": "abnormal_exit", "http": "connect_failed"},
     ),
     Failure("garbage", lambda e2e: e2e.misbehave("garbage"), "malformed_output"),
-    Failure("multiline-json", lambda e2e: e2e.misbehave("multiline"), "malformed_output", STDIO),
+    Failure("multiline-json", lambda e2e: e2e.misbehave("multi-line"), "malformed_output", STDIO),
     Failure(
         "wrong-id",
         lambda e2e: e2e.misbehave("wrong-id"),

@@ -196,10 +196,10 @@ STDIO_FAILURES: dict[str, FailureClass] = {
     "crash": F.ABNORMAL_EXIT,
     "exit-before-answer": F.ABNORMAL_EXIT,
     "garbage": F.MALFORMED_OUTPUT,
-    "multiline": F.MALFORMED_OUTPUT,
+    "multi-line": F.MALFORMED_OUTPUT,
     "wrong-id": F.ID_MISMATCH,  # per_event: its one answer is not this request's
     "oversized": F.MALFORMED_OUTPUT,
-    "invalid-utf8": F.MALFORMED_OUTPUT,
+    "non-utf8": F.MALFORMED_OUTPUT,
     "unterminated": F.MALFORMED_OUTPUT,
 }
 PERSISTENT_DISCARDS = {"wrong-id"}
@@ -394,8 +394,8 @@ async def test_uncorrelated_responses_are_bounded_per_request() -> None:
     ("then", "failure"),
     [
         ("garbage", F.MALFORMED_OUTPUT),
-        ("multiline", F.MALFORMED_OUTPUT),
-        ("invalid-utf8", F.MALFORMED_OUTPUT),
+        ("multi-line", F.MALFORMED_OUTPUT),
+        ("non-utf8", F.MALFORMED_OUTPUT),
         ("oversized", F.MALFORMED_OUTPUT),
     ],
 )
@@ -489,8 +489,8 @@ async def test_a_request_given_up_on_replaces_its_child_at_once(tmp_path: Path) 
     ("bad", "failure"),
     [
         ("garbage", F.MALFORMED_OUTPUT),
-        ("multiline", F.MALFORMED_OUTPUT),
-        ("invalid-utf8", F.MALFORMED_OUTPUT),
+        ("multi-line", F.MALFORMED_OUTPUT),
+        ("non-utf8", F.MALFORMED_OUTPUT),
         ("oversized", F.MALFORMED_OUTPUT),
         ("crash", F.ABNORMAL_EXIT),
     ],
@@ -852,7 +852,7 @@ HTTP_FAILURES: dict[str, FailureClass] = {
     "wrong-id": F.ID_MISMATCH,
     "oversized": F.MALFORMED_OUTPUT,
     "oversized-stream": F.MALFORMED_OUTPUT,
-    "invalid-utf8": F.MALFORMED_OUTPUT,
+    "non-utf8": F.MALFORMED_OUTPUT,
     "two-responses": F.MALFORMED_OUTPUT,
     "http-500": F.HTTP_STATUS,
     "redirect": F.HTTP_STATUS,
@@ -860,7 +860,7 @@ HTTP_FAILURES: dict[str, FailureClass] = {
 }
 HTTP_RESPONSES: dict[str, Check] = {
     **{k: v for k, v in RESPONSES.items() if k != "linger"},
-    "multiline": is_ok,  # an HTTP body is not line-framed: pretty JSON is fine
+    "multi-line": is_ok,  # an HTTP body is not line-framed: pretty JSON is fine
     "unterminated": is_ok,
     "observe-body": is_ok,  # only notifications get a body in that mode
 }

@@ -1,20 +1,25 @@
 """A purpose-built misbehaving AHP backend for transport tests (standard library only).
 
 It deliberately does NOT use our server kit: it is the adversary the client
-transports are tested against. One process serves NDJSON on stdin/stdout (the
+transports are tested against, at the level of bytes and processes (frames split or
+unterminated, stderr floods, grandchildren, lingering children, HTTP statuses),
+which the kit's scripted backend (``ahp_protocol.testing``, answers judged by the
+client's rules, in memory or as a process) does not reach. Where the two share a
+fault they share its name (``ahp_protocol.testing.FAULTS``: ``multi-line``,
+``non-utf8``, ``wrong-id``, ``garbage``, ...). One process serves NDJSON on stdin/stdout (the
 default) or, with ``--http HOST:PORT``, plain HTTP on a tiny ThreadingHTTPServer.
 
 Mode selection, most specific first: a request's ``params._mode`` (with optional
 ``params._delay_ms``), then (HTTP only) the URL path (``POST /garbage``), then
 the positional ``MODE`` argument, then ``MISBEHAVE_MODE``, then ``ok``.
 
-Request modes (stdio and HTTP): ok, deny, hang, crash, garbage, multiline, wrong-id,
+Request modes (stdio and HTTP): ok, deny, hang, crash, garbage, multi-line, wrong-id,
 stray-then-MODE (a response with another id, then the answer of MODE), strays (stdio:
 ``params._strays`` responses with other ids, then the answer of mode ``params._then``,
 default ok, all in one write), rpc-error,
 wrong-version, no-effects (a result without ``effects``), null-effects (``"effects":
 null``), unknown-effect, unadvertised-effect, oversized, late,
-slow-start, stderr-noise, exit-before-answer, invalid-utf8, linger (answers, then
+slow-start, stderr-noise, exit-before-answer, non-utf8, linger (answers, then
 never exits), answer-then-fail (answers, then exits 3), unterminated (answer
 without the newline, then exit 0), two-responses, grandchild (forks a sleeping
 grandchild in its process group, records its pid, answers ok), deep-N (an answer
@@ -79,7 +84,7 @@ def answer(mode: str, rid: Any) -> bytes:
         return line(success(rid, {"protocolVersion": "draft", "effects": [deny]}))
     if mode == "garbage":
         return b"this is not json at all\n"
-    if mode == "multiline":
+    if mode == "multi-line":
         return json.dumps(ok(rid), indent=2).encode("utf-8") + b"\n"
     if mode == "wrong-id":
         other = f"{rid}-wrong" if isinstance(rid, str) else (rid or 0) + 1
@@ -111,7 +116,7 @@ def answer(mode: str, rid: Any) -> bytes:
     if mode == "oversized":
         result = {"protocolVersion": "draft", "effects": [], "padding": "x" * OVERSIZE_BYTES}
         return line(success(rid, result))
-    if mode == "invalid-utf8":
+    if mode == "non-utf8":
         head = b'{"jsonrpc":"2.0","id":' + json.dumps(rid).encode("utf-8")
         return head + b',"result":{"protocolVersion":"draft","effects":[],"x":"\xff\xfe"}}\n'
     if mode.startswith("deep-"):  # deep-N: a result holding a value inside N arrays
