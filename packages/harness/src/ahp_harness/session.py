@@ -34,8 +34,12 @@ from ahp_protocol.client.hooks import message, message_text, new_id
 
 from ahp_harness import manifest as manifests
 from ahp_harness.hooks import CallRecord, Gate
-from ahp_harness.models import TOOL_CALL_CATEGORY, result_message_id, tool_call_part_text
 from ahp_harness.models.base import ModelDriver, Say, ToolCall, TurnAware
+from ahp_harness.models.conversation import (
+    TOOL_CALL_CATEGORY,
+    result_message_id,
+    tool_call_part_text,
+)
 
 if TYPE_CHECKING:
     from ahp_protocol.client import HookResult, SessionHooks

@@ -289,7 +289,7 @@ class PromptApprover:
         self._output = output
 
     async def __call__(self, tool: str, tool_input: Mapping[str, Any], reason: str) -> bool:
-        from prompt_toolkit import PromptSession
+        from prompt_toolkit import PromptSession  # only when asking (start-up speed)
 
         c = self.console
         header = Text.assemble(("approval needed", "yellow"), f" ({visible(reason)}):")
@@ -315,7 +315,7 @@ class TerminalPrompts:
     QUIT = frozenset({"/quit", "/exit"})
 
     def __init__(self, *, input: Input | None = None, output: Output | None = None) -> None:
-        from prompt_toolkit import PromptSession
+        from prompt_toolkit import PromptSession  # only when prompting (start-up speed)
 
         self._session: PromptSession[str] = PromptSession(input=input, output=output)
 

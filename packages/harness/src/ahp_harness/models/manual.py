@@ -62,8 +62,10 @@ from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from prompt_toolkit.input import Input
 from prompt_toolkit.output import Output
 
-from ahp_harness.models import call_id_of, message_text
 from ahp_harness.models.base import Reply, Say, ToolCall
+from ahp_harness.models.conversation import call_id_of, message_text
+from ahp_harness.tools import TOOLS
+from ahp_harness.ui import visible
 
 __all__ = [
     "COMMANDS",
@@ -90,8 +92,6 @@ class Command:
 
 
 def _tool_summary(tool: str, fallback: str) -> str:
-    from ahp_harness.tools import TOOLS
-
     found = TOOLS.get(tool)
     return found.description if found is not None else fallback
 
@@ -298,8 +298,6 @@ class ManualDriver:
 
     def say(self, text: str, style: str = "") -> None:
         """Print ``text`` on the driver's output, control characters escaped (never interpreted)."""
-        from ahp_harness.ui import visible
-
         shown = visible(text, prose=True)
         print_formatted_text(FormattedText([(style, shown)]), output=self._session.output)
 

@@ -48,8 +48,9 @@ from urllib.parse import urlsplit
 import anyio
 import httpx
 
-from ahp_harness.models import call_id_of, message_text, tool_calls_of
 from ahp_harness.models.base import Reply, Say, Step, ToolCall
+from ahp_harness.models.conversation import call_id_of, message_text, tool_calls_of
+from ahp_harness.tools import TOOLS
 
 __all__ = [
     "MAX_RESPONSE_BYTES",
@@ -111,8 +112,6 @@ def is_loopback_url(url: str) -> bool:
 def tool_schemas(tools: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     """The ``tools`` list for a request: one ``function`` per tool (default: the harness's)."""
     if tools is None:
-        from ahp_harness.tools import TOOLS
-
         tools = TOOLS
     return [
         {
