@@ -268,7 +268,7 @@ def configuration(content: str = "metadata") -> list[dict[str, Any]]:
 
 def build_backend(store: AuditStore, *, content: str = "metadata") -> Backend:
     """The observer: every event goes into ``store``, reduced to ``content`` first."""
-    from ahp_protocol.server import Backend
+    from ahp_protocol.server import Backend  # only when serving (start-up speed of show)
 
     if content not in CONTENT_CHOICES:
         raise ValueError("content must be one of " + ", ".join(CONTENT_CHOICES))
@@ -463,6 +463,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def _print_table(records: Iterable[Record], title: str) -> None:
+    # rich only for show's table (start-up speed of the backend itself).
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
@@ -630,14 +631,14 @@ def _show(argv: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``ahp-backend audit [serve] ...``, ``audit show ...`` or ``audit replay ...``."""
+    """``ahp-backend audit [serve] ...`` or ``audit show ...``.
+
+    ``audit replay`` is :mod:`ahp_backends.replay` (a harness-side tool, which reads this
+    module's database), routed there by :mod:`ahp_backends.cli`.
+    """
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["show"]:
         return _show(args[1:])
-    if args[:1] == ["replay"]:
-        from ahp_backends import replay  # a harness-side tool: only its own users pay for it
-
-        return replay.main(args[1:])
     if args[:1] == ["serve"]:
         args = args[1:]
     return _serve(args)

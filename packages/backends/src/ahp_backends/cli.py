@@ -18,6 +18,9 @@ COMMANDS = {
     "new": ("ahp_backends.template", "create a ready-to-run backend project"),
 }
 
+#: A subcommand served by a module of its own: ``audit replay`` is a harness-side tool
+#: that reads the audit database, and the audit backend's processes never import it.
+SUBCOMMANDS = {("audit", "replay"): "ahp_backends.replay"}
 USAGE = "usage: ahp-backend {" + ",".join(COMMANDS) + "} ...\n"
 
 
@@ -37,8 +40,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if entry is None:
         print(f"{USAGE}ahp-backend: error: unknown command {args[0]!r}", file=sys.stderr)
         return 2
-    module = importlib.import_module(entry[0])
-    code: int = module.main(args[1:])
+    sub = SUBCOMMANDS.get((args[0], args[1] if len(args) > 1 else ""))
+    module = importlib.import_module(sub or entry[0])
+    code: int = module.main(args[2:] if sub else args[1:])
     return code
 
 
