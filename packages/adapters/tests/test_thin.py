@@ -35,6 +35,7 @@ ALLOWED_ON_THE_WARM_PATH = {
     "ahp_adapters",
     "ahp_adapters.cli",
     "ahp_adapters.frame",
+    "ahp_adapters.invocation",
     "ahp_adapters.rundir",
     "ahp_adapters.thin",
     # The kit's version (the daemon's key): the protocol package's bare init and _version.

@@ -263,12 +263,12 @@ class Daemon:
         """What ``ahp-adapter hook ARGV`` writes for ``payload`` (exit code, stdout, stderr),
         run here: the hook's own steps (:func:`~ahp_adapters.hook.read_call`,
         :func:`~ahp_adapters.hook.answer_for`) with this daemon's warm chain."""
-        from ahp_adapters import dialects, hook, thin
+        from ahp_adapters import dialects, hook, invocation
 
         try:
-            options = thin.parse(argv)
+            options = invocation.parse(argv)
             dialect = dialects.get(options.dialect)
-        except (thin.Usage, dialects.UnknownDialect) as exc:
+        except (invocation.Usage, dialects.UnknownDialect) as exc:
             return 1, b"", f"ahp-adapter: {exc}\n".encode()
         log = hook.Log(dialect.stderr_ok or debug)
         call = hook.read_call(options, payload, log)

@@ -48,7 +48,7 @@ from typing import Any
 from ahp_adapters import dialects
 from ahp_adapters.decision import Verdict, read_policy, registration_path
 from ahp_adapters.dialects.base import Dialect, NativeAnswer, Parsed, PayloadError
-from ahp_adapters.thin import (
+from ahp_adapters.invocation import (
     DEFAULT_BUDGET_S,
     EXIT_RESERVE_S,
     HookOptions,

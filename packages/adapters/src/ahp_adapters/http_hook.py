@@ -54,8 +54,8 @@ from typing import Any
 
 from ahp_protocol.server.asgi import HEADER_TIMEOUT_S, RebindingGuard, server_config
 
+from ahp_adapters.invocation import DEFAULT_BUDGET_S, EXIT_RESERVE_S, MAX_INPUT_BYTES
 from ahp_adapters.rundir import registration_path
-from ahp_adapters.thin import DEFAULT_BUDGET_S, EXIT_RESERVE_S, MAX_INPUT_BYTES
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
