@@ -19,20 +19,33 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator, Mapping, MutableMapping
 from contextlib import contextmanager, nullcontext
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
-    from ahp_protocol.client._result import Diagnostic
-
-__all__ = ["EXTENSION", "end_hook_span", "handler_span", "start_hook_span"]
+__all__ = ["EXTENSION", "HookCallOutcome", "end_hook_span", "handler_span", "start_hook_span"]
 
 EXTENSION: Final = "org.w3c.trace-context"
 """``params.extensions[EXTENSION] = {"traceparent": ..., "tracestate"?: ...}``."""
 TRACER: Final = "ahp_protocol"
 _MAX_FIELD: Final = 512  # a traceparent is 55 characters; tracestate is bounded by W3C
 _OFF: Final = nullcontext()
+
+
+class HookCallOutcome(Protocol):
+    """What :func:`end_hook_span` reads of a finished hook call: the client's
+    :class:`~ahp_protocol.client.Diagnostic` is one. Declared here, so the server kit,
+    which imports this module, depends on nothing of the client."""
+
+    @property
+    def outcome(self) -> str: ...
+    @property
+    def latency_ms(self) -> float: ...
+    @property
+    def failure(self) -> str | None: ...  # a failure class (a StrEnum: its value)
+    @property
+    def policy(self) -> str | None: ...
 
 
 def _otel() -> Any:
@@ -83,7 +96,7 @@ def start_hook_span(
     return span
 
 
-def end_hook_span(span: Any, diagnostic: Diagnostic) -> None:
+def end_hook_span(span: Any, diagnostic: HookCallOutcome) -> None:
     """End a span from :func:`start_hook_span` with what the call came to."""
     if span is None:
         return
@@ -92,10 +105,11 @@ def end_hook_span(span: Any, diagnostic: Diagnostic) -> None:
     if diagnostic.failure is not None:
         from opentelemetry.trace import Status, StatusCode
 
-        span.set_attribute("ahp.failure", diagnostic.failure.value)
+        failure = str(diagnostic.failure)  # the plain string of a StrEnum member
+        span.set_attribute("ahp.failure", failure)
         if diagnostic.policy is not None:
             span.set_attribute("ahp.failure_policy", diagnostic.policy)
-        span.set_status(Status(StatusCode.ERROR, diagnostic.failure.value))
+        span.set_status(Status(StatusCode.ERROR, failure))
     span.end()
 
 
