@@ -551,8 +551,50 @@ JUDGED_FAILS = {
     "no-version": "AHP-VER-001",
     "reply-to-notifications": "AHP-RPC-002",
     "leak-exception": "AHP-RPC-001",
+    "declared-unsupported": "AHP-RPC-002",
 }
 """What ``ahp-conformance backend`` must fail for each mode (the shared table), over stdio."""
+PRECISE = {"stray-frame", "multi-line", "stdout-noise", "unknown-effect", "no-effects"}
+PRECISE |= {"no-version"}
+"""Faults that leave every other answer usable over stdio: the judge fails their
+requirement and no other (a frame before the reply is not taken for an answered
+notification, a reply over several lines is a framing fault and not garbage, ...)."""
+
+
+def check(report: dict[str, Any], check_id: str) -> dict[str, Any]:
+    found: dict[str, Any] = next(c for c in report["checks"] if c["id"] == check_id)
+    return found
+
+
+def _requirements(report: dict[str, Any], *ids: str) -> bool:
+    return all(report["requirements"][r]["status"] == "pass" for r in ids)
+
+
+EVIDENCE: dict[str, Any] = {
+    # The checks that must say why, over stdio (each judged run is also its evidence).
+    "reply-to-notifications": lambda report: (
+        {"notify.observe", "notify.observe-invalid", "notify.unknown-method"}
+        <= {c["id"] for c in report["checks"] if c["status"] == "fail"}
+        and _requirements(report, "AHP-CAP-001", "AHP-DEC-001", "AHP-STDIO-001")
+    ),
+    "leak-exception": lambda report: (
+        check(report, "errors.no-exception-text")["status"] == "fail"
+        and "Traceback" in check(report, "errors.no-exception-text")["evidence"]["received"]
+    ),
+    "unadvertised-effect": lambda report: (
+        check(report, "tool-before.deny.advertised")["status"] == "fail"
+        and "not advertised" in check(report, "tool-before.deny.advertised")["detail"]
+        and check(report, "tool-before.full.advertised")["status"] == "pass"
+        # (at model.response.after the first ungranted effect is illegal too: AHP-DEC-001)
+        and _requirements(report, "AHP-RPC-002", "AHP-STDIO-001")
+    ),
+    # -32002 is fine for an event a backend does not intercept, not for one its own
+    # hooks/configuration subscribes to.
+    "declared-unsupported": lambda report: (
+        check(report, "tool-before.deny.answered")["status"] == "fail"
+        and "discovery" in check(report, "tool-before.deny.answered")["detail"]
+    ),
+}
 OVER_HTTP = {
     **{mode: r for mode, r in JUDGED_FAILS.items() if mode != "multi-line"},
     "oversized": "AHP-HTTP-001",
@@ -576,11 +618,18 @@ def test_check_every_mode_is_in_the_discrimination_table() -> None:
     assert set(JUDGED_FAILS) | {"deny"} == set(fake_backend.FAULTS)
 
 
-def verdicts(runs: dict[str, tuple[int, dict[str, Any]]], table: dict[str, str]) -> list[str]:
-    """What is wrong with the judge's verdicts (empty: each mode failed its requirement)."""
+def verdicts(
+    runs: dict[str, tuple[int, dict[str, Any]]],
+    table: dict[str, str],
+    evidence: dict[str, Any] | None = None,
+    precise: frozenset[str] | set[str] = frozenset(),
+) -> list[str]:
+    """What is wrong with the judge's verdicts (empty: each mode failed its requirement,
+    a ``precise`` one no other, and each with its ``evidence``)."""
     wrong = []
     for mode, (status, report) in runs.items():
         requirement = table.get(mode)
+        failed = {r for r, v in report["requirements"].items() if v["status"] == "fail"}
         if requirement is None:  # deny, no fault (and multi-line over HTTP): nothing fails
             failing = [c["id"] for c in report["checks"] if c["status"] == "fail"]
             if status != 0 or failing:
@@ -588,7 +637,19 @@ def verdicts(runs: dict[str, tuple[int, dict[str, Any]]], table: dict[str, str])
         elif status != 1 or report["requirements"][requirement]["status"] != "fail":
             verdict = report["requirements"][requirement]["status"]
             wrong.append(f"{mode}: exit {status}, {requirement} is {verdict!r}, not 'fail'")
+        elif mode in precise and failed != {requirement}:
+            wrong.append(f"{mode}: fails {sorted(failed)}, not only {requirement}")
+        elif evidence and mode in evidence and not evidence[mode](report):
+            wrong.append(f"{mode}: the checks do not say why: {failures(report)}")
     return wrong
+
+
+def failures(report: dict[str, Any]) -> list[str]:
+    return [
+        f"{c['id']} {c['requirements']}: {c.get('detail', '')}"
+        for c in report["checks"]
+        if c["status"] == "fail"
+    ]
 
 
 WAITING_MODES = ("hang", "crash", "late", "garbage", "non-utf8", "wrong-id", "oversized")
@@ -626,7 +687,7 @@ def test_the_backend_judge_fails_each_stdio_fault_modes_requirement(
 
     with ThreadPoolExecutor(JOBS) as pool:
         runs = dict(zip([m or "no fault" for m in modes], pool.map(one, modes), strict=True))
-    assert verdicts(runs, JUDGED_FAILS) == []
+    assert verdicts(runs, JUDGED_FAILS, EVIDENCE, PRECISE) == []
 
 
 def test_the_backend_judge_fails_each_http_fault_modes_requirement(http: Any) -> None:

@@ -48,6 +48,7 @@ EXPECTED: dict[str, dict[str, FailureClass | None]] = {
     "crash": {"persistent": F.ABNORMAL_EXIT, "single": F.ABNORMAL_EXIT},
     "rpc-error": {"persistent": F.RPC_ERROR, "single": F.RPC_ERROR},
     "leak-exception": {"persistent": F.RPC_ERROR, "single": F.RPC_ERROR},
+    "declared-unsupported": {"persistent": F.RPC_ERROR, "single": F.RPC_ERROR},
     "garbage": {"persistent": F.MALFORMED_OUTPUT, "single": F.MALFORMED_OUTPUT},
     "non-utf8": {"persistent": F.MALFORMED_OUTPUT, "single": F.MALFORMED_OUTPUT},
     "stdout-noise": {"persistent": F.MALFORMED_OUTPUT, "single": F.MALFORMED_OUTPUT},

@@ -59,9 +59,19 @@ FAULTS: dict[str, str] = {
     "no-version": "a result without protocolVersion",
     "reply-to-notifications": "answers hooks/observe notifications too",
     "leak-exception": "-32004 whose message and data hold a Python traceback",
+    "declared-unsupported": "subscribes to tool.before in hooks/configuration, yet answers "
+    "-32002 (unsupported event) to every intercept",
     "deny": "a valid deny to every tool.before (well-behaved)",
 }
 """Every fault mode and what it does on a valid ``hooks/intercept`` (the shared table)."""
+DECLARED = {
+    "mode": "intercept",
+    "events": ["tool.before"],
+    "timeoutMs": 2000,
+    "failurePolicy": "fail-closed",
+    "content": {"default": "metadata"},
+}
+"""The subscription ``declared-unsupported`` serves at ``hooks/configuration``."""
 
 
 # -- what to answer -------------------------------------------------------------------
@@ -155,7 +165,9 @@ class Misbehaving:
         self.delay_s = delay_ms / 1000
         self._seen = threading.local()
         self._lock = threading.Lock()
-        self._backend = Backend("org.ahp.testing.misbehaving")
+        # Only declared-unsupported answers hooks/configuration: it declares what it refuses.
+        configuration = [DECLARED] if fault == "declared-unsupported" else None
+        self._backend = Backend("org.ahp.testing.misbehaving", configuration=configuration)
 
         @self._backend.intercept("*")
         def decide(request: InterceptRequest) -> list[dict[str, Any]]:
@@ -242,6 +254,8 @@ class Misbehaving:
             return Answer(
                 [line({"jsonrpc": "2.0", "id": rid, "result": {"protocolVersion": "draft"}})]
             )
+        if fault == "declared-unsupported":
+            return Answer([line(rpc_error(rid, -32002, "unsupported_event"))])
         if fault == "no-version":
             return Answer([line({"jsonrpc": "2.0", "id": rid, "result": {"effects": []}})])
         raise AssertionError(f"fault {fault!r} has no behaviour")  # FAULTS and this agree
