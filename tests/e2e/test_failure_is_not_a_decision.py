@@ -26,8 +26,8 @@ proposes two writes the host itself decides by user rules: ``allowed.txt`` (an
   ends it (``deadline_exceeded``). A per_event child or an HTTP response carries
   the one answer to the request, so another id there is ``id_mismatch`` at once.
 
-The failure classes are data (:data:`FAILURES`); the matrix is
-failure x transport x policy.
+The failure classes are data (:data:`FAILURES`); the matrix is failure x transport,
+the policy alternating (:func:`cases`).
 """
 
 from __future__ import annotations
@@ -139,12 +139,18 @@ FAILURES = (
 
 
 def cases() -> list[Any]:
-    return [
-        pytest.param(failure, transport, policy, id=f"{failure.name}-{transport}-{policy}")
-        for failure in FAILURES
-        for transport in failure.transports
-        for policy in POLICIES
-    ]
+    """Each failure over each transport where it exists, the policy alternating: what a
+    policy does with a failure does not depend on its class (every class x both policies
+    is ``packages/protocol/tests/test_failure_policy.py``, in memory), so here each
+    transport meets both policies, over many classes, through the real harness."""
+    out = []
+    for f, failure in enumerate(FAILURES):
+        for t, transport in enumerate(failure.transports):
+            policy = POLICIES[(f + t) % len(POLICIES)]
+            out.append(
+                pytest.param(failure, transport, policy, id=f"{failure.name}-{transport}-{policy}")
+            )
+    return out
 
 
 def failing_registration(e2e: Any, failure: Failure, transport: str, policy: str) -> Any:
