@@ -503,6 +503,19 @@ class Clients:
             diagnostics = list(dispatcher.configuration_diagnostics)
         return out, diagnostics
 
+    async def in_memory(
+        self, backend: Any, cases: Sequence[ToolCase], profile: str = "full"
+    ) -> list[Verdict]:
+        """:meth:`ours` with ``backend`` (a server-kit ``Backend``) answering in this
+        process (``ahp_protocol.testing``): the rules alone, no process, no socket."""
+        from ahp_protocol.testing import memory_transports
+
+        entry = hook_for("memory", kind="persistent", subscriptions=[self.subscription()])
+        transport = memory_transports({entry["id"]: backend})
+        verdicts, diagnostics = await self.ours([entry], cases, profile, transport)
+        assert diagnostics == []
+        return verdicts
+
     async def sdk(
         self, hooks: list[dict[str, Any]], cases: Sequence[ToolCase], profile: str = "full"
     ) -> tuple[list[Verdict], list[Any]]:

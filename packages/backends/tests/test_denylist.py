@@ -225,18 +225,12 @@ of connection (the table is the rules'; per_event serves the same code, shown by
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("profile", ["full", "deny_only"])
-async def test_the_table_in_memory(
-    profile: str, rules_file: Path, clients: Any, hook: Callable[..., dict[str, Any]]
-) -> None:
+async def test_the_table_in_memory(profile: str, rules_file: Path, clients: Any) -> None:
     # The rules alone: the backend object answers in this process, every row, each profile.
     from ahp_backends.denylist import Denylist, build_backend
-    from ahp_protocol.testing import memory_transports
 
-    hooks = [hook("denylist", kind="persistent", subscriptions=[clients.subscription()])]
     backend = build_backend(Denylist(str(rules_file)))
-    transport = memory_transports({hooks[0]["id"]: backend})
-    verdicts, diagnostics = await clients.ours(hooks, cases(clients), profile, transport)
-    assert diagnostics == []
+    verdicts = await clients.in_memory(backend, cases(clients), profile)
     for row, got, wanted in zip(TABLE, summary(verdicts), expected(profile), strict=True):
         assert got == wanted, row[0]
 

@@ -8,7 +8,6 @@ are ``test_failure_policy.py``; through real processes, ``test_dispatcher.py``.
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import pytest
@@ -23,6 +22,7 @@ from ahp_protocol.client.engine import (
     rpc_error_detail,
 )
 from ahp_protocol.client.transports.exchange import Exchange
+from ahp_protocol.testing import tool_before
 from ahp_protocol.wire import jsonrpc
 from ahp_protocol.wire._legality import Grants
 from ahp_protocol.wire.registration import parse_registration
@@ -61,24 +61,11 @@ def routes(*policies: str) -> list[Route]:
     return [Route.of(hook, 0, hook.subscriptions[0]) for hook in registration.hooks]
 
 
-def event() -> dict[str, Any]:
-    token = uuid.uuid4().hex
-    return {
-        "id": f"evt_{token}",
-        "source": "urn:uuid:5b0c39f4-4b8c-4e38-9d69-0e0e7bb0d5f5",
-        "type": "tool.before",
-        "time": "2026-08-24T08:51:14Z",
-        "harness": {"name": "engine-tests", "version": "1"},
-        "session": {"id": "sess_1", "cwd": "/repo"},
-        "tool": {"name": "Bash", "kind": "shell", "input": {"command": "ls"}, "origin": "native"},
-        "call": {"id": f"call_{token}"},
-        "path": "native",
-    }
-
-
 def chain(*policies: str, clock: Clock | None = None) -> Chain:
     grants = (GRANT, Grants(GRANT))
-    return Chain(event(), routes(*policies), lambda _type, _route: grants, clock=clock or Clock())
+    return Chain(
+        tool_before(), routes(*policies), lambda _type, _route: grants, clock=clock or Clock()
+    )
 
 
 def answer(send: Any, *effects: dict[str, Any]) -> dict[str, Any]:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -27,7 +26,13 @@ import pytest
 from ahp_protocol.client import Dispatcher, FailureClass, HookResult
 from ahp_protocol.client.chain import SYNTHETIC_DENIAL_REASON
 from ahp_protocol.server import Backend
-from ahp_protocol.testing import FAULTS, MemoryTransport, Misbehaving, memory_transports
+from ahp_protocol.testing import (
+    FAULTS,
+    MemoryTransport,
+    Misbehaving,
+    memory_transports,
+    tool_before,
+)
 from ahp_protocol.testing.faults import TRACEBACK
 from ahp_protocol.wire.registration import parse_registration
 
@@ -82,21 +87,6 @@ CASES = [
 
 def test_every_fault_of_the_shared_table_has_an_expectation() -> None:
     assert set(EXPECTED) == set(FAULTS)
-
-
-def tool_event() -> dict[str, Any]:
-    token = uuid.uuid4().hex
-    return {
-        "id": f"evt_{token}",
-        "source": SOURCE,
-        "type": "tool.before",
-        "time": "2026-08-24T08:51:14Z",
-        "harness": HARNESS,
-        "session": {"id": "sess_1", "cwd": "/repo"},
-        "tool": {"name": "Bash", "kind": "shell", "input": {"command": "ls"}, "origin": "native"},
-        "call": {"id": f"call_{token}"},
-        "path": "native",
-    }
 
 
 def follower() -> tuple[Backend, list[dict[str, Any]], list[dict[str, Any]]]:
@@ -163,7 +153,7 @@ async def test_a_failure_is_handled_by_its_policy_and_never_decides(
 ) -> None:
     expected = EXPECTED[fault][shape]
     backend, asked, told = follower()
-    event = tool_event()
+    event = tool_before()
     hooks, to_follower = dispatcher(fault, shape, policy, backend)
     async with hooks:
         started = time.perf_counter()
@@ -236,6 +226,6 @@ async def test_a_mandatory_subscription_is_fail_closed_whatever_it_declares(
     transport = memory_transports({FAILING: Misbehaving("garbage")})
     caps = {"tool.before": {"effects": ["deny"]}}
     async with Dispatcher(registration, capabilities=caps, transport=transport) as hooks:
-        result = await hooks.intercept(tool_event())
+        result = await hooks.intercept(tool_before())
     assert result.synthetic_denial and result.permission == "deny"
     assert diagnostic(result, FAILING).policy == "fail-closed"

@@ -13,7 +13,6 @@ import json
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ import pytest
 from ahp_protocol.client import Dispatcher, FailureClass, Hooks, OperationalFailure
 from ahp_protocol.client.transports.exchange import Exchange
 from ahp_protocol.server import Backend
-from ahp_protocol.testing import MemoryTransport, Misbehaving, memory_transports
+from ahp_protocol.testing import MemoryTransport, Misbehaving, memory_transports, tool_before
 from ahp_protocol.wire import jsonrpc
 from ahp_protocol.wire.registration import parse_registration
 
@@ -31,21 +30,6 @@ ID = "com.example.scripted"
 BODY = {"content": {"default": "body"}}
 CAPS = {"tool.before": {"effects": ["deny"]}}
 PY = sys.executable
-
-
-def tool_event() -> dict[str, Any]:
-    token = uuid.uuid4().hex
-    return {
-        "id": f"evt_{token}",
-        "source": "urn:uuid:5b0c39f4-4b8c-4e38-9d69-0e0e7bb0d5f5",
-        "type": "tool.before",
-        "time": "2026-08-24T08:51:14Z",
-        "harness": {"name": "testing-tests", "version": "1"},
-        "session": {"id": "sess_1", "cwd": "/repo"},
-        "tool": {"name": "Bash", "kind": "shell", "input": {"command": "ls"}, "origin": "native"},
-        "call": {"id": f"call_{token}"},
-        "path": "native",
-    }
 
 
 def registration(transport: dict[str, Any], timeout_ms: int = 5000) -> Any:
@@ -82,7 +66,7 @@ async def test_a_kit_backend_answers_in_memory_and_everything_sent_is_recorded()
         seen.append(event["type"])
 
     transport = MemoryTransport(backend)
-    event = tool_event()
+    event = tool_before()
     exchange = Exchange()
     response = await transport.request(request(event), exchange)
     assert response["result"]["effects"] == [{"type": "deny", "reason": "no"}]
@@ -94,14 +78,14 @@ async def test_a_kit_backend_answers_in_memory_and_everything_sent_is_recorded()
     assert exchange.attempts == 1 and exchange.sent_bytes > 0 and exchange.received_bytes > 0
     await transport.aclose()
     with pytest.raises(OperationalFailure) as closed:
-        await transport.request(request(tool_event()))
+        await transport.request(request(tool_before()))
     assert closed.value.failure == F.SPAWN_FAILED
 
 
 @pytest.mark.anyio
 async def test_a_stray_answer_to_a_notification_is_read_and_discarded_by_the_next_request() -> None:
     transport = MemoryTransport(Misbehaving("reply-to-notifications"))
-    event = tool_event()
+    event = tool_before()
     await transport.notify(
         jsonrpc.notification(jsonrpc.OBSERVE, {"protocolVersion": "draft", "event": event})
     )
@@ -120,7 +104,7 @@ async def test_a_stray_answer_to_a_notification_is_read_and_discarded_by_the_nex
 async def test_a_backend_id_with_no_object_fails_to_start() -> None:
     reg = registration({"type": "http", "url": "http://127.0.0.1:9/"})
     async with Dispatcher(reg, capabilities=CAPS, transport=memory_transports({})) as hooks:
-        result = await hooks.intercept(tool_event())
+        result = await hooks.intercept(tool_before())
     (diagnostic,) = result.diagnostics
     assert diagnostic.failure == F.SPAWN_FAILED and diagnostic.outcome == "failed"
 
@@ -148,7 +132,7 @@ async def test_the_process_form_over_stdio(
     if persistent_wrong_id:  # the other id is discarded and the request waits it out
         failure = F.DEADLINE_EXCEEDED
     async with Dispatcher(reg, capabilities=CAPS) as hooks:
-        result = await hooks.intercept(tool_event())
+        result = await hooks.intercept(tool_before())
     (diagnostic,) = result.diagnostics
     assert diagnostic.failure == failure and result.denied == denied
     assert diagnostic.discarded == (1 if persistent_wrong_id else 0)
@@ -167,7 +151,7 @@ async def test_the_process_form_over_loopback_http(tmp_path: Path) -> None:
         endpoint = json.loads(ready.read_text())["endpoint"]
         reg = registration({"type": "http", "url": endpoint})
         async with Dispatcher(reg, capabilities=CAPS) as hooks:
-            result = await hooks.intercept(tool_event())
+            result = await hooks.intercept(tool_before())
     finally:
         server.terminate()
         server.wait(timeout=10)
