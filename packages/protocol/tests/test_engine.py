@@ -26,6 +26,8 @@ from ahp_protocol.testing import tool_before
 from ahp_protocol.wire import jsonrpc
 from ahp_protocol.wire._legality import Grants
 from ahp_protocol.wire.registration import parse_registration
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 F = FailureClass
 GRANT = {"effects": ["deny", "allow", "message"]}
@@ -297,3 +299,60 @@ def test_an_rpc_error_detail_keeps_the_code_its_name_and_a_bounded_printable_rea
     assert rpc_error_detail({"code": "x"}) == "backend answered with a malformed JSON-RPC error"
     assert rpc_error_detail(None) == "backend answered with a malformed JSON-RPC error"
     assert rpc_error_detail({"code": 7}) == "backend answered with JSON-RPC error 7"
+
+
+# -- every sequence of answers and failures, as a property ---------------------------
+
+STEPS = st.sampled_from(["no-effect", "allow", "deny", "crash", "crash-twice", "garbage"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["fail-open", "fail-closed"]), STEPS), min_size=1, max_size=6
+    )
+)
+def test_any_chain_settles_by_the_rules(chain_spec: list[tuple[str, str]]) -> None:
+    """Whatever each backend does: a route is sent only while nothing stopped the chain;
+    the first accepted deny or fail-closed failure stops it (the deny is the backend's,
+    the failure's a generic synthetic one); a fail-open failure changes nothing; every
+    route is either asked once (a crash retried once) or observed, never both."""
+    c = chain(*(policy for policy, _ in chain_spec))
+    sent: list[int] = []
+    expected_stop: tuple[str, int] | None = None
+    permission = "none"
+    while (send := c.send()) is not None:
+        index = int(send.route.hook.id.removeprefix("com.example.b"))
+        sent.append(index)
+        policy, step = chain_spec[index]
+        if step in ("crash", "crash-twice"):
+            assert c.fail(CRASH) is None  # retried once
+            again = c.send()
+            assert again is not None and again.attempt == 2 and again.route == send.route
+            if step == "crash-twice":
+                c.fail(CRASH)
+            else:
+                c.receive(answer(again))
+        elif step == "garbage":
+            c.fail(OperationalFailure(F.MALFORMED_OUTPUT, "x"))
+        else:
+            effects = {"no-effect": [], "allow": [{"type": "allow"}], "deny": [DENY]}[step]
+            c.receive(answer(send, *effects))
+        failed = step in ("crash-twice", "garbage")
+        if step == "deny" or (failed and policy == "fail-closed"):
+            expected_stop = ("deny" if step == "deny" else "synthetic", index)
+        elif step == "allow" and permission == "none":
+            permission = "allow"
+    result = c.result()
+    first_stop = expected_stop[1] if expected_stop else len(chain_spec) - 1
+    assert sent == list(range(min(first_stop + 1, len(chain_spec))))
+    assert [r.hook.id for r in c.uncalled] == [
+        f"com.example.b{i}" for i in range(len(sent), len(chain_spec))
+    ]
+    assert len(result.diagnostics) == len(sent)
+    if expected_stop is None:
+        assert result.permission == permission and not result.denied
+    else:
+        kind, index = expected_stop
+        assert result.permission == "deny" and result.denied_by == f"com.example.b{index}"
+        assert result.synthetic_denial == (kind == "synthetic")
