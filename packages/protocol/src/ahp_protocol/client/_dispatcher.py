@@ -1,17 +1,18 @@
-"""The dispatcher: run one event through a registration's subscriptions, as the draft says.
+"""The dispatcher: the async driver that runs events through a registration's subscriptions.
 
-Owns the order of a chain (``hooks`` array order, then subscription order),
-the per-request capabilities each interceptor is granted, deadlines
-(``timeoutMs`` covers spawn or connect, sending, backend time, parsing and
-acceptance), acceptance of a response (atomic, via
-:func:`~ahp_protocol.wire.effects.check_effects`), failure policy,
-short-circuit observation, ``hook.failure`` events, observer delivery
-(bounded, after settlement) and ``hooks/configuration`` discovery.
-
-The rules of folding live in :mod:`ahp_protocol.client.chain` and the I/O in
-:mod:`ahp_protocol.client.transports`; this module only sequences them. It
-never decides for the host: a result with permission ``none`` or ``allow``
-still goes through the host's own permissions and sandbox.
+Owns what needs I/O or lives longer than one event: the transports (one per backend,
+opened on first use by ``transport=`` or :func:`~ahp_protocol.client.transports.open_transport`,
+all closed by :meth:`Dispatcher.aclose`), ``hooks/configuration`` discovery, the routes
+of each event type (``hooks`` array order, then subscription order) and the
+per-request capabilities of each route, built once; then, for one event, it drives a
+:class:`~ahp_protocol.client.engine.Chain` (sends what it says to send within the
+deadline it gives, hands back each answer, failure or expiry, with the transport's
+:class:`~ahp_protocol.client.transports.exchange.Exchange` record) and delivers what the
+chain says to observe, concurrently, each bounded by ``observe_timeout``. The rules
+(acceptance, deadlines, the one retry, failure policy, short-circuit, the fold) are the
+engine's and :mod:`~ahp_protocol.client.chain`'s; this module only sequences them. It
+never decides for the host: a result with permission ``none`` or ``allow`` still goes
+through the host's own permissions and sandbox.
 """
 
 from __future__ import annotations
