@@ -1,7 +1,7 @@
 """The ``ahp-protocol`` command: check AHP documents and try backends from the shell.
 
 ``validate`` reads files only (it never starts a backend) and adds notes, which never
-change a verdict, for a tool kind outside :data:`~ahp_protocol.wire.kinds.TOOL_KINDS`:
+change a file's validity, for a tool kind outside :data:`~ahp_protocol.wire.kinds.TOOL_KINDS`:
 the wire accepts any kind, but a rule keyed on ``kind = "shell"`` never meets a harness
 that says ``"bash"``. ``send`` is a one-shot harness: it starts the backends the
 registration names. What each command prints and its exit codes are written once, in
@@ -34,7 +34,7 @@ Kind = Literal["auto", "registration", "message", "stdio"]
 
 @dataclass(frozen=True, slots=True)
 class Note:
-    """Something valid that is probably a mistake, at a wire path; never changes a verdict."""
+    """Something valid that is probably a mistake, at a wire path; never makes it invalid."""
 
     path: str
     note: str
@@ -44,7 +44,9 @@ class Note:
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
+class FileValidation:
+    """What validating one file found: its kind, its errors (none: valid), its notes."""
+
     file: str
     kind: str
     errors: tuple[WireError, ...]
@@ -182,7 +184,7 @@ def _decode_json(data: bytes) -> Any:
         raise WireError("$", reason) from None
 
 
-def validate_file(name: str, kind: Kind = "auto") -> Verdict:
+def validate_file(name: str, kind: Kind = "auto") -> FileValidation:
     """Validate one file as ``kind`` and say what was found."""
     from ahp_protocol.wire import messages, registration
 
@@ -191,7 +193,7 @@ def validate_file(name: str, kind: Kind = "auto") -> Verdict:
         data = path.read_bytes()
     except OSError as exc:
         reason = exc.strerror or "cannot be read"
-        return Verdict(name, kind, (WireError("$", f"cannot read file: {reason}"),))
+        return FileValidation(name, kind, (WireError("$", f"cannot read file: {reason}"),))
     if kind == "auto":
         kind = _detect(path, data)
     notes: list[Note] = []
@@ -199,7 +201,7 @@ def validate_file(name: str, kind: Kind = "auto") -> Verdict:
         if kind == "stdio":
             notes = _stdio_notes(data)
             messages.validate_stdio(data)
-            return Verdict(name, kind, (), tuple(notes))
+            return FileValidation(name, kind, (), tuple(notes))
         document = _decode_json(data)
         notes = _document_notes(document, kind)
         if kind == "registration":
@@ -207,22 +209,22 @@ def validate_file(name: str, kind: Kind = "auto") -> Verdict:
         else:
             messages.validate_message(document)
     except WireErrors as exc:
-        return Verdict(name, kind, tuple(exc.errors), tuple(notes))
+        return FileValidation(name, kind, tuple(exc.errors), tuple(notes))
     except WireError as exc:
-        return Verdict(name, kind, (exc,), tuple(notes))
-    return Verdict(name, kind, (), tuple(notes))
+        return FileValidation(name, kind, (exc,), tuple(notes))
+    return FileValidation(name, kind, (), tuple(notes))
 
 
 def _validate(args: argparse.Namespace) -> int:
-    verdicts = [validate_file(f, args.kind) for f in args.files]
+    checked = [validate_file(f, args.kind) for f in args.files]
     if args.json:
-        print(json.dumps([v.to_json() for v in verdicts], indent=2))
+        print(json.dumps([v.to_json() for v in checked], indent=2))
     else:
-        for verdict in verdicts:
-            print(verdict.line())
-            for line in verdict.note_lines():
+        for validation in checked:
+            print(validation.line())
+            for line in validation.note_lines():
                 print(line)
-    return 0 if all(v.valid for v in verdicts) else 1
+    return 0 if all(v.valid for v in checked) else 1
 
 
 _HARNESS: Mapping[str, str] = {"name": "ahp-protocol-send", "version": __version__}
@@ -389,7 +391,7 @@ def build_parser() -> argparse.ArgumentParser:
             "JSON-RPC message)"
         ),
     )
-    validate.add_argument("--json", action="store_true", help="print the verdicts as JSON")
+    validate.add_argument("--json", action="store_true", help="print the results as JSON")
     validate.add_argument("files", nargs="+", metavar="FILE")
     validate.set_defaults(func=_validate)
 

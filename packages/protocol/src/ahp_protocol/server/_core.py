@@ -4,7 +4,7 @@
 a driver to make (:class:`InterceptCall`, :class:`ObserveCall`); :meth:`Core.answer`
 judges what an intercept handler returned. The rules, in the order they apply, are
 listed in :mod:`ahp_protocol.server.backend`. One path: after the envelope checks,
-one memo lookup keyed by what the verdict depends on (event type, exact capabilities,
+one memo lookup keyed by what the :class:`Admission` depends on (event type, exact capabilities,
 state) returns the handler, the grant and the event validator; on a miss the same
 path judges them in full and stores them. The event is validated every time.
 No I/O besides stderr diagnostics; never echoes input in error ``data``.
@@ -109,8 +109,9 @@ class InterceptRequest(NamedTuple):
         return sid if isinstance(sid, str) else None
 
 
-class Verdict(NamedTuple):
-    """What a request's answer depends on besides its event: a pure function of
+class Admission(NamedTuple):
+    """What the core decided about an intercept request besides its event: refused or
+    admitted, to which handler, under which grant. A pure function of
     ``(event type, capabilities, state)`` and the handlers, remembered by ``key``.
 
     ``refusal`` is the error judged before the event (capabilities' shape, a state
@@ -133,7 +134,7 @@ class InterceptCall(NamedTuple):
     handler: InterceptHandler
     is_async: bool
     request: InterceptRequest
-    verdict: Verdict  # judges the handler's effects; never handed to a handler
+    admission: Admission  # judges the handler's effects; never handed to a handler
     limit: int
 
 
@@ -231,17 +232,17 @@ class Core:
         self._observers: list[tuple[str, ObserveHandler, bool]] = []
         self._observe_cache: dict[str, tuple[tuple[ObserveHandler, bool], ...]] = {}
         self._codec = codec()
-        self._verdicts: Memo[Verdict] = Memo(512, 16 * 1024)
+        self._admissions: Memo[Admission] = Memo(512, 16 * 1024)
         self._effects = EffectMemo()
 
     def _registered(self) -> None:
-        self._verdicts.clear()
+        self._admissions.clear()
         self._observe_cache.clear()
 
     def warm(self) -> None:
         """Build now what judging the first event would (the wire models, a validator per
         intercepted event type, pydantic-core's decoder): for a process that is idle
-        until its first request anyway. Changes no verdict; never raises."""
+        until its first request anyway. Changes no answer; never raises."""
         try:
             from ahp_protocol.wire import effects  # noqa: F401
             from ahp_protocol.wire.events import _event_validator
@@ -270,7 +271,7 @@ class Core:
 
     def _request(self, msg: dict[str, Any], limit: int) -> Reply | InterceptCall:
         """A request: the envelope, the method, its params, then (intercept) the event
-        and the verdict on its grant."""
+        and its :class:`Admission` (the grant judged)."""
         try:
             kind = rpc.classify(msg)
         except rpc.DecodeError as exc:
@@ -310,48 +311,50 @@ class Core:
             return error_reply(rid, _BAD, "the request id must equal params.event.id")
         capabilities: Any = params.get("capabilities")
         state = params.get("state", _NO_STATE)
-        memo = self._verdicts
+        memo = self._admissions
         key = memo.key(
             (event_type, capabilities) if state is _NO_STATE else (event_type, capabilities, state)
         )
-        verdict = memo.get(key)  # a key of None is never stored
-        if verdict is None:
-            verdict = self._judge(event_type, capabilities, state, key)
+        admission = memo.get(key)  # a key of None is never stored
+        if admission is None:
+            admission = self._judge(event_type, capabilities, state, key)
             if key is not None:
-                memo.put(key, verdict)
-        if verdict.refusal is not None:
-            return error_reply(rid, *verdict.refusal)
+                memo.put(key, admission)
+        if admission.refusal is not None:
+            return error_reply(rid, *admission.refusal)
         try:
-            verdict.validate(event)
+            admission.validate(event)
         except Exception:
             return error_reply(rid, *(self._event_problem(event) or (_BAD, _INVALID_EVENT)))
-        if verdict.invalid is not None:
-            return error_reply(rid, _BAD, verdict.invalid)
-        assert verdict.handler is not None
+        if admission.invalid is not None:
+            return error_reply(rid, _BAD, admission.invalid)
+        assert admission.handler is not None
         request = _new(InterceptRequest, (
             rid, event, event_type, capabilities, None if state is _NO_STATE else state,
-            verdict.advertised, params,
+            admission.advertised, params,
         ))  # fmt: skip
-        return _new(InterceptCall, (verdict.handler, verdict.is_async, request, verdict, limit))
+        return _new(
+            InterceptCall, (admission.handler, admission.is_async, request, admission, limit)
+        )
 
-    def _judge(self, event_type: str, capabilities: Any, state: Any, key: Any) -> Verdict:
-        """The verdict in full (a memo miss)."""
+    def _judge(self, event_type: str, capabilities: Any, state: Any, key: Any) -> Admission:
+        """The admission in full (a memo miss)."""
         shape = _capabilities_shape(capabilities)
         if shape is not None:
-            return Verdict((_BAD, shape))
+            return Admission((_BAD, shape))
         if state is not _NO_STATE and not isinstance(state, dict):
-            return Verdict((_BAD, "params.state must be an object"))
+            return Admission((_BAD, "params.state must be an object"))
         found, rank = None, -1
         for selector, fn, is_async in self._intercepts:
             if catalogue.selector_matches(selector, event_type) and _specificity(selector) > rank:
                 found, rank = (fn, is_async), _specificity(selector)
         if found is None:
-            return Verdict((ErrorCode.UNSUPPORTED_EVENT, "no handler for this event"))
+            return Admission((ErrorCode.UNSUPPORTED_EVENT, "no handler for this event"))
         from ahp_protocol.wire.effects import Grants
         from ahp_protocol.wire.events import _event_validator
 
         self._codec.accelerate()  # the wire models import pydantic: use its decoder too
-        return Verdict(
+        return Admission(
             None, _grant_problem(event_type, capabilities, state), *found,
             _event_validator(event_type), frozenset(capabilities["effects"]),
             Grants(_codec.json_copy(capabilities)), key,
@@ -409,7 +412,7 @@ class Core:
 
     def answer(self, call: InterceptCall, result: Any) -> Reply:
         """The reply to an intercept handler's (awaited) result."""
-        rid, key = call.request.id, call.verdict.key
+        rid, key = call.request.id, call.admission.key
         if result is None:
             encoded: bytes | None = b"[]"
         else:  # the usual repeated effect model is found by its fields
@@ -442,16 +445,16 @@ class Core:
         effects are refused or cannot be encoded. Remembered for effect models."""
         from ahp_protocol.wire.effects import BaseEffect, check_effects, effects_to_wire
 
-        verdict, memo = call.verdict, None
-        assert verdict.judge is not None
-        if verdict.key is not None and all(isinstance(e, BaseEffect) for e in effects):
-            memo, effects = self._effects.key(verdict.key, effects)
+        admission, memo = call.admission, None
+        assert admission.judge is not None
+        if admission.key is not None and all(isinstance(e, BaseEffect) for e in effects):
+            memo, effects = self._effects.key(admission.key, effects)
             remembered = None if memo is None else self._effects.get(memo)
             if remembered is not None:
                 return remembered
-        wire = effects_to_wire(check_effects(call.request.event_type, verdict.judge, effects))
+        wire = effects_to_wire(check_effects(call.request.event_type, admission.judge, effects))
         # Belt and braces: never send a type the request did not advertise.
-        if not all(isinstance(e, dict) and e.get("type") in verdict.advertised for e in wire):
+        if not all(isinstance(e, dict) and e.get("type") in admission.advertised for e in wire):
             return None
         encoded = _codec.json_bytes(wire)
         if memo is not None:
