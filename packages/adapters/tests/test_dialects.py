@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from ahp_adapters import dialects
-from ahp_adapters.decision import GENERIC_DENIAL_REASON, Verdict, read_policy
+from ahp_adapters.decision import GENERIC_DENIAL_REASON, NativeDecision, read_policy
 from ahp_adapters.dialects.base import NativeAnswer, PayloadError, scrub_args, scrub_url
 from ahp_adapters.events import build_event, manifest, source_uri
 from ahp_protocol.client.chain import SYNTHETIC_DENIAL_REASON
@@ -289,18 +289,18 @@ def test_long_reasons_are_clipped() -> None:
     assert len(reason) == 2000
 
 
-def test_verdicts_never_leak_and_allow_is_never_rendered() -> None:
+def test_decisions_never_leak_and_allow_is_never_rendered() -> None:
     assert GENERIC_DENIAL_REASON == SYNTHETIC_DENIAL_REASON
-    backend = Verdict("deny", reason=REASON, code="com.example.x")
-    synthetic = Verdict("deny", reason="internal: sk-SECRET", synthetic=True)
-    closed = Verdict("failure", policy="fail-closed", detail="budget exhausted")
-    opened = Verdict("failure", policy="fail-open")
+    backend = NativeDecision("deny", reason=REASON, code="com.example.x")
+    synthetic = NativeDecision("deny", reason="internal: sk-SECRET", synthetic=True)
+    closed = NativeDecision("failure", policy="fail-closed", detail="budget exhausted")
+    opened = NativeDecision("failure", policy="fail-open")
     assert backend.blocks and backend.block_reason == REASON
     assert synthetic.blocks and synthetic.block_reason == GENERIC_DENIAL_REASON
     assert closed.blocks and closed.block_reason == GENERIC_DENIAL_REASON
-    assert not opened.blocks and not Verdict("none").blocks
-    assert Verdict.from_json({"decision": "allow"}).policy == "fail-closed"
-    assert Verdict.from_json(backend.to_json()) == backend
+    assert not opened.blocks and not NativeDecision("none").blocks
+    assert NativeDecision.from_json({"decision": "allow"}).policy == "fail-closed"
+    assert NativeDecision.from_json(backend.to_json()) == backend
 
 
 # -- caller detection ------------------------------------------------------------------

@@ -229,8 +229,8 @@ def test_an_internal_error_is_logged_by_type_and_place_never_its_text(
     engine = Engine(str(registration(tmp_path, "fail-closed")))
     capabilities = {"effects": ["deny-SECRET42"]}  # makes the dispatcher itself raise
     with caplog.at_level("DEBUG", logger="ahp_adapters"):
-        verdict = anyio.run(engine.intercept, {"type": "tool.before"}, capabilities, 2.0)
-    assert (verdict.decision, verdict.policy, verdict.detail) == (
+        decided = anyio.run(engine.intercept, {"type": "tool.before"}, capabilities, 2.0)
+    assert (decided.decision, decided.policy, decided.detail) == (
         "failure",
         "fail-closed",
         "internal error",
@@ -291,5 +291,5 @@ def test_a_registration_files_backends_run_in_its_folder(
         finally:
             await engine.aclose()
 
-    verdict = anyio.run(main)
-    assert (verdict.decision, verdict.reason, verdict.synthetic) == ("deny", "no", False)
+    decided = anyio.run(main)
+    assert (decided.decision, decided.reason, decided.synthetic) == ("deny", "no", False)

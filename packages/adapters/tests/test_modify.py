@@ -10,7 +10,7 @@ Every other dialect (VS Code, Codex, Kimi, ...) advertises ``deny`` only.
 - through ``ahp-adapter hook`` (the protocol package's ``recorder.py`` over
   stdio answering the rewrite): the exact stdout bytes, with ``--daemon off``
   and with ``--daemon auto`` run twice (the second call warm: the daemon's
-  frame and the thin client), and the daemon's JSON op carrying the verdict;
+  frame and the thin client), and the daemon's JSON op carrying the decision;
 - a later deny wins over an earlier rewrite (and sees the rewritten input);
 - a rewrite where it is not advertised (Codex, Kimi, VS Code; ``replace`` on
   Claude) is an unadvertised effect: nothing under fail-open, the generic
@@ -18,8 +18,8 @@ Every other dialect (VS Code, Codex, Kimi, ...) advertises ``deny`` only.
 - a rewrite that leaves the input as it was writes nothing;
 - the manifest declares what each call advertises, and the
   ``capabilities.modify`` gap only where rewrites are not carried;
-- a malformed ``modify`` verdict from the daemon is a fail-closed failure, and a
-  ``modify`` verdict for a dialect that does not advertise it is a failure
+- a malformed ``modify`` decision from the daemon is a fail-closed failure, and a
+  ``modify`` decision for a dialect that does not advertise it is a failure
   under the policy, never "nothing".
 """
 
@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 from ahp_adapters import dialects
-from ahp_adapters.decision import Verdict
+from ahp_adapters.decision import NativeDecision
 from ahp_adapters.dialects.base import ModifyNotCarried
 from ahp_adapters.events import build_event, manifest
 from ahp_adapters.hook import Call, Log, answer_for
@@ -144,8 +144,8 @@ def test_the_daemon_json_op_carries_the_rewrite(kit: Any) -> None:
     assert (answer["ok"], answer["decision"]) == (True, "modify"), answer
     rewritten = {"command": "git push origin main", "description": "Force-push main"}
     assert answer["input"] == {**rewritten, "timeout": 120000}
-    verdict = Verdict.from_json(answer)
-    assert (verdict.decision, verdict.blocks, verdict.updated_input) == (
+    decided = NativeDecision.from_json(answer)
+    assert (decided.decision, decided.blocks, decided.updated_input) == (
         "modify",
         False,
         answer["input"],
@@ -285,28 +285,28 @@ def test_the_manifest_declares_what_each_call_advertises(dialect: str) -> None:
 def test_a_malformed_modify_from_the_daemon_is_a_fail_closed_failure(
     answer: dict[str, Any],
 ) -> None:
-    verdict = Verdict.from_json(answer)
-    assert (verdict.decision, verdict.policy, verdict.blocks) == ("failure", "fail-closed", True)
-    assert verdict.detail == "unreadable daemon answer"
-    assert verdict.updated_input is None
+    decided = NativeDecision.from_json(answer)
+    assert (decided.decision, decided.policy, decided.blocks) == ("failure", "fail-closed", True)
+    assert decided.detail == "unreadable daemon answer"
+    assert decided.updated_input is None
 
 
-def test_a_modify_verdict_round_trips_and_other_verdicts_carry_no_input() -> None:
-    verdict = Verdict("modify", policy="fail-closed", updated_input={"command": "ls"})
-    assert Verdict.from_json(json.loads(json.dumps(verdict.to_json()))) == verdict
-    none = Verdict.from_json({"decision": "none", "policy": "fail-open", "input": {"x": 1}})
+def test_a_modify_decision_round_trips_and_other_decisions_carry_no_input() -> None:
+    decided = NativeDecision("modify", policy="fail-closed", updated_input={"command": "ls"})
+    assert NativeDecision.from_json(json.loads(json.dumps(decided.to_json()))) == decided
+    none = NativeDecision.from_json({"decision": "none", "policy": "fail-open", "input": {"x": 1}})
     assert none.updated_input is None and "input" not in none.to_json()
 
 
 @pytest.mark.parametrize(("policy", "blocks"), [("fail-open", False), ("fail-closed", True)])
 @pytest.mark.parametrize(("dialect", "payload"), [("codex", "codex"), ("kimi", "kimi")])
-def test_a_modify_verdict_the_dialect_does_not_carry_falls_to_the_policy(
+def test_a_modify_decision_the_dialect_does_not_carry_falls_to_the_policy(
     dialect: str, payload: str, policy: str, blocks: bool
 ) -> None:
     codec = dialects.get(dialect)
     call = Call(codec, "PreToolUse", capabilities=codec.capabilities("PreToolUse"))
-    verdict = Verdict("modify", policy=policy, updated_input={"command": "ls"})  # type: ignore[arg-type]
-    answer = answer_for(call, verdict, Log(False))
+    decided = NativeDecision("modify", policy=policy, updated_input={"command": "ls"})  # type: ignore[arg-type]
+    answer = answer_for(call, decided, Log(False))
     if blocks:
         assert answer == codec.render_deny(GENERIC, "PreToolUse")
     else:

@@ -14,7 +14,7 @@ serves hook processes over a Unix socket:
   (:func:`~ahp_adapters.hook.read_call`, :func:`~ahp_adapters.hook.answer_for`).
   Everything else is one JSON line: ``{"op": "intercept"|"observe", "event",
   "capabilities", "budget"}`` (the full hook, which built the event itself)
-  gets a :class:`~ahp_adapters.decision.Verdict`; ``{"op": "prepare",
+  gets a :class:`~ahp_adapters.decision.NativeDecision`; ``{"op": "prepare",
   "dialect"}`` starts, in the background, the chain for that dialect's pre-tool
   events (discovery done, persistent backends spawned) and is answered at once;
   ``ping`` gets the daemon's status; ``stop`` ends it. A request larger than
@@ -46,7 +46,7 @@ serves hook processes over a Unix socket:
   first (a hook that comes now starts a new daemon), lets answers in flight
   go out (at most :data:`STOP_GRACE_S`), then closes every backend.
 
-Never answers a hook with backend output or exception text (verdicts carry fixed
+Never answers a hook with backend output or exception text (decisions carry fixed
 phrases); logs go to stderr (the log file the hook opened for it). Its own lines
 about a connection name the error's type, never what the connection sent.
 """
@@ -71,7 +71,7 @@ from anyio.abc import SocketAttribute, SocketStream, TaskGroup
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from ahp_adapters import frame
-from ahp_adapters.decision import Verdict, read_policy
+from ahp_adapters.decision import NativeDecision, read_policy
 from ahp_adapters.engine import Engine, EngineError
 
 if TYPE_CHECKING:
@@ -236,12 +236,12 @@ class Daemon:
 
     async def intercept(
         self, event: dict[str, Any], capabilities: dict[str, Any], budget: float
-    ) -> Verdict:
+    ) -> NativeDecision:
         """One ``tool.before`` through the current registration's chain."""
         with self._engine() as engine:
             if engine is None:
                 policy = read_policy(self.registration)
-                return Verdict("failure", policy=policy, detail="registration rejected")
+                return NativeDecision("failure", policy=policy, detail="registration rejected")
             return await engine.intercept(event, capabilities, float(budget))
 
     async def observe(
@@ -276,8 +276,8 @@ class Daemon:
             self.prepare_soon(call.dialect)
         answer = call.answer
         if answer is None and call.intercepts:
-            verdict = await self.intercept(call.event, call.capabilities, remaining)
-            answer = hook.answer_for(call, verdict, log)
+            decided = await self.intercept(call.event, call.capabilities, remaining)
+            answer = hook.answer_for(call, decided, log)
         elif answer is None:
             budget = min(hook.OBSERVE_BUDGET_S, remaining)
             if not await self.observe(call.event, call.capabilities, budget):

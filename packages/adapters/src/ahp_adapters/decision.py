@@ -1,6 +1,6 @@
-"""What one hook invocation decided, and which failure policy applies when nothing did.
+"""What one native hook invocation decided, and which failure policy applies when nothing did.
 
-Owns :class:`Verdict` (``deny``, ``modify``, ``none`` or ``failure``; the form
+Owns :class:`NativeDecision` (``deny``, ``modify``, ``none`` or ``failure``; the form
 the daemon sends back over its socket) and :func:`read_policy`, which answers
 one question from the registration file: if the adapter cannot run the chain
 at all (a malformed native payload, an unreadable registration, a daemon that
@@ -13,7 +13,7 @@ Conservative by construction: a backend whose subscriptions come from
 and a registration that cannot be read count as fail-closed, since nothing shows
 they may fail open. Never carries backend output or exception text: ``detail``
 is a fixed phrase. The one backend-supplied value it carries besides a deny's
-reason and code is a ``modify`` verdict's ``input``: the effective tool input,
+reason and code is a ``modify`` decision's ``input``: the effective tool input,
 which the dialect writes back to the harness as it is.
 """
 
@@ -28,7 +28,7 @@ from ahp_protocol.wire.routing import strictest_policy
 
 from ahp_adapters.rundir import registration_path
 
-__all__ = ["GENERIC_DENIAL_REASON", "Policy", "Verdict", "read_policy", "registration_path"]
+__all__ = ["GENERIC_DENIAL_REASON", "NativeDecision", "Policy", "read_policy", "registration_path"]
 
 Policy = Literal["none", "fail-open", "fail-closed"]
 Decision = Literal["deny", "modify", "none", "failure"]
@@ -41,8 +41,9 @@ _DECISIONS = ("deny", "modify", "none", "failure")
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
-    """The outcome of running one ``tool.before`` (or of failing to).
+class NativeDecision:
+    """What a native hook must answer: the decision of one ``tool.before`` (or of failing
+    to run it), before its dialect renders it as the harness's own answer.
 
     ``failure`` means no chain result: ``policy`` says what to do about it
     (``fail-closed``: block with the generic reason; otherwise answer nothing).
@@ -87,8 +88,8 @@ class Verdict:
         return out
 
     @classmethod
-    def from_json(cls, obj: object) -> Verdict:
-        """A verdict from the daemon; anything unexpected is a fail-closed failure
+    def from_json(cls, obj: object) -> NativeDecision:
+        """A decision from the daemon; anything unexpected is a fail-closed failure
         (a ``modify`` without an object ``input`` included)."""
         unreadable = cls("failure", policy="fail-closed", detail="unreadable daemon answer")
         if not isinstance(obj, Mapping) or obj.get("decision") not in _DECISIONS:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ahp_adapters.decision import Policy, Verdict, read_policy
+from ahp_adapters.decision import NativeDecision, Policy, read_policy
 
 if TYPE_CHECKING:
     from ahp_protocol.client import Dispatcher
@@ -121,8 +121,8 @@ class Engine:
 
     async def intercept(
         self, event: Mapping[str, Any], capabilities: Mapping[str, Any], budget: float
-    ) -> Verdict:
-        """The verdict for one ``tool.before`` within ``budget`` seconds; never raises."""
+    ) -> NativeDecision:
+        """The decision for one ``tool.before`` within ``budget`` seconds; never raises."""
         dispatcher: Dispatcher | None = None
         try:
             dispatcher = self.dispatcher(capabilities)
@@ -130,13 +130,19 @@ class Engine:
                 await self._start(dispatcher)
                 result = await dispatcher.intercept(event)
         except TimeoutError:
-            return Verdict("failure", policy=self.policy(dispatcher), detail="budget exhausted")
+            return NativeDecision(
+                "failure", policy=self.policy(dispatcher), detail="budget exhausted"
+            )
         except EngineError:
-            return Verdict("failure", policy=self._fallback_policy, detail="registration rejected")
+            return NativeDecision(
+                "failure", policy=self._fallback_policy, detail="registration rejected"
+            )
         except Exception as exc:  # its type and where, never its text (it may quote input)
             where = "".join(traceback.format_tb(exc.__traceback__))
             log.error("intercept failed (%s)\n%s", type(exc).__name__, where)
-            return Verdict("failure", policy=self.policy(dispatcher), detail="internal error")
+            return NativeDecision(
+                "failure", policy=self.policy(dispatcher), detail="internal error"
+            )
         for diagnostic in result.diagnostics:
             if diagnostic.outcome == "failed":
                 log.warning(
@@ -146,7 +152,7 @@ class Engine:
                     diagnostic.policy or "observation",
                 )
         if result.denial is not None:
-            return Verdict(
+            return NativeDecision(
                 "deny",
                 reason=result.denial.reason,
                 code=result.denial.code,
@@ -162,8 +168,10 @@ class Engine:
             and isinstance(sent, Mapping)
             and updated != sent.get("input")
         ):
-            return Verdict("modify", policy=self.policy(dispatcher), updated_input=dict(updated))
-        return Verdict("none", policy=self.policy(dispatcher))
+            return NativeDecision(
+                "modify", policy=self.policy(dispatcher), updated_input=dict(updated)
+            )
+        return NativeDecision("none", policy=self.policy(dispatcher))
 
     async def observe(
         self, event: Mapping[str, Any], capabilities: Mapping[str, Any], budget: float
@@ -199,20 +207,20 @@ def run_once(
     event: Mapping[str, Any],
     capabilities: Mapping[str, Any],
     budget: float,
-) -> Verdict:
+) -> NativeDecision:
     """In-process: load, run one event, close everything; bounded by ``budget`` plus close time."""
 
-    async def main() -> Verdict:
+    async def main() -> NativeDecision:
         try:
             engine = Engine(registration_path)
         except EngineError:
-            return Verdict(
+            return NativeDecision(
                 "failure", policy=read_policy(registration_path), detail="registration rejected"
             )
         async with engine:
             if op == "observe":
                 ok = await engine.observe(event, capabilities, budget)
-                return Verdict("none", detail="" if ok else "observation not delivered")
+                return NativeDecision("none", detail="" if ok else "observation not delivered")
             return await engine.intercept(event, capabilities, budget)
 
     return anyio.run(main)

@@ -26,7 +26,7 @@ reads stray text).
 
 Owns the steps from a native payload to a native answer, each once:
 :func:`read_call` (payload -> :class:`Call`: the codec and the canonical event,
-or an answer already), :func:`answer_for` (a verdict -> the native answer) and
+or an answer already), :func:`answer_for` (a decision -> the native answer) and
 :func:`output` (the bytes written). The warm daemon runs the same three for a
 thin hook's frame (:mod:`ahp_adapters.thin`), so a native answer is rendered
 by one rule wherever the chain ran. This module is the *full* hook: the thin
@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ahp_adapters import dialects
-from ahp_adapters.decision import Verdict, read_policy, registration_path
+from ahp_adapters.decision import NativeDecision, read_policy, registration_path
 from ahp_adapters.dialects.base import Dialect, NativeAnswer, Parsed, PayloadError
 from ahp_adapters.invocation import (
     DEFAULT_BUDGET_S,
@@ -122,7 +122,7 @@ def decide(
     options: HookOptions,
     deadline: float,
     log: Log,
-) -> Verdict:
+) -> NativeDecision:
     """Run ``event`` through the chain: the daemon first (unless ``off``), else in-process."""
     registration = registration_path(options.registration)
     if options.daemon != "off":
@@ -146,17 +146,21 @@ def decide(
         except client.DaemonUnreachable as exc:
             log(f"daemon unreachable ({exc})")
             if options.daemon == "require":
-                return Verdict("failure", policy=read_policy(registration), detail=str(exc))
+                return NativeDecision("failure", policy=read_policy(registration), detail=str(exc))
         except client.DaemonFailed as exc:
             log(f"daemon failed ({exc})")
-            return Verdict("failure", policy=read_policy(registration), detail=str(exc))
+            return NativeDecision("failure", policy=read_policy(registration), detail=str(exc))
         else:
             if answer.get("ok") is not True:
-                return Verdict("failure", policy=read_policy(registration), detail="daemon refused")
-            return Verdict.from_json(answer)
+                return NativeDecision(
+                    "failure", policy=read_policy(registration), detail="daemon refused"
+                )
+            return NativeDecision.from_json(answer)
     budget = deadline - time.monotonic() - EXIT_RESERVE_S - IN_PROCESS_CLOSE_S
     if budget <= 0:
-        return Verdict("failure", policy=read_policy(registration), detail="budget exhausted")
+        return NativeDecision(
+            "failure", policy=read_policy(registration), detail="budget exhausted"
+        )
     return _in_process(registration, "intercept", event, capabilities, budget, log)
 
 
@@ -175,7 +179,7 @@ def _in_process(
     capabilities: Mapping[str, Any],
     budget: float,
     log: Log,
-) -> Verdict:
+) -> NativeDecision:
     import logging
 
     class _Into(logging.Handler):
@@ -191,7 +195,7 @@ def _in_process(
 
         return run_once(registration, op, event, capabilities, budget)
     except Exception:
-        return Verdict("failure", policy=read_policy(registration), detail="internal error")
+        return NativeDecision("failure", policy=read_policy(registration), detail="internal error")
 
 
 def prepare(options: HookOptions, log: Log) -> None:
@@ -404,8 +408,8 @@ def read_call(options: HookOptions, raw: bytes | None, log: Log) -> Call:
     )
 
 
-def answer_for(call: Call, verdict: Verdict, log: Log) -> NativeAnswer:
-    """The native answer to a ``tool.before`` call, given the chain's verdict.
+def answer_for(call: Call, decided: NativeDecision, log: Log) -> NativeAnswer:
+    """The native answer to a ``tool.before`` call, given the chain's decision.
 
     ``modify``: the dialect's :meth:`~Dialect.render_modify` of the effective input,
     only if this call advertised ``modify``. Anything else cannot happen (the
@@ -413,19 +417,19 @@ def answer_for(call: Call, verdict: Verdict, log: Log) -> NativeAnswer:
     failure policy, never "nothing": dropping an accepted rewrite would run the
     very input the backend replaced.
     """
-    if verdict.decision == "modify" and verdict.updated_input is not None:
+    if decided.decision == "modify" and decided.updated_input is not None:
         from ahp_adapters.dialects.base import ModifyNotCarried
 
         if "modify" in call.capabilities.get("effects", ()):
             with contextlib.suppress(ModifyNotCarried):
-                return call.dialect.render_modify(verdict.updated_input, call.native_event)
-        verdict = Verdict("failure", policy=verdict.policy, detail="rewrite not carried")
-    if verdict.decision == "failure":
-        log(f"no decision ({verdict.detail}); policy {verdict.policy}")
-    elif verdict.synthetic:
-        log(f"fail-closed backend failure ({verdict.detail})")
-    if verdict.blocks:
-        return call.dialect.render_deny(verdict.block_reason, call.native_event)
+                return call.dialect.render_modify(decided.updated_input, call.native_event)
+        decided = NativeDecision("failure", policy=decided.policy, detail="rewrite not carried")
+    if decided.decision == "failure":
+        log(f"no decision ({decided.detail}); policy {decided.policy}")
+    elif decided.synthetic:
+        log(f"fail-closed backend failure ({decided.detail})")
+    if decided.blocks:
+        return call.dialect.render_deny(decided.block_reason, call.native_event)
     return call.dialect.render_nothing(call.native_event)
 
 
@@ -448,10 +452,10 @@ def handle(
     if failed:
         log(f"daemon failed ({failed})")
         policy = read_policy(registration_path(options.registration))
-        verdict = Verdict("failure", policy=policy, detail=failed)
+        decided = NativeDecision("failure", policy=policy, detail=failed)
     else:
-        verdict = decide(call.event, call.capabilities, options, started + options.budget, log)
-    return answer_for(call, verdict, log)
+        decided = decide(call.event, call.capabilities, options, started + options.budget, log)
+    return answer_for(call, decided, log)
 
 
 def _write_all(fd: int, data: bytes) -> None:

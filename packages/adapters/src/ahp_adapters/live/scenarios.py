@@ -48,7 +48,9 @@ RUN_TIMEOUT_S = 180.0
 
 
 @dataclass
-class Outcome:
+class LiveResult:
+    """What one live scenario run against one real harness binary came to."""
+
     scenario: str
     ok: bool
     detail: str
@@ -201,7 +203,7 @@ def _adapter(*args: str, env: dict[str, str], cwd: Path) -> subprocess.Completed
 
 def run(
     harness: Harness, binary: str, scenario: Scenario, root: Path, *, record: Path | None = None
-) -> Outcome:
+) -> LiveResult:
     """One scenario against one harness binary, in a fresh folder under ``root``.
 
     With ``record``, the installed hook command is :mod:`ahp_adapters.live.tee` in front
@@ -216,7 +218,7 @@ def run(
     document = scenario.registration(scratch.workspace)
     if harness.transport == "http":
         if scenario.tests_fail_closed:
-            return Outcome(
+            return LiveResult(
                 scenario.name,
                 True,
                 "not applicable: install --transport http refuses a fail-closed registration "
@@ -255,7 +257,7 @@ def run(
                 cwd=scratch.workspace,
             )
             if done.returncode != 0:
-                return Outcome(
+                return LiveResult(
                     scenario.name,
                     False,
                     f"ahp-adapter install failed: {done.stderr.strip()}",
@@ -265,7 +267,7 @@ def run(
                 binary, scratch, own_permissions_refuse=scenario.own_permissions_refuse
             )
             if argv is None:
-                return Outcome(
+                return LiveResult(
                     scenario.name,
                     True,
                     f"not applicable: {harness.name} has no mode in which its own "
@@ -287,7 +289,7 @@ def run(
                     )
                 out, err = proc.stdout, proc.stderr
             except subprocess.TimeoutExpired as exc:
-                return Outcome(
+                return LiveResult(
                     scenario.name,
                     False,
                     f"the harness did not finish in {RUN_TIMEOUT_S:.0f} s",
@@ -299,7 +301,7 @@ def run(
             offered = model.script.offered()
         ok, detail = scenario.judge(scratch.workspace, results)
         seconds = time.monotonic() - started
-        return Outcome(scenario.name, ok, detail, seconds, out, err, results, offered=offered)
+        return LiveResult(scenario.name, ok, detail, seconds, out, err, results, offered=offered)
     finally:
         # Every daemon the run's hooks started (one per registration and hook folder, and
         # the harness may run hooks from more than one folder), by its socket.
