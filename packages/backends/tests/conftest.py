@@ -29,7 +29,7 @@ Fixtures (factories; whatever they start is stopped at teardown):
   through the code under test);
 - ``clients`` -> :class:`Clients`: runs tool events through OUR client
   (``ahp_protocol.client.Dispatcher``) and the official SDK's (``agenthooksprotocol.Hooks``)
-  under a named host profile and returns comparable :class:`Verdict` lists; also
+  under a named host profile and returns comparable :class:`Settled` lists; also
   builds events (``clients.tool_event(...)``).
 
 Classes and constants shared with other test files are attributes of these objects
@@ -399,14 +399,14 @@ def query() -> Callable[..., list[tuple[Any, ...]]]:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Settled:
     """What a client settled for one event, in terms both clients share."""
 
     permission: str  # none | allow | ask | deny
     reason: str | None = None
     code: str | None = None
     messages: tuple[str, ...] = ()
-    failed: bool = False  # any failure diagnostic (then the verdict is not the backend's)
+    failed: bool = False  # any failure diagnostic (then what settled is not the backend's)
 
 
 @dataclass
@@ -470,14 +470,14 @@ class Clients:
         cases: Sequence[ToolCase],
         profile: str = "full",
         transport: Any = None,
-    ) -> tuple[list[Verdict], list[Any]]:
-        """Verdicts from our Dispatcher, and its configuration diagnostics. ``transport``:
+    ) -> tuple[list[Settled], list[Any]]:
+        """What our Dispatcher settled, and its configuration diagnostics. ``transport``:
         the dispatcher's (e.g. ``ahp_protocol.testing.memory_transports``)."""
         from ahp_protocol.client import Dispatcher
         from ahp_protocol.wire.registration import parse_registration
 
         registration = parse_registration({"protocolVersion": "draft", "hooks": hooks})
-        out: list[Verdict] = []
+        out: list[Settled] = []
         async with Dispatcher(
             registration,
             capabilities=PROFILES[profile],
@@ -492,7 +492,7 @@ class Clients:
                     result = await dispatcher.intercept(event)
                 denial = result.denial
                 out.append(
-                    Verdict(
+                    Settled(
                         permission=result.permission,
                         reason=denial.reason if denial else None,
                         code=denial.code if denial else None,
@@ -505,7 +505,7 @@ class Clients:
 
     async def in_memory(
         self, backend: Any, cases: Sequence[ToolCase], profile: str = "full"
-    ) -> list[Verdict]:
+    ) -> list[Settled]:
         """:meth:`ours` with ``backend`` (a server-kit ``Backend``) answering in this
         process (``ahp_protocol.testing``): the rules alone, no process, no socket."""
         from ahp_protocol.testing import memory_transports
@@ -518,8 +518,8 @@ class Clients:
 
     async def sdk(
         self, hooks: list[dict[str, Any]], cases: Sequence[ToolCase], profile: str = "full"
-    ) -> tuple[list[Verdict], list[Any]]:
-        """Verdicts from the official SDK's ``Hooks``, and its configuration diagnostics."""
+    ) -> tuple[list[Settled], list[Any]]:
+        """What the official SDK's ``Hooks`` settled, and its configuration diagnostics."""
         from agenthooksprotocol import Hooks, Permission, capability, event, state
 
         wanted = PROFILES[profile]
@@ -549,7 +549,7 @@ class Clients:
             capabilities=capabilities,
             inherit_environment=True,  # the child needs the venv's environment
         )
-        out: list[Verdict] = []
+        out: list[Settled] = []
         try:
             with anyio.fail_after(DEADLINE):
                 await hooks_client.__aenter__()
@@ -568,7 +568,7 @@ class Clients:
                         if effect.get("type") == "deny" and reason is None:
                             reason, code = effect.get("reason"), effect.get("code")
                 out.append(
-                    Verdict(
+                    Settled(
                         permission=str(result.permission.value),
                         reason=reason,
                         code=code,

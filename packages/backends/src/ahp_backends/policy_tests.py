@@ -38,7 +38,7 @@ from ahp_backends.toml_lines import ConfigError
 if TYPE_CHECKING:
     from ahp_protocol.client import Dispatcher, HookResult
 
-__all__ = ["CaseResult", "Outcome", "judge", "main", "run_table"]
+__all__ = ["CaseResult", "Settled", "judge", "main", "run_table"]
 
 PROG: Final = "ahp-backend policy test"
 DEFAULT_TIMEOUT_S: Final = 10.0
@@ -57,7 +57,7 @@ class PolicyDidNotStart(Exception):
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
+class Settled:
     """What the chain settled for one case, in the table's terms."""
 
     effect: str  # none | deny | ask | allow | message
@@ -82,7 +82,7 @@ class CaseResult:
 
     case: Case
     status: Status
-    got: Outcome | None
+    got: Settled | None
     differences: tuple[tuple[str, str, str], ...] = ()  # (field, expected, got)
     error: str | None = None
 
@@ -106,12 +106,12 @@ class CaseResult:
         }
 
 
-def _outcome(result: HookResult) -> Outcome:
+def _settled(result: HookResult) -> Settled:
     denial = result.denial
     effect: str = result.permission
     if effect == "none" and result.messages:
         effect = "message"
-    return Outcome(
+    return Settled(
         effect=effect,
         code=denial.code if denial else None,
         reason=denial.reason if denial else None,
@@ -123,7 +123,7 @@ def _show(value: str | None) -> str:
     return "(none)" if value is None else json.dumps(value, ensure_ascii=False)
 
 
-def judge(case: Case, got: Outcome) -> CaseResult:
+def judge(case: Case, got: Settled) -> CaseResult:
     """Compare one case's expectation with what the chain settled."""
     diffs: list[tuple[str, str, str]] = []
     if got.effect != case.expect:
@@ -287,7 +287,7 @@ async def run_table(table: Table, timeout_s: float) -> list[CaseResult]:
                     )
                 )
                 continue
-            results.append(judge(case, _outcome(result)))
+            results.append(judge(case, _settled(result)))
     finally:
         with anyio.CancelScope(shield=True):
             await dispatcher.aclose()
