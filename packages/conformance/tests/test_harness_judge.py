@@ -337,7 +337,7 @@ def test_a_hang_that_settles_before_its_deadline_or_long_after_it_fails_fail_002
 
     def verdict(elapsed_s: float) -> tuple[str, str]:
         run = contract.ClientRun({"results": [entry]}, 0, elapsed_s, False, "")
-        outcome = registration_runs.Outcome(run, entry, {}, scenario, "stdio")
+        outcome = registration_runs.RegistrationRun(run, entry, {}, scenario, "stdio")
         check = registration_runs.deadline_check(outcome, "fail-closed", 1.0, 4.5)
         assert check.requirements == ("AHP-FAIL-002",)
         return check.status, check.detail

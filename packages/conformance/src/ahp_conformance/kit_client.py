@@ -209,7 +209,9 @@ def synthesized_registration(config: Mapping[str, Any], event_type: str) -> dict
 
 
 @dataclass
-class Outcome:
+class ScenarioResult:
+    """What the kit's client came to on one scenario: its status and its report entry."""
+
     status: str
     actual: Any
     error: str | None = None
@@ -224,7 +226,7 @@ class Outcome:
         return out
 
 
-def judge(scenario: Mapping[str, Any], result: Any, *, extension: bool = False) -> Outcome:
+def judge(scenario: Mapping[str, Any], result: Any, *, extension: bool = False) -> ScenarioResult:
     """Compare one settled result with the scenario's ``expected`` / ``expectError``.
 
     With the synthesized registration (fail-closed) a failure that is not an expected
@@ -237,9 +239,11 @@ def judge(scenario: Mapping[str, Any], result: Any, *, extension: bool = False) 
         failure = failed[-1].failure
         name = failure.value if failure is not None else "unknown"
         if expect_error and name in REJECTIONS:
-            return Outcome("passed", {"rejected": True})
+            return ScenarioResult("passed", {"rejected": True})
         if expect_error or not extension:
-            return Outcome("failed", derive(result, capabilities), f"OperationalFailure({name})")
+            return ScenarioResult(
+                "failed", derive(result, capabilities), f"OperationalFailure({name})"
+            )
     actual = derive(result, capabilities)
     if actual["decision"] == "allow" and result.flow != "stop" and host_input_problem(result.event):
         diagnostics = {
@@ -252,14 +256,14 @@ def judge(scenario: Mapping[str, Any], result: Any, *, extension: bool = False) 
         host_expected = scenario.get("hostExpected")
         if expect_error and isinstance(host_expected, Mapping):
             if matches(actual, host_expected):
-                return Outcome("passed", actual, extra=diagnostics)
-            return Outcome("failed", actual, "HostExpectedMismatch", diagnostics)
-        return Outcome("failed", actual, "HostInputRejected", diagnostics)
+                return ScenarioResult("passed", actual, extra=diagnostics)
+            return ScenarioResult("failed", actual, "HostExpectedMismatch", diagnostics)
+        return ScenarioResult("failed", actual, "HostInputRejected", diagnostics)
     if expect_error:
-        return Outcome("failed", actual, "ExpectedRejection")
+        return ScenarioResult("failed", actual, "ExpectedRejection")
     if matches(actual, scenario.get("expected") or {}):
-        return Outcome("passed", actual)
-    return Outcome("failed", actual, "ExpectedOutcomeMismatch")
+        return ScenarioResult("passed", actual)
+    return ScenarioResult("failed", actual, "ExpectedOutcomeMismatch")
 
 
 async def run_group(
@@ -269,18 +273,18 @@ async def run_group(
     scenarios: Sequence[Mapping[str, Any]],
     *,
     extension: bool,
-) -> dict[str, Outcome]:
+) -> dict[str, ScenarioResult]:
     """Run scenarios that share one declaration through one Dispatcher."""
     from ahp_protocol.client import Candidate, Dispatcher, RegistrationError
     from ahp_protocol.wire.errors import WireError, WireErrors
     from ahp_protocol.wire.events import parse_event
 
-    out: dict[str, Outcome] = {}
+    out: dict[str, ScenarioResult] = {}
     try:
         dispatcher = Dispatcher(registration, capabilities={event_type: dict(capabilities)})
     except RegistrationError:
         kind = "inapplicable" if extension else "failed"
-        return {s["id"]: Outcome(kind, None, "RegistrationError") for s in scenarios}
+        return {s["id"]: ScenarioResult(kind, None, "RegistrationError") for s in scenarios}
     async with dispatcher:
         for scenario in scenarios:
             params = scenario["request"]["params"]
@@ -288,7 +292,7 @@ async def run_group(
             try:
                 parse_event(params["event"])
             except (WireError, WireErrors):
-                out[scenario["id"]] = Outcome("failed", None, "InvalidEvent")
+                out[scenario["id"]] = ScenarioResult("failed", None, "InvalidEvent")
                 continue
             raw_candidate = state.get("candidate")
             candidate = None
@@ -303,7 +307,7 @@ async def run_group(
                     initial_candidate=candidate,
                 )
             except Exception as exc:  # a bug or an unusable setup: never remote text
-                out[scenario["id"]] = Outcome("failed", None, type(exc).__name__)
+                out[scenario["id"]] = ScenarioResult("failed", None, type(exc).__name__)
                 continue
             out[scenario["id"]] = judge(scenario, result, extension=extension)
     return out
@@ -322,17 +326,17 @@ def run(config: Mapping[str, Any]) -> dict[str, Any]:
     transport = "http" if config.get("transport") == "http" else "stdio"
     extension_path = config.get("registration")
     extension = isinstance(extension_path, str) and bool(extension_path)
-    outcomes: dict[str, Outcome] = {}
+    outcomes: dict[str, ScenarioResult] = {}
     auth = config.get("auth") or {}
     groups: dict[str, tuple[str, Mapping[str, Any], list[Mapping[str, Any]]]] = {}
     for scenario in scenarios:
         if isinstance(auth, Mapping) and auth.get("mode", "none") != "none":
             if transport == "stdio":
-                outcomes[scenario["id"]] = Outcome(
+                outcomes[scenario["id"]] = ScenarioResult(
                     "inapplicable", None, "AuthMode", {"reason": "stdio uses process trust"}
                 )
             else:
-                outcomes[scenario["id"]] = Outcome(
+                outcomes[scenario["id"]] = ScenarioResult(
                     "unsupported",
                     None,
                     "AuthMode",
@@ -341,7 +345,7 @@ def run(config: Mapping[str, Any]) -> dict[str, Any]:
             continue
         reason = unsupported_reason(scenario, transport, extension)
         if reason is not None:
-            outcomes[scenario["id"]] = Outcome(
+            outcomes[scenario["id"]] = ScenarioResult(
                 "unsupported", None, "UnsupportedScenario", {"reason": reason}
             )
             continue

@@ -1,7 +1,7 @@
 """Judging one answer: a JSON-RPC error's code, and a ``hooks/intercept`` result.
 
 Owns :func:`judge_result`, which reads the answer to a valid intercept request into
-:class:`Verdicts`, one entry per requirement it can break: answered at all (AHP-RPC-002;
+:class:`AnswerFindings`, one entry per requirement it can break: answered at all (AHP-RPC-002;
 -32002 means the event is not intercepted), ``protocolVersion`` (AHP-VER-001), an
 ``effects`` array of valid effects (AHP-DEC-001), only effects the grant advertised
 (AHP-CAP-001). The rules themselves are the wire's (one rule, one place): effects are
@@ -16,7 +16,7 @@ from typing import Any
 
 from ahp_protocol.wire.effects import EffectError, check_effects
 
-from ahp_conformance.backend.judge import Outcome
+from ahp_conformance.backend.judge import RoundTrip
 
 
 def error_code(reply: Mapping[str, Any] | None) -> int | None:
@@ -28,8 +28,9 @@ def error_code(reply: Mapping[str, Any] | None) -> int | None:
 
 
 @dataclass
-class Verdicts:
-    """The judgement of one intercept result, one entry per requirement."""
+class AnswerFindings:
+    """What judging one intercept answer found, one entry per requirement it can break
+    (``None``: that requirement holds). The report's verdicts are built from these."""
 
     answered: str | None = None  # why the request was not answered with a result (RPC-002)
     unsupported: bool = False  # -32002: the backend does not support this event
@@ -39,47 +40,47 @@ class Verdicts:
     effects_list: list[Any] | None = None
 
 
-def judge_result(outcome: Outcome, event_type: str, grant: Mapping[str, Any]) -> Verdicts:
+def judge_result(outcome: RoundTrip, event_type: str, grant: Mapping[str, Any]) -> AnswerFindings:
     """Judge the answer to a valid ``hooks/intercept`` request."""
-    verdict = Verdicts()
+    findings = AnswerFindings()
     reply = outcome.reply
     if reply is None:
-        verdict.answered = outcome.failure or "no response"
-        return verdict
+        findings.answered = outcome.failure or "no response"
+        return findings
     code = error_code(reply)
     if "error" in reply:
         if code == -32002:
-            verdict.unsupported = True
+            findings.unsupported = True
         else:
-            verdict.answered = f"a valid request got JSON-RPC error {code}"
-        return verdict
+            findings.answered = f"a valid request got JSON-RPC error {code}"
+        return findings
     result = reply.get("result")
     if not isinstance(result, dict):
-        verdict.answered = "the result is not an object"
-        return verdict
+        findings.answered = "the result is not an object"
+        return findings
     if result.get("protocolVersion") != "draft":
-        verdict.version = (
+        findings.version = (
             f"result.protocolVersion is {result.get('protocolVersion')!r}, not 'draft'"
             if "protocolVersion" in result
             else "the result has no protocolVersion"
         )
     effects = result.get("effects")
     if not isinstance(effects, list):
-        verdict.effects = (
+        findings.effects = (
             "the result has no effects array"
             if "effects" not in result
             else "effects is not an array"
         )
-        return verdict
-    verdict.effects_list = effects
+        return findings
+    findings.effects_list = effects
     try:
         check_effects(event_type, grant, effects)
     except EffectError as exc:
         if exc.kind == "unadvertised":
-            verdict.advertised = f"{exc.path}: {exc.reason} (granted: {grant.get('effects')})"
+            findings.advertised = f"{exc.path}: {exc.reason} (granted: {grant.get('effects')})"
         else:
-            verdict.effects = f"{exc.path}: {exc.reason} ({exc.kind})"
+            findings.effects = f"{exc.path}: {exc.reason} ({exc.kind})"
     for key in ("manifest", "configuration"):
-        if key in result and verdict.effects is None:
-            verdict.effects = f"an intercept result must not contain {key!r}"
-    return verdict
+        if key in result and findings.effects is None:
+            findings.effects = f"an intercept result must not contain {key!r}"
+    return findings

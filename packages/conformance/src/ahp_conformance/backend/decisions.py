@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ahp_conformance.backend.answers import Verdicts
-from ahp_conformance.backend.judge import Outcome
+from ahp_conformance.backend.answers import AnswerFindings
+from ahp_conformance.backend.judge import RoundTrip
 from ahp_conformance.backend.probes import GRANTS, PROBES, frame
 from ahp_conformance.backend.run import Run
 from ahp_conformance.report import Evidence, Status
@@ -30,12 +30,12 @@ def decisions(run: Run) -> None:
     """Every probe input under every grant, judged per grant (``tool-before.GRANT.*``)."""
     run.progress("tool.before decisions under narrowed and wider grants")
     for grant_name, grant in GRANTS.items():
-        results: list[tuple[str, dict[str, Any], Outcome, Verdicts]] = []
+        results: list[tuple[str, dict[str, Any], RoundTrip, AnswerFindings]] = []
         for label, tool, kind, tool_input in PROBES:
-            message, outcome, verdict = run.send_intercept(label, grant, tool, kind, tool_input)
-            results.append((label, message, outcome, verdict))
+            message, outcome, findings = run.send_intercept(label, grant, tool, kind, tool_input)
+            results.append((label, message, outcome, findings))
             if grant_name == "deny":
-                run.baseline[label] = verdict.effects_list
+                run.baseline[label] = findings.effects_list
         judge_results(run, f"tool-before.{grant_name}", f"grant {grant_name}", grant, results)
 
 
@@ -44,7 +44,7 @@ def judge_results(
     prefix: str,
     what: str,
     grant: Mapping[str, Any],
-    results: Sequence[tuple[str, dict[str, Any], Outcome, Verdicts]],
+    results: Sequence[tuple[str, dict[str, Any], RoundTrip, AnswerFindings]],
 ) -> None:
     """One batch of tool.before answers as checks ``PREFIX.answered``, ``.version``,
     ``.effects``, ``.advertised`` (the first failure of each as its evidence)."""
@@ -53,13 +53,13 @@ def judge_results(
     unsupported = [r for r in answered if r[3].unsupported]
     failed = [r for r in results if r[3].answered is not None]
     if failed:
-        label, _, outcome, verdict = failed[0]
+        label, _, outcome, findings = failed[0]
         judge.check(
             f"{prefix}.answered",
             f"every valid tool.before ({what}) gets a result",
             ["AHP-RPC-002", "AHP-TB-001"],
             "fail",
-            f"{label}: {verdict.answered}",
+            f"{label}: {findings.answered}",
             outcome.evidence,
         )
     elif len(unsupported) == len(results):
@@ -103,13 +103,13 @@ def judge_results(
         if key == "advertised":
             bad = [r for r in bad if r[3].effects is None]
         if bad:
-            label, _, outcome, verdict = bad[0]
+            label, _, outcome, findings = bad[0]
             judge.check(
                 cid,
                 full,
                 [requirement],
                 "fail",
-                f"{label}: {getattr(verdict, key)}",
+                f"{label}: {getattr(findings, key)}",
                 outcome.evidence,
             )
         else:
@@ -170,13 +170,13 @@ def tolerance(run: Run) -> None:
             )
             change(message)
             outcome = run.link.request(frame(message), eid)
-            verdict = run.judge_answer(outcome, "tool.before", GRANTS["deny"])
-            problem = verdict.answered
-            if verdict.unsupported:
+            findings = run.judge_answer(outcome, "tool.before", GRANTS["deny"])
+            problem = findings.answered
+            if findings.unsupported:
                 problem = "answered -32002 where the same event without the field got a result"
-            if problem is None and verdict.effects_list != run.baseline.get(label):
+            if problem is None and findings.effects_list != run.baseline.get(label):
                 problem = (
-                    f"effects {verdict.effects_list} differ from the same event without "
+                    f"effects {findings.effects_list} differ from the same event without "
                     f"the field: {run.baseline.get(label)}"
                 )
             by_req.setdefault(requirement, []).append(

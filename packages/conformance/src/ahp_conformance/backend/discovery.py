@@ -16,7 +16,7 @@ from typing import Any
 from ahp_protocol.wire.catalogue import expand, is_valid_selector
 
 from ahp_conformance.backend.answers import error_code
-from ahp_conformance.backend.judge import Outcome
+from ahp_conformance.backend.judge import RoundTrip
 from ahp_conformance.backend.links import StdioLink
 from ahp_conformance.backend.probes import frame
 from ahp_conformance.backend.run import Run
@@ -55,7 +55,7 @@ def _judge_discovery(
     run: Run,
     cid: str,
     title: str,
-    outcome: Outcome,
+    outcome: RoundTrip,
     malformed: str,
     read: Callable[[dict[str, Any]], bool],
 ) -> None:

@@ -3,9 +3,9 @@
 Owns :class:`Judge` (the report's checks, the framing and transport faults the links
 collect as :class:`Problem` items, the errors seen, and the give-up rule: after
 :data:`MAX_TIMEOUTS` timeouts, :data:`MAX_EXITS` exits or a backend that cannot start,
-every check left fails with that as its evidence) and :class:`Outcome` (what came back
-for one message). It talks to no backend: the links (:mod:`.links`) fill it, the check
-groups read it, :mod:`.summary` judges what it collected.
+every check left fails with that as its evidence) and :class:`RoundTrip` (one message
+sent and what came back). It talks to no backend: the links (:mod:`.links`) fill it,
+the check groups read it, :mod:`.summary` judges what it collected.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ class Problem:
 
 
 @dataclass
-class Outcome:
-    """What came back for one message."""
+class RoundTrip:
+    """One message sent and what came back for it."""
 
     sent: bytes
     reply: dict[str, Any] | None = None
@@ -106,7 +106,7 @@ class Judge:
             )
         return None
 
-    def saw(self, outcome: Outcome) -> None:
+    def saw(self, outcome: RoundTrip) -> None:
         """Note what came back: anything at all, and every error (for exception text)."""
         if outcome.received:
             self.received_any = True

@@ -5,7 +5,7 @@
 - :class:`PerEventLink`: stdio ``per_event``: one process per message;
 - :class:`HttpLink`: one POST per message.
 
-Each link has ``request(data, rid)`` (send a request, return the :class:`Outcome` with
+Each link has ``request(data, rid)`` (send a request, return the :class:`RoundTrip` with
 the response correlated by id) and ``collect(data)`` (send a frame that must not be
 correlated: a notification, or a request whose id cannot be read; return whatever came
 back for it). While reading, a link records every framing or transport fault on the
@@ -23,7 +23,7 @@ from typing import Any
 
 from ahp_protocol.wire.jsonrpc import DecodeError, classify, decode
 
-from ahp_conformance.backend.judge import Incident, Judge, Outcome
+from ahp_conformance.backend.judge import Incident, Judge, RoundTrip
 from ahp_conformance.backend.peer import HttpPeer, Line, StdioProcess, run_once
 from ahp_conformance.backend.probes import Messages, frame
 
@@ -69,7 +69,7 @@ class StdioLink:
         self.cwd = cwd
         self.msgs = msgs
         self.proc: StdioProcess | None = None
-        self.discovery: list[Outcome] = []
+        self.discovery: list[RoundTrip] = []
 
     def _start(self) -> StdioProcess | str:
         """Start the process and warm it up with a discovery request: the process, or why
@@ -95,13 +95,13 @@ class StdioLink:
             self.proc.close()
             self.proc = None
 
-    def first_discovery(self) -> Outcome:
+    def first_discovery(self) -> RoundTrip:
         """What came back for the warm-up ``hooks/capabilities`` of the first process
         (started now if need be)."""
         ready = self._ready()
         if self.discovery:
             return self.discovery[0]
-        return Outcome(b"", failure=ready if isinstance(ready, str) else "not started")
+        return RoundTrip(b"", failure=ready if isinstance(ready, str) else "not started")
 
     def _ready(self) -> StdioProcess | str:
         """The running process (started if need be), or why the backend is not talked to."""
@@ -132,11 +132,11 @@ class StdioLink:
         text = f"the backend exited (status {status})" if status is not None else "stdout closed"
         return text + (f"; stderr: {tail}" if tail else "")
 
-    def request(self, data: bytes, rid: Any) -> Outcome:
+    def request(self, data: bytes, rid: Any) -> RoundTrip:
         """Send one request; read until its response (by id) or the deadline."""
         proc = self._ready()
         if isinstance(proc, str):
-            return Outcome(data, failure=proc)
+            return RoundTrip(data, failure=proc)
         return self._exchange(proc, data, rid, self.judge.timeout_s)
 
     def _exchange(
@@ -148,12 +148,12 @@ class StdioLink:
         *,
         strays_ok: bool = False,
         fresh: bool = False,
-    ) -> Outcome:
+    ) -> RoundTrip:
         """Write ``data`` and read until the response with id ``rid``, EOF or the deadline.
 
         ``fresh``: the warm-up of a process just started; if it ends before writing
         anything, it cannot be judged at all (fatal: it is not restarted)."""
-        out = Outcome(data)
+        out = RoundTrip(data)
         deadline = time.monotonic() + budget
         proc.write(data)
         seen: list[Line] = []
@@ -238,12 +238,12 @@ class StdioLink:
             "AHP-STDIO-001", "stdout held lines that are not protocol messages", sent, _join(lines)
         )
 
-    def collect(self, data: bytes) -> Outcome:
+    def collect(self, data: bytes) -> RoundTrip:
         """Send a frame that must not be correlated (notification, no usable id), then a
         probe request; everything before the probe's response came back for ``data``."""
         proc = self._ready()
         if isinstance(proc, str):
-            return Outcome(data, failure=proc)
+            return RoundTrip(data, failure=proc)
         rid, probe = self.msgs.sentinel()
         outcome = self._exchange(
             proc, data + frame(probe), rid, self.judge.timeout_s, strays_ok=True
@@ -269,10 +269,10 @@ class PerEventLink:
     def close(self) -> None:
         pass
 
-    def _run(self, data: bytes) -> tuple[Outcome, str]:
+    def _run(self, data: bytes) -> tuple[RoundTrip, str]:
         """One process for ``data``: what came back, and how it ended when its exit status
         was not 0 (the status and its stderr tail, for evidence), else ``""``."""
-        out = Outcome(data)
+        out = RoundTrip(data)
         stop = self.judge.given_up()
         if stop:
             out.failure = stop
@@ -325,7 +325,7 @@ class PerEventLink:
         out.responses = [d for d in decoded if _is_response(d)]
         return out, ended
 
-    def request(self, data: bytes, rid: Any) -> Outcome:
+    def request(self, data: bytes, rid: Any) -> RoundTrip:
         out, ended = self._run(data)
         for response in out.responses:
             if response.get("id") == rid:
@@ -344,7 +344,7 @@ class PerEventLink:
         self.judge.saw(out)
         return out
 
-    def collect(self, data: bytes) -> Outcome:
+    def collect(self, data: bytes) -> RoundTrip:
         out, _ = self._run(data)
         self.judge.saw(out)
         return out
@@ -360,8 +360,8 @@ class HttpLink:
     def close(self) -> None:
         self.peer.close()
 
-    def post(self, data: bytes, **options: Any) -> Outcome:
-        out = Outcome(data)
+    def post(self, data: bytes, **options: Any) -> RoundTrip:
+        out = RoundTrip(data)
         stop = self.judge.given_up()
         if stop:
             out.failure = stop
@@ -392,7 +392,7 @@ class HttpLink:
         self.judge.saw(out)
         return out
 
-    def request(self, data: bytes, rid: Any) -> Outcome:
+    def request(self, data: bytes, rid: Any) -> RoundTrip:
         out = self.post(data)
         reply = out.http
         if out.failure or reply is None:
@@ -440,7 +440,7 @@ class HttpLink:
         out.reply = value
         return out
 
-    def collect(self, data: bytes) -> Outcome:
+    def collect(self, data: bytes) -> RoundTrip:
         return self.post(data)
 
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ahp_conformance.backend.answers import Verdicts
+from ahp_conformance.backend.answers import AnswerFindings
 from ahp_conformance.backend.decisions import judge_results
-from ahp_conformance.backend.judge import Outcome
+from ahp_conformance.backend.judge import RoundTrip
 from ahp_conformance.backend.probes import GRANTS, PROBES, frame
 from ahp_conformance.backend.run import Run
 
@@ -21,12 +21,12 @@ from ahp_conformance.backend.run import Run
 def per_event(run: Run) -> None:
     """What ``per_event`` changes: one process per message, framing, exit status."""
     run.progress("per_event: one process per message (framing, stdout, exit)")
-    results: list[tuple[str, dict[str, Any], Outcome, Verdicts]] = []
+    results: list[tuple[str, dict[str, Any], RoundTrip, AnswerFindings]] = []
     for label, tool, kind, tool_input in PROBES[:2]:
-        _, outcome, verdict = run.send_intercept(
+        _, outcome, findings = run.send_intercept(
             label, GRANTS["deny+message"], tool, kind, tool_input
         )
-        results.append((label, {}, outcome, verdict))
+        results.append((label, {}, outcome, findings))
     judge_results(
         run, "per-event.tool-before", "one process per event", GRANTS["deny+message"], results
     )

@@ -18,8 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ahp_conformance.backend.answers import Verdicts, error_code, judge_result
-from ahp_conformance.backend.judge import Judge, Outcome
+from ahp_conformance.backend.answers import AnswerFindings, error_code, judge_result
+from ahp_conformance.backend.judge import Judge, RoundTrip
 from ahp_conformance.backend.links import HttpLink, Link
 from ahp_conformance.backend.probes import Messages, frame
 from ahp_conformance.fixtures import Catalogue
@@ -54,17 +54,19 @@ class Run:
         """Events the backend's own discovery says it observes."""
         self.quiet = False
 
-    def judge_answer(self, outcome: Outcome, event_type: str, grant: Mapping[str, Any]) -> Verdicts:
+    def judge_answer(
+        self, outcome: RoundTrip, event_type: str, grant: Mapping[str, Any]
+    ) -> AnswerFindings:
         """:func:`judge_result`, plus: -32002 for an event the backend itself declared
         (hooks/capabilities or hooks/configuration) that it intercepts is no answer."""
-        verdict = judge_result(outcome, event_type, grant)
-        if verdict.unsupported and event_type in self.events:
-            verdict.unsupported = False
-            verdict.answered = (
+        findings = judge_result(outcome, event_type, grant)
+        if findings.unsupported and event_type in self.events:
+            findings.unsupported = False
+            findings.answered = (
                 f"-32002 (unsupported event) for {event_type}, which the backend's own "
                 "discovery answer says it intercepts"
             )
-        return verdict
+        return findings
 
     def catalogue_profile(self, profile_id: str) -> tuple[str, ...]:
         try:
@@ -78,18 +80,18 @@ class Run:
 
     def send_intercept(
         self, label: str, grant: Mapping[str, Any], tool: str, kind: str, tool_input: Any
-    ) -> tuple[dict[str, Any], Outcome, Verdicts]:
-        """One valid tool.before under ``grant``: the message, what came back, the verdict
+    ) -> tuple[dict[str, Any], RoundTrip, AnswerFindings]:
+        """One valid tool.before under ``grant``: the message, what came back, the findings
         (notes whether the backend intercepts tool.before)."""
         eid = self.msgs.new_id(label)
         message = self.msgs.intercept(self.msgs.event(eid, tool, kind, tool_input), grant)
         outcome = self.link.request(frame(message), eid)
-        verdict = self.judge_answer(outcome, "tool.before", grant)
-        if verdict.unsupported:
+        findings = self.judge_answer(outcome, "tool.before", grant)
+        if findings.unsupported:
             self.supports_tool_before = self.supports_tool_before or False
         elif outcome.reply is not None and "result" in outcome.reply:
             self.supports_tool_before = True
-        return message, outcome, verdict
+        return message, outcome, findings
 
     def expect_error(
         self,

@@ -147,7 +147,7 @@ def hook(
 
 
 @dataclass
-class Outcome:
+class RegistrationRun:
     """One registration run: what the client reported and what each fake received."""
 
     run: contract.ClientRun | None
@@ -213,7 +213,7 @@ def run_registration(
     expected: Mapping[str, Any],
     watchdog_s: float,
     binding: str = "stdio",
-) -> Outcome:
+) -> RegistrationRun:
     """Run one own scenario through a registration of fake backends ``(id, args, policy, ms)``.
 
     ``binding`` ``stdio``: each hook runs the fake as a persistent stdio backend (the
@@ -250,7 +250,7 @@ def run_registration(
         }
         run = contract.run_client(adapter, config, folder, watchdog_s=watchdog_s)
     except contract.ContractError as exc:
-        return Outcome(None, None, {}, scenario, binding, str(exc))
+        return RegistrationRun(None, None, {}, scenario, binding, str(exc))
     finally:
         fakes.close()
     received = {hook_id: read_record(path) for hook_id, path in records.items()}
@@ -260,11 +260,11 @@ def run_registration(
     error = run.error
     if entry is None and error is None:
         error = "the report has no result for the scenario"
-    return Outcome(run, entry, received, scenario, binding, error)
+    return RegistrationRun(run, entry, received, scenario, binding, error)
 
 
 def outcome_check(
-    outcome: Outcome,
+    outcome: RegistrationRun,
     check_id: str,
     title: str,
     requirements: tuple[str, ...],
@@ -305,7 +305,7 @@ def outcome_check(
     return Check(check_id, title, requirements, "pass", binding=binding)
 
 
-def receipt_validity(outcome: Outcome, check_id: str) -> Check | None:
+def receipt_validity(outcome: RegistrationRun, check_id: str) -> Check | None:
     """Every intercept a fake received in a registration run: schema-valid, id == event id."""
     from ahp_protocol.wire.errors import WireError, WireErrors
     from ahp_protocol.wire.messages import validate_message
@@ -404,7 +404,7 @@ def binding_checks(
     allowance = baseline.run.elapsed_s + DEADLINE_MS / 1000 + DEADLINE_SLACK_S
     waiting_watchdog = min(watchdog_s, allowance + WATCHDOG_MARGIN_S)
 
-    def failure_run(item: tuple[FailureClass, str]) -> Outcome:
+    def failure_run(item: tuple[FailureClass, str]) -> RegistrationRun:
         failure, policy = item
         ms = DEADLINE_MS if failure.waits else LONG_DEADLINE_MS
         limit = waiting_watchdog if failure.waits else watchdog_s
@@ -458,7 +458,9 @@ def binding_checks(
     return checks
 
 
-def deadline_check(outcome: Outcome, policy: str, baseline_s: float, allowance_s: float) -> Check:
+def deadline_check(
+    outcome: RegistrationRun, policy: str, baseline_s: float, allowance_s: float
+) -> Check:
     title = (
         f"a hanging backend with timeoutMs {DEADLINE_MS} ({policy}) settles within the deadline "
         f"plus {DEADLINE_SLACK_S} s beyond the no-fault run"
@@ -495,7 +497,7 @@ def deadline_check(outcome: Outcome, policy: str, baseline_s: float, allowance_s
     return check("pass", f"{run.elapsed_s:.1f} s (no-fault run {baseline_s:.1f} s)")
 
 
-def short_circuit_check(outcome: Outcome) -> Check:
+def short_circuit_check(outcome: RegistrationRun) -> Check:
     title = "after an accepted deny the next interceptor is not asked (an observe is allowed)"
     requirements = ("AHP-COMP-001", "AHP-DEC-002")
     first = outcome_check(
