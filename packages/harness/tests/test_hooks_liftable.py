@@ -65,8 +65,8 @@ class WriteTool:  # hooks.Tool
 class HostPolicy:  # hooks.HostPolicy: the host refuses one path, allows the rest
     def decide(self, tool, parsed):
         if parsed.startswith("host-no"):
-            return hooks.Verdict("deny", "rule", "the host refuses host-no files")
-        return hooks.Verdict("allow", "mode", "allowed")
+            return hooks.CallDecision("deny", "rule", "the host refuses host-no files")
+        return hooks.CallDecision("allow", "mode", "allowed")
 
 
 async def never_asked(tool, tool_input, reason):

@@ -7,7 +7,7 @@ declared below, which the copier implements over their own harness:
 
 - :class:`ToolTable` / :class:`Tool`: the tools by name (``kind``, ``parse``, ``run``);
 - :class:`HostPolicy`: the host's own decision about a parsed call (sandbox, managed
-  rules, user rules, the mode), *without* AHP, as a :class:`Verdict`;
+  rules, user rules, the mode), *without* AHP, as a :class:`CallDecision`;
 - :class:`Approver`: answers the approval prompt (the user, or a fixed answer);
 - :class:`Reporter` (optional): shows each resolved call and the backends' messages.
 
@@ -41,8 +41,8 @@ protocol's promise, not a host's taste: an AHP refusal comes first and is final;
 host's *ordinary* prompt, never one a rule forces; ``none`` is not permission. Left
 to each host, every copier would re-derive it (and the easy mistake, "allow means
 allowed", bypasses the host's rules). So :class:`HostPolicy` returns the host's own
-verdict, never told what AHP said, marking which ``ask`` is its ordinary prompt
-(:attr:`Verdict.ordinary`), and :func:`decide` folds the two, the same way at
+decision, never told what AHP said, marking which ``ask`` is its ordinary prompt
+(:attr:`CallDecision.ordinary`), and :func:`decide` folds the two, the same way at
 ``tool.before``, after a changed input, and for ``tool.permission.request``'s
 ``allow``. How the host orders its *own* layers (sandbox before managed rules before
 user rules before the mode) is the host's business, behind :class:`HostPolicy`.
@@ -67,6 +67,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Approver",
     "AuditSink",
+    "CallDecision",
     "CallRecord",
     "FileChange",
     "Gate",
@@ -76,7 +77,6 @@ __all__ = [
     "ToolInputError",
     "ToolOutcome",
     "ToolTable",
-    "Verdict",
     "decide",
     "message",
     "message_text",
@@ -85,7 +85,8 @@ __all__ = [
 
 Decision = Literal["allow", "ask", "deny"]
 Approval = Literal["approved", "rejected", "not_needed"]
-Outcome = Literal["ok", "error", "denied", "cancelled", "timeout"]
+CallOutcome = Literal["ok", "error", "denied", "cancelled", "timeout"]
+"""How a resolved call ended (:attr:`CallRecord.outcome`; a run's own is :class:`ToolOutcome`)."""
 
 
 # -- the host pieces ----------------------------------------------------------------------
@@ -151,7 +152,7 @@ class ToolTable(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
+class CallDecision:
     """A decision about one call, which stage made it, and why.
 
     ``stage`` names the layer (the host's own words, e.g. ``sandbox``, ``rule``, ``mode``;
@@ -172,8 +173,8 @@ class Verdict:
 class HostPolicy(Protocol):
     """The host's own decision about a parsed call: sandbox, managed rules, user rules, mode."""
 
-    def decide(self, tool: Tool, parsed: Any) -> Verdict:
-        """The host's verdict, as if there were no AHP (never told what backends said).
+    def decide(self, tool: Tool, parsed: Any) -> CallDecision:
+        """The host's decision, as if there were no AHP (never told what backends said).
 
         Refuse with ``deny`` (a sandbox escape, a deny rule, the mode's refusal); ``ask``
         for a prompt (``ordinary=True`` only for the mode's default prompt, which AHP
@@ -206,12 +207,12 @@ AuditSink = Callable[[str, Mapping[str, Any]], None]
 
 def decide(
     permission: Permission,
-    host: Callable[[], Verdict],
+    host: Callable[[], CallDecision],
     *,
     stopped: bool = False,
     reason: str = "",
-) -> Verdict:
-    """AHP's settled result folded with the host's own verdict (the module docstring rule).
+) -> CallDecision:
+    """AHP's settled result folded with the host's own decision (the module docstring rule).
 
     In order: an AHP refusal (``stopped``: an accepted deny, a flow stop, a synthetic
     denial) refuses, and ``host`` is not even asked; a host refusal refuses; a prompt
@@ -220,14 +221,16 @@ def decide(
     the host decides (``none`` is not permission). ``reason``: AHP's, for a refusal.
     """
     if stopped or permission == "deny":
-        return Verdict("deny", "ahp", reason or "refused by a policy backend")
+        return CallDecision("deny", "ahp", reason or "refused by a policy backend")
     own = host()
     if own.decision == "deny" or (own.decision == "ask" and not own.ordinary):
         return own
     if permission == "ask":
-        return Verdict("ask", "ahp-ask", "a policy backend requires approval")
+        return CallDecision("ask", "ahp-ask", "a policy backend requires approval")
     if own.decision == "ask" and permission == "allow":
-        return Verdict("allow", own.stage, "ordinary prompt suppressed by a policy backend's allow")
+        return CallDecision(
+            "allow", own.stage, "ordinary prompt suppressed by a policy backend's allow"
+        )
     return own
 
 
@@ -248,7 +251,7 @@ class CallRecord:
     host_stage: str = ""
     approval: Approval = "not_needed"
     executed: bool = False
-    outcome: Outcome = "denied"
+    outcome: CallOutcome = "denied"
     messages: list[str] = field(default_factory=list)
     reason: str = ""
     output: str = ""
@@ -323,9 +326,9 @@ class Gate:
         record.host_decision, record.host_stage = "deny", "ahp"
 
     @staticmethod
-    def _verdict(record: CallRecord, verdict: Verdict) -> None:
-        record.host_decision, record.host_stage = verdict.decision, verdict.stage
-        record.reason = verdict.reason
+    def _record_decision(record: CallRecord, decided: CallDecision) -> None:
+        record.host_decision, record.host_stage = decided.decision, decided.stage
+        record.reason = decided.reason
 
     async def call(self, tool_name: str, raw_input: Any, call_id: str | None = None) -> CallRecord:
         """Resolve one proposed tool call; never raises for a refused or failed call."""
@@ -355,13 +358,13 @@ class Gate:
             record.reason = f"modified input is invalid: {exc}"
             record.host_decision, record.host_stage = "deny", "ahp"
             return await self._refused(call, record)
-        verdict = decide(hook.permission, lambda: self.policy.decide(tool, parsed))
-        self._verdict(record, verdict)
+        decided = decide(hook.permission, lambda: self.policy.decide(tool, parsed))
+        self._record_decision(record, decided)
 
         # 4. the prompt, with tool.permission.request around it.
-        if verdict.decision == "ask":
-            verdict, parsed = await self._prompt(call, tool, parsed, verdict, record)
-        if verdict.decision == "deny":
+        if decided.decision == "ask":
+            decided, parsed = await self._prompt(call, tool, parsed, decided, record)
+        if decided.decision == "deny":
             return await self._refused(call, record)
 
         # 5. run, or deliver the supplied result.
@@ -378,8 +381,8 @@ class Gate:
         return self._finish(record)
 
     async def _prompt(
-        self, call: ToolCall, tool: Tool, parsed: Any, verdict: Verdict, record: CallRecord
-    ) -> tuple[Verdict, Any]:
+        self, call: ToolCall, tool: Tool, parsed: Any, decided: CallDecision, record: CallRecord
+    ) -> tuple[CallDecision, Any]:
         hook = self._settled(record, await call.permission_request())
         decided_by = "user"
         answer: bool | None = None
@@ -396,14 +399,14 @@ class Gate:
                 else:
                     parsed, again = redecided
                     if again.decision != "allow":  # a prompt under way is never skipped
-                        verdict = again
-                        self._verdict(record, verdict)
-            if answer is None and decide(hook.permission, lambda: verdict).decision == "allow":
+                        decided = again
+                        self._record_decision(record, decided)
+            if answer is None and decide(hook.permission, lambda: decided).decision == "allow":
                 answer, decided_by = True, "hook"  # allow answers only the ordinary prompt
-        if answer is None and verdict.decision == "deny":
+        if answer is None and decided.decision == "deny":
             answer, decided_by = False, "policy"
         if answer is None:
-            answer = await self.approve(tool.name, record.input, verdict.reason)
+            answer = await self.approve(tool.name, record.input, decided.reason)
             record.approval = "approved" if answer else "rejected"
         self._settled(
             record, await call.permission_resolved("allow" if answer else "deny", decided_by)
@@ -411,15 +414,15 @@ class Gate:
         if not answer:
             if record.approval == "rejected":
                 record.reason = "the approval prompt was rejected"
-            return Verdict("deny", verdict.stage, record.reason), parsed
-        return Verdict("allow", verdict.stage, verdict.reason), parsed
+            return CallDecision("deny", decided.stage, record.reason), parsed
+        return CallDecision("allow", decided.stage, decided.reason), parsed
 
     async def _before_again(
         self, call: ToolCall, tool: Tool, record: CallRecord, changed: Any
-    ) -> tuple[Any, Verdict] | None:
+    ) -> tuple[Any, CallDecision] | None:
         """Run an input changed at ``tool.permission.request`` through ``tool.before`` once.
 
-        Returns ``(parsed, verdict)`` for the changed input, or ``None`` when it is refused
+        Returns ``(parsed, decision)`` for the changed input, or ``None`` when it is refused
         (the refusal is written into ``record``). The run is an ordinary ``tool.before``
         (new event id, same call id; every subscription with its own deadline and failure
         policy), seeded by the API with what the first run settled.

@@ -8,7 +8,7 @@ the other half, the part a copier replaces with their own:
   :class:`~ahp_harness.sandbox.Sandbox`) to ``hooks.ToolTable``;
 - :class:`HostLayers` adapts :class:`~ahp_harness.permissions.Permissions` and the
   sandbox to ``hooks.HostPolicy`` (the layers in the order
-  :func:`ahp_harness.precedence.host_verdict` gives them);
+  :func:`ahp_harness.precedence.host_decision` gives them);
 - :func:`build_gate` puts a gate together for one :class:`~ahp_protocol.client.SessionHooks`.
 
 :data:`HARNESS` is the identity every event of this harness carries.
@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 from ahp_protocol.client import FileChange
 
 from ahp_harness import __version__
-from ahp_harness.hooks import Gate, ToolOutcome, Verdict
-from ahp_harness.precedence import host_verdict
+from ahp_harness.hooks import CallDecision, Gate, ToolOutcome
+from ahp_harness.precedence import host_decision
 from ahp_harness.sandbox import SandboxViolation
 from ahp_harness.tools import TOOLS
 from ahp_harness.tools import Tool as HarnessTool
@@ -91,7 +91,7 @@ class HostLayers:
     permissions: Permissions
     sandbox: Sandbox
 
-    def decide(self, tool: Tool, parsed: Any) -> Verdict:
+    def decide(self, tool: Tool, parsed: Any) -> CallDecision:
         inner = tool.tool if isinstance(tool, HostTool) else TOOLS[tool.name]
         try:
             self.sandbox.check(inner, parsed)
@@ -101,7 +101,7 @@ class HostLayers:
         managed = self.permissions.managed_decision(inner, parsed)
         rule = self.permissions.rule_decision(inner, parsed)
         mode = self.permissions.mode_decision(inner, parsed, self.sandbox)
-        return host_verdict(
+        return host_decision(
             sandbox_violation=violation,
             managed=managed.decision if managed else None,
             rule=rule.decision if rule else None,

@@ -3,7 +3,7 @@
 The AHP half of the precedence (an AHP refusal first, ``ask`` always prompts, ``allow``
 suppresses only the ordinary prompt, ``none`` is not permission) is
 :func:`ahp_harness.hooks.decide`, the one place it is written; this module never restates
-it. What lives here is the *host's* ordering of its own layers, :func:`host_verdict`,
+it. What lives here is the *host's* ordering of its own layers, :func:`host_decision`,
 and :func:`decide`, the README's table as one call (the two composed). In order, the
 first that applies wins:
 
@@ -21,7 +21,7 @@ first that applies wins:
    (permission ``none``) is not permission: the mode still decides.
 
 Rows 1, the AHP ``ask`` of row 4 and the ``allow`` of row 6 are ``hooks.decide``; the
-rest is :func:`host_verdict`. A supplied result (AHP ``return``) skips execution,
+rest is :func:`host_decision`. A supplied result (AHP ``return``) skips execution,
 never approval: it is delivered only when the fold says ``allow`` (or the prompt is
 approved). Pure and synchronous; knows nothing of processes, files or terminals.
 """
@@ -30,10 +30,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from ahp_harness.hooks import Verdict
+from ahp_harness.hooks import CallDecision
 from ahp_harness.hooks import decide as fold
 
-__all__ = ["Decision", "HookPermission", "Stage", "Verdict", "decide", "host_verdict"]
+__all__ = ["CallDecision", "Decision", "HookPermission", "Stage", "decide", "host_decision"]
 
 HookPermission = Literal["none", "allow", "ask", "deny"]
 Decision = Literal["allow", "ask", "deny"]
@@ -46,36 +46,36 @@ _MODE_REASONS = {
 }
 
 
-def host_verdict(
+def host_decision(
     *,
     sandbox_violation: str | None,
     managed: Decision | None,
     rule: Decision | None,
     mode: Decision,
-) -> Verdict:
+) -> CallDecision:
     """The host's own decision, without AHP: sandbox, refusals, forced prompts, allows, mode.
 
     ``managed``/``rule`` are the strongest matching managed and user rules (``None``
     when none matches); ``mode`` is the mode's default, whose ``ask`` is the ordinary
-    prompt (:attr:`Verdict.ordinary`).
+    prompt (:attr:`CallDecision.ordinary`).
     """
     if sandbox_violation is not None:
-        return Verdict("deny", "sandbox", sandbox_violation)
+        return CallDecision("deny", "sandbox", sandbox_violation)
     if managed == "deny":
-        return Verdict("deny", "managed", "refused by a managed rule")
+        return CallDecision("deny", "managed", "refused by a managed rule")
     if rule == "deny":
-        return Verdict("deny", "rule", "refused by a permission rule")
+        return CallDecision("deny", "rule", "refused by a permission rule")
     if mode == "deny":
-        return Verdict("deny", "mode", _MODE_REASONS["deny"])
+        return CallDecision("deny", "mode", _MODE_REASONS["deny"])
     if managed == "ask":
-        return Verdict("ask", "managed", "a managed rule requires approval")
+        return CallDecision("ask", "managed", "a managed rule requires approval")
     if rule == "ask":
-        return Verdict("ask", "rule", "a permission rule requires approval")
+        return CallDecision("ask", "rule", "a permission rule requires approval")
     if managed == "allow":
-        return Verdict("allow", "managed", "allowed by a managed rule")
+        return CallDecision("allow", "managed", "allowed by a managed rule")
     if rule == "allow":
-        return Verdict("allow", "rule", "allowed by a permission rule")
-    return Verdict(mode, "mode", _MODE_REASONS[mode], ordinary=mode == "ask")
+        return CallDecision("allow", "rule", "allowed by a permission rule")
+    return CallDecision(mode, "mode", _MODE_REASONS[mode], ordinary=mode == "ask")
 
 
 def decide(
@@ -87,15 +87,15 @@ def decide(
     rule: Decision | None,
     mode: Decision,
     hook_reason: str = "",
-) -> Verdict:
-    """The whole table for one call: :func:`host_verdict` folded by ``hooks.decide``.
+) -> CallDecision:
+    """The whole table for one call: :func:`host_decision` folded by ``hooks.decide``.
 
     ``hook_stopped`` is true for an accepted deny, a flow stop or a synthetic denial;
     ``hook_reason`` is AHP's reason for it.
     """
     return fold(
         hook_permission,
-        lambda: host_verdict(
+        lambda: host_decision(
             sandbox_violation=sandbox_violation, managed=managed, rule=rule, mode=mode
         ),
         stopped=hook_stopped,
