@@ -2,7 +2,7 @@
 
 The oracle is the precedence as written (``ahp_harness.precedence``'s docstring, the
 README's section 2), restated here by hand, never by calling :func:`decide` (the
-README's table as one call: the host's layers, :func:`ahp_harness.precedence.host_verdict`,
+README's table as one call: the host's layers, :func:`ahp_harness.precedence.host_decision`,
 folded by the one AHP precedence rule, :func:`ahp_harness.hooks.decide`):
 
 1. AHP refuses (accepted deny, flow stop, synthetic fail-closed denial);
@@ -39,7 +39,7 @@ import pytest
 from ahp_harness.host import HARNESS, build_gate
 from ahp_harness.manifest import capabilities
 from ahp_harness.permissions import Permissions, Rule
-from ahp_harness.precedence import Verdict, decide
+from ahp_harness.precedence import CallDecision, decide
 from ahp_harness.sandbox import Sandbox
 from ahp_protocol.client import HookResult, Hooks
 from ahp_protocol.client.chain import SYNTHETIC_DENIAL_REASON, ChainState, Denial
@@ -99,7 +99,7 @@ def expected(hook: Hook, rule: Layer, mode: str, managed: Layer, sandbox: str) -
     return MODE_TABLE[(mode, hook)], "mode"
 
 
-def run_decide(hook: Hook, rule: Layer, mode: Any, managed: Layer, sandbox: str) -> Verdict:
+def run_decide(hook: Hook, rule: Layer, mode: Any, managed: Layer, sandbox: str) -> CallDecision:
     permission, stopped, reason = HOOK_INPUT[hook]
     return decide(
         hook_permission=permission,
@@ -172,7 +172,7 @@ def test_an_empty_hook_reason_still_gives_a_reason() -> None:
         mode="allow",
     )
     assert (verdict.decision, verdict.stage) == ("deny", "ahp")
-    assert verdict.reason
+    assert verdict.reason == "refused by a policy backend"  # generic, never empty
 
 
 # -- invariants over the whole product (independent of the table above) ---------------
