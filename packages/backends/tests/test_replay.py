@@ -700,6 +700,9 @@ def test_an_interrupted_replay_exits_130_and_leaves_no_backend_running(
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
         text=True,
+        # Ctrl-C as a terminal delivers it: a suite started in the background (a
+        # non-interactive shell's `&`) has SIGINT ignored, and a child would inherit that.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         ready, _, _ = select.select([reader], [], [], TIMEOUT)
