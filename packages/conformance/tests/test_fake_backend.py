@@ -615,7 +615,7 @@ def judged(args: list[str]) -> tuple[int, dict[str, Any]]:
 
 
 def test_check_every_mode_is_in_the_discrimination_table() -> None:
-    assert set(JUDGED_FAILS) | {"deny"} == set(fake_backend.FAULTS)
+    assert set(JUDGED_FAILS) | {"deny", "allow"} == set(fake_backend.FAULTS)
 
 
 def verdicts(

@@ -70,6 +70,7 @@ EXPECTED: dict[str, dict[str, FailureClass | None]] = {
     # Well-behaved at hooks/intercept (the first answers notifications too).
     "reply-to-notifications": {"persistent": None, "single": None},
     "deny": {"persistent": None, "single": None},
+    "allow": {"persistent": None, "single": None},  # allow is not granted here: no effect
 }
 WAITS = {("hang", s) for s in ("persistent", "single")} | {("late", "persistent")}
 WAITS |= {("late", "single"), ("wrong-id", "persistent")}

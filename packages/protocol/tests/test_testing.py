@@ -10,6 +10,7 @@ lifecycles, and loopback HTTP, with the fault classes the in-memory matrix
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -159,6 +160,60 @@ async def test_the_process_form_over_loopback_http(tmp_path: Path) -> None:
         server.stderr.close()
     (diagnostic,) = result.diagnostics
     assert diagnostic.failure == F.RPC_ERROR and not result.denied
+
+
+@pytest.mark.anyio
+async def test_allow_over_http_needs_the_bearer_token_named_by_bearer_token_env(
+    tmp_path: Path,
+) -> None:
+    ready = tmp_path / "ready.json"
+    args = ["--fault", "allow", "--http", "127.0.0.1:0", "--ready-file", str(ready)]
+    args += ["--bearer-token-env", "SCRIPTED_TOKEN"]
+    env = {**os.environ, "SCRIPTED_TOKEN": "s3cret-token"}
+    server = subprocess.Popen(
+        [PY, "-m", "ahp_protocol.testing", *args], stderr=subprocess.PIPE, env=env
+    )
+    results = []
+    try:
+        deadline = time.monotonic() + 30
+        while not ready.exists():
+            assert server.poll() is None and time.monotonic() < deadline
+            await anyio.sleep(0.02)
+        endpoint = json.loads(ready.read_text())["endpoint"]
+        for token in ("s3cret-token", "wrong"):
+            transport = {"type": "http", "url": endpoint}
+            reg = parse_registration(
+                {
+                    "protocolVersion": "draft",
+                    "hooks": [
+                        {
+                            "id": ID,
+                            "transport": transport,
+                            "authentication": {"type": "bearer", "tokenEnv": "T"},
+                            "subscriptions": [
+                                {
+                                    "mode": "intercept",
+                                    "events": ["tool.before"],
+                                    "timeoutMs": 5000,
+                                    "failurePolicy": "fail-open",
+                                    **BODY,
+                                }
+                            ],
+                        }
+                    ],
+                }
+            )
+            caps = {"tool.before": {"effects": ["deny", "allow"]}}
+            async with Dispatcher(reg, capabilities=caps, environ={"T": token}) as hooks:
+                results.append(await hooks.intercept(tool_before()))
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+        assert server.stderr is not None
+        server.stderr.close()
+    granted, refused = results
+    assert granted.permission == "allow" and granted.diagnostics[0].failure is None
+    assert refused.permission == "none" and refused.diagnostics[0].failure is not None
 
 
 def test_the_process_form_listens_on_loopback_only() -> None:

@@ -62,6 +62,8 @@ FAULTS: dict[str, str] = {
     "declared-unsupported": "subscribes to tool.before in hooks/configuration, yet answers "
     "-32002 (unsupported event) to every intercept",
     "deny": "a valid deny to every tool.before (well-behaved)",
+    "allow": "a valid allow to every tool.before that advertises allow, else no effect "
+    "(well-behaved)",
 }
 """Every fault mode and what it does on a valid ``hooks/intercept`` (the shared table)."""
 DECLARED = {
@@ -178,6 +180,12 @@ class Misbehaving:
                 and "deny" in request.advertised
             ):
                 return [{"type": "deny", "reason": DENY_REASON}]
+            if (
+                fault == "allow"
+                and request.event_type == "tool.before"
+                and "allow" in request.advertised
+            ):
+                return [{"type": "allow"}]
             return []
 
     def answer(self, raw: bytes) -> Answer:
@@ -194,7 +202,7 @@ class Misbehaving:
             reply = self._backend.handle_sync(raw.rstrip(b"\r\n"))
             request = self._seen.request
         frames = [reply] if reply is not None else []
-        if request is None or self.fault in (None, "deny", "reply-to-notifications"):
+        if request is None or self.fault in (None, "deny", "allow", "reply-to-notifications"):
             return Answer(frames)
         return self._misbehave(request.id, request.advertised, frames)
 

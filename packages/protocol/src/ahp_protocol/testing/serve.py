@@ -1,7 +1,8 @@
 """The scripted misbehaving backend as a process: stdio or loopback HTTP.
 
 ``python -m ahp_protocol.testing [--fault MODE] [--delay-ms N] [--http HOST:PORT]
-[--ready-file FILE] [--record FILE]`` serves :class:`~ahp_protocol.testing.Misbehaving`.
+[--ready-file FILE] [--bearer-token-env VAR] [--record FILE]`` serves
+:class:`~ahp_protocol.testing.Misbehaving`.
 
 Transports: stdio (default: one compact JSON line per message, requests answered in
 order; exits on stdin EOF; works as ``persistent`` and as ``per_event``), or ``--http
@@ -13,7 +14,8 @@ no body, and the fault applies to the reply body: ``garbage``, ``non-utf8`` and
 ``stdout-noise`` make the body not JSON; ``stray-frame`` sends only the other-id frame
 (one body carries one message); ``multi-line`` is *not* a fault over HTTP (a
 pretty-printed body is valid JSON); ``crash`` exits while the connection is open;
-``hang`` holds the connection open.
+``hang`` holds the connection open. With ``--bearer-token-env VAR`` every HTTP request
+without ``Authorization: Bearer`` and VAR's value gets ``401`` (the token is never recorded).
 
 ``--record FILE`` appends one JSON line per message received, as soon as it arrives:
 ``{"time": UNIX_SECONDS, "pid": PID, "transport": "stdio"|"http", "message": ...}``
@@ -227,8 +229,14 @@ def http_server(
     return server
 
 
-def serve_http(fake: Misbehaving, record: Recorder, address: str, ready_file: str | None) -> int:
-    server = http_server(fake, record, loopback_address(address))
+def serve_http(
+    fake: Misbehaving,
+    record: Recorder,
+    address: str,
+    ready_file: str | None,
+    bearer: str | None = None,
+) -> int:
+    server = http_server(fake, record, loopback_address(address), bearer)
     host = str(server.server_address[0])
     port = int(server.server_address[1])
     shown = f"[{host}]" if ":" in host else host
@@ -271,13 +279,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="with --http: write {endpoint, port, pid} here once listening",
     )
+    parser.add_argument(
+        "--bearer-token-env",
+        metavar="VAR",
+        help="with --http: answer 401 to every request without 'Authorization: Bearer' "
+        "and the value of VAR",
+    )
 
 
 def serve(fake: Misbehaving, args: argparse.Namespace) -> int:
     """Serve ``fake`` as ``args`` say (stdio, or ``--http``)."""
     record = Recorder(args.record)
     if args.http:
-        return serve_http(fake, record, args.http, args.ready_file)
+        bearer = None
+        if getattr(args, "bearer_token_env", None):
+            bearer = os.environ.get(args.bearer_token_env) or None
+            if bearer is None:
+                raise ValueError(f"--bearer-token-env {args.bearer_token_env}: not set or empty")
+        return serve_http(fake, record, args.http, args.ready_file, bearer)
     return serve_stdio(fake, record)
 
 
