@@ -695,6 +695,28 @@ BAD_FILES: list[tuple[str, bytes, list[str]]] = [
         (HEAD + "when = '" + "(" * 40 + "true" + ")" * 40 + "'\n").encode(),
         [":5:", "rule[0].when", "recursion limit", "split the expression"],
     ),
+    (
+        # A typo in a field name: it type-checks (event is a map), and would never match.
+        "typo_in_a_field",
+        (HEAD + "when = 'event.tool.knid == \"shell\"'\n").encode(),
+        [":5:", "rule[0].when", "rule 'a'", "event.tool.knid", "did you mean event.tool.kind?"],
+    ),
+    (
+        "typo_under_has",
+        (HEAD + "when = 'has(event.sesion.cwd)'\n").encode(),
+        ["rule 'a'", "event has no field 'sesion'", "did you mean event.session?"],
+    ),
+    (
+        # suggestions is a field of tool.permission.request only.
+        "a_field_of_another_event",
+        (HEAD + "when = 'size(event.suggestions) > 0'\nevents = \"tool.before\"\n").encode(),
+        [":5:", "event has no field 'suggestions' at tool.before"],
+    ),
+    (
+        "a_field_below_a_value",
+        (HEAD + "when = 'event.tool.name.first == \"B\"'\n").encode(),
+        [":5:", "event.tool.name.first reads a field of event.tool.name, which has none"],
+    ),
     ("not_utf8", b"\xff\xfe[[rule]]\n", ["not UTF-8"]),
     (
         # A deny-list file given to the policy backend.
@@ -1037,6 +1059,43 @@ def test_a_hoisted_match_means_what_the_call_means(template: str) -> None:
             assert got is want, (template, event)
         else:  # both fail: the rule does not match
             assert not isinstance(got, bool), (template, event, got)
+
+
+def test_every_field_of_the_event_models_is_readable(tmp_path: Path) -> None:
+    from ahp_backends.policy import parse_policy
+
+    # Wire names (parentEventId, sandboxBypass), nested models (the MCP connection's
+    # variants), open objects (tool.input, native, extensions: any key), an index, a
+    # method on a field, a comprehension variable named event: all accepted.
+    reads = [
+        'has(event.tool.input.file_path) && event.tool.input["x-y"] == "y"',
+        "event.tool.input.any.depth.below == 1 && event.native.foo.bar == 1",
+        'event.parentEventId == "p" && event.tool.mcp.connection.url == "x"',
+        'event.tool.mcp.connection.command == "x" && event.session.cwd.startsWith("/")',
+        'has(event.extensions.com_example) && event.call.id == "c"',
+        'event.batch.callIds[0] == "c"',
+        '[{"x": 1}].exists(event, event.x == 1) && event . tool . kind == "shell"',
+        "event.sandboxBypass == true && size(event.suggestions) > 0",  # at permission.request
+        '"event.tool.knid" == event.tool.name // event.tool.knid in a comment',
+    ]
+    text = "".join(
+        f'[[rule]]\nname = "r{i}"\nwhen = {json.dumps(when)}\naction = "allow"\n'
+        for i, when in enumerate(reads)
+    )
+    path = tmp_path / "p.toml"
+    path.write_text(text, "utf-8")
+    assert len(parse_policy(str(path)).rules) == len(reads)
+
+
+def test_the_readable_fields_come_from_the_wire_models() -> None:
+    from ahp_backends.policy_fields import event_fields
+    from ahp_protocol.wire.events import EVENT_MODELS
+
+    for event_type in ("tool.before", "tool.permission.request"):
+        model = EVENT_MODELS[event_type]
+        names = {f.alias or n for n, f in model.model_fields.items()}
+        assert set(event_fields(event_type)) == names
+    assert event_fields("tool.before")["tool"]["input"] is None  # open: any key
 
 
 def test_a_shadowed_event_is_not_hoisted() -> None:

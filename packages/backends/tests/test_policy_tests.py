@@ -594,6 +594,7 @@ def test_a_cel_policy_table(tmp_path: Path, run: Run) -> None:
         "  FAIL  rm asks  (deny_only.toml:11)\n"
         "        effect:    expected ask\n"
         "                   got      none\n"
+        "        why: rule 'ask-before-rm' matched, but ask is not advertised\n"
     ) in out
     assert "  FAIL  ls is allowed  (deny_only.toml:16)\n" in out
     assert (
@@ -647,12 +648,65 @@ def test_a_case_the_backend_fails_on_is_undecided_never_a_pass(tmp_path: Path, r
         "  UNDECIDED a read has no effect  (t.toml:8)",
         "        the backend failed: rpc_error (backend answered with JSON-RPC error -32004 "
         "(backend_internal_error))",
+        # #29: why, in the policy's words (the rule, what failed; no value of the event)
+        "        why: rule 'no-rm' could not be evaluated (a field it reads is absent "
+        "('command'; guard it with has())), so it failed the request",
         "2 cases: 1 passed, 0 failed, 1 undecided (the backend failed: never a pass)",
     ]
     document = json.loads(run("t.toml", "--json", cwd=tmp_path).stdout)
     assert (document["passed"], document["failed"], document["undecided"]) == (1, 0, 1)
     assert document["exitCode"] == 3
     assert [c["status"] for c in document["tables"][0]["cases"]] == ["pass", "undecided"]
+
+
+def test_a_case_that_got_none_says_why(tmp_path: Path, run: Run) -> None:
+    # #29: "expected ask / got none" named no cause. A rule that could not be evaluated
+    # (on_error = "skip": it does not match), a rule that matched nothing, no rule at all.
+    write(
+        tmp_path,
+        "policy.toml",
+        """\
+        [[rule]]
+        name = "ask-rm"
+        when = 'event.tool.input.command.startsWith("rm ")'
+        action = "ask"
+        on_error = "skip"
+
+        [[rule]]
+        name = "only-at-permission"
+        when = 'true'
+        action = "deny"
+        reason = "r"
+        events = "tool.permission.request"
+        """,
+    )
+    read = '{ type = "tool.before", tool = { name = "Read", kind = "file_read", input = {} } }'
+    write(
+        tmp_path,
+        "t.toml",
+        f"""\
+        policy = "policy.toml"
+        advertise = ["deny", "ask"]
+
+        [[case]]
+        name = "a read asks"
+        event = {read}
+        expect = "ask"
+
+        [[case]]
+        name = "ls asks"
+        event = {shell("ls")}
+        expect = "ask"
+        """,
+    )
+    done = run("t.toml", cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert (
+        "        why: rule 'ask-rm' could not be evaluated (a field it reads is absent "
+        "('command'; guard it with has())), so it did not match"
+    ) in lines
+    assert "        why: no rule matched (1 rule applies at tool.before)" in lines
 
 
 def test_a_cel_policy_that_does_not_compile(tmp_path: Path, run: Run) -> None:

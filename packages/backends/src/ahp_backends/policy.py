@@ -47,6 +47,7 @@ from ahp_backends.policy_cel import (
     describe_error,
     describe_exception,
 )
+from ahp_backends.policy_fields import unknown_read
 from ahp_backends.rules_file import RulesFile
 from ahp_backends.serving import SERVED_TIMEOUT_MS, Replies, add_transport_arguments, fail, serve
 from ahp_backends.toml_lines import ConfigError, Locator, only_key, read_toml
@@ -89,7 +90,10 @@ policy file (TOML): one [[rule]] table per rule, each a CEL expression over the
 event as delivered (event.tool.kind, event.tool.input.command, event.session.cwd,
 ...) and an action. Keys:
   name     (required) unique in the file; notes and errors name it
-  when     (required) a CEL expression giving bool, compiled and type-checked at load
+  when     (required) a CEL expression giving bool, compiled and type-checked at load;
+           a field the rule's events do not have (event.tool.knid) is refused, naming
+           the closest real one (the fields are the draft's event models; tool.input,
+           native and extensions take any key)
   action   (required) deny | message | ask | allow
   reason   deny: (required) the deny reason; ask: optional, sent as a message
   code     deny: optional reverse-DNS deny code, e.g. com.example.policy.force-push
@@ -175,7 +179,12 @@ class _Draft:
 def _when(loc: Locator, lines: list[str], i: int, draft: _Draft, compiler: Compiler) -> Compiled:
     name = draft.fields["name"]
     try:
-        return compiler.check(draft.scanned)
+        compiled = compiler.check(draft.scanned)
+        events = [e for e in EVENTS if e in draft.fields["events"]]
+        unknown = unknown_read(draft.when, events)
+        if unknown is not None:
+            raise CelError(unknown.describe(events))
+        return compiled
     except CelError as exc:
         error = loc.error(i, f"rule {name!r}: {exc.reason}", "when")
         if error.line is not None and exc.line > 1 and error.line <= len(lines):
@@ -256,6 +265,66 @@ class Policy:
             found = self._programs[event_type] = (rules, program)
         return found
 
+    def evaluate(
+        self, event_type: str, event: dict[str, Any]
+    ) -> tuple[list[Rule], list[tuple[Rule, str]]]:
+        """The rules that match ``event`` and those that could not be evaluated (with why,
+        naming no event value), each in file order: one combined run, or rule by rule
+        when some rule fails at run time."""
+        rules, program = self.program(event_type)
+        if program is None:
+            return [], []
+        data = self.compiler.bindings(event)
+        results = _run(program, data)
+        if not isinstance(results, list):
+            # Some rule failed, or the runtime could not take the event (a lone surrogate
+            # or an int beyond int64 anywhere in it would fail every rule): once more with
+            # the event made takeable, then rule by rule (a rule alone also has the whole
+            # iteration budget, which the combined program's rules share).
+            data = self.compiler.bindings(cel_value(event))
+            results = _run(program, data)
+        if isinstance(results, list):
+            return [rule for rule, hit in zip(rules, results, strict=True) if hit is True], []
+        matched: list[Rule] = []
+        failed: list[tuple[Rule, str]] = []
+        for rule in rules:
+            try:
+                value = rule.when.program.eval(data=data).plain_value()
+            except Exception as exc:  # the runtime refusing the run, e.g. its budget
+                reason = describe_exception(exc)
+            else:
+                if value is True:
+                    matched.append(rule)
+                    continue
+                if value is False:
+                    continue
+                reason = describe_error(value)
+            failed.append((rule, reason))
+        return matched, failed
+
+    def explain(self, event_type: str, event: dict[str, Any], advertised: Sequence[str]) -> str:
+        """Why ``event`` gets no decision from this policy, in one line (for a person
+        reading a test report; names rules, never a value of the event)."""
+        rules, _ = self.program(event_type)
+        if not rules:
+            return f"no rule applies at {event_type} (see each rule's events)"
+        matched, failed = self.evaluate(event_type, event)
+        parts: list[str] = []
+        for rule, reason in failed:
+            result = "did not match" if rule.on_error == "skip" else "failed the request"
+            parts.append(f"rule {rule.name!r} could not be evaluated ({reason}), so it {result}")
+        for rule in matched:
+            if rule.action not in advertised:
+                parts.append(f"rule {rule.name!r} matched, but {rule.action} is not advertised")
+        deciding = [r for r in matched if r.action != "message" and r.action in advertised]
+        if not parts and not deciding:
+            return f"no rule matched ({_count_rules(len(rules))} at {event_type})"
+        return "; ".join(parts) if parts else "a rule matched"
+
+
+def _count_rules(count: int) -> str:
+    return "1 rule applies" if count == 1 else f"{count} rules apply"
+
 
 def parse_policy(path: str, data: bytes | None = None) -> Policy:
     """Read and check a policy file (``data``: its bytes, if already read)."""
@@ -330,39 +399,10 @@ class PolicyServer:
             return self.replies.answer(request.event, lambda: self._decide(request))
 
     def _matches(self, event_type: str, event: dict[str, Any]) -> tuple[list[Rule], list[Rule]]:
-        """The rules that match and the rules that could not be evaluated, each in file
-        order: one combined run, or rule by rule when some rule fails at run time (each
-        failing rule is noted once, with what its on_error makes of it)."""
-        policy = self._file.refresh()
-        rules, program = policy.program(event_type)
-        if program is None:
-            return [], []
-        data = policy.compiler.bindings(event)
-        results = _run(program, data)
-        if not isinstance(results, list):
-            # Some rule failed, or the runtime could not take the event (a lone surrogate
-            # or an int beyond int64 anywhere in it would fail every rule): once more with
-            # the event made takeable, then rule by rule (a rule alone also has the whole
-            # iteration budget, which the combined program's rules share).
-            data = policy.compiler.bindings(cel_value(event))
-            results = _run(program, data)
-        if isinstance(results, list):
-            return [rule for rule, hit in zip(rules, results, strict=True) if hit is True], []
-        matched: list[Rule] = []
-        failed: list[Rule] = []
-        for rule in rules:
-            try:
-                value = rule.when.program.eval(data=data).plain_value()
-            except Exception as exc:  # the runtime refusing the run, e.g. its budget
-                reason = describe_exception(exc)
-            else:
-                if value is True:
-                    matched.append(rule)
-                    continue
-                if value is False:
-                    continue
-                reason = describe_error(value)
-            failed.append(rule)
+        """The rules that match and the rules that could not be evaluated (each failing
+        rule noted once, with what its on_error makes of it)."""
+        matched, failed = self._file.refresh().evaluate(event_type, event)
+        for rule, reason in failed:
             if rule.on_error == "skip":
                 self._note(rule, "error", f"did not match at {event_type}: {reason}")
             else:
@@ -372,7 +412,7 @@ class PolicyServer:
                     f"could not be evaluated at {event_type}: {reason}; the request fails "
                     '(on_error = "fail"), so the subscription\'s failure policy decides',
                 )
-        return matched, failed
+        return matched, [rule for rule, _ in failed]
 
     def _decide(self, request: InterceptRequest) -> list[Any]:
         from ahp_protocol.wire.effects import AllowEffect, AskEffect, DenyEffect, MessageEffect

@@ -29,7 +29,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from ahp_backends.policy_table import BACKENDS, TABLE_FORMAT, Case, Table, parse_table
@@ -294,7 +294,34 @@ async def run_table(table: Table, timeout_s: float) -> list[CaseResult]:
     if stopped is not None:
         # read after the close: it joins the stderr drain, so the tail is complete
         raise PolicyDidNotStart(f"{stopped}; its stderr:\n{_stderr_excerpt(dispatcher)}")
-    return results
+    return [_with_why(table, result) for result in results]
+
+
+def _with_why(table: Table, result: CaseResult) -> CaseResult:
+    """A case that got no decision it expected, with why (a CEL policy's own words: which
+    rule could not be evaluated, or that none matched). The verdict stays the served
+    backend's; this only reads the same policy file again to say why."""
+    got_none = (
+        result.status == "fail"
+        and result.got is not None
+        and result.got.effect
+        in (
+            "none",
+            "message",
+        )
+    )
+    if table.kind != "policy" or not (got_none or result.status == "undecided"):
+        return result
+    if result.status == "undecided" and "rpc_error" not in (result.error or ""):
+        return result
+    from ahp_backends.policy import parse_policy
+
+    try:
+        policy = parse_policy(str(table.rules))
+        why = policy.explain(str(result.case.event["type"]), result.case.event, table.advertise)
+    except Exception:  # the file changed under the run: no explanation, the verdict stands
+        return result
+    return replace(result, differences=(*result.differences, ("why", "", why)))
 
 
 async def _start(dispatcher: Dispatcher, command: str, timeout_s: float) -> str | None:
