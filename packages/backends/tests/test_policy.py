@@ -1019,6 +1019,69 @@ def test_glob_helper_with_cwd(path: str, cwd: str, matches: bool) -> None:
     assert program.eval(data={"event": {"p": path, "cwd": cwd}}).plain_value() is matches
 
 
+CALL_POLICY = """\
+[[rule]]
+name = "env"
+when = 'event.tool.kind in ["file_read", "file_write"] && call.paths.exists(p, glob(p, ".env"))'
+action = "deny"
+reason = "env"
+
+[[rule]]
+name = "push"
+when = 'call.command.matches(r"^git push")'
+action = "deny"
+reason = "push"
+"""
+
+# (harness, tool, what the policy matches): the input names each harness really sends
+CALLS: list[tuple[str, dict[str, Any], list[str]]] = [
+    ("ahp-harness", {"kind": "file_read", "input": {"path": "config/.env"}}, ["env"]),
+    ("claude-code", {"kind": "file_read", "input": {"file_path": "/repo/.env"}}, ["env"]),
+    ("copilot", {"kind": "file_write", "input": {"path": "/repo/.env", "file_text": "x"}}, ["env"]),
+    ("camelCase", {"kind": "file_read", "input": {"filePath": "../repo/.env"}}, ["env"]),
+    ("a list of paths", {"kind": "file_read", "input": {"paths": ["a", "b/.env"]}}, ["env"]),
+    ("not .env", {"kind": "file_read", "input": {"path": "/repo/.env.example"}}, []),
+    ("no input at all", {"kind": "file_read", "input": {}}, []),
+    ("a shell command", {"kind": "shell", "input": {"command": "git push -f"}}, ["push"]),
+    ("an argv", {"kind": "shell", "input": {"command": ["git", "push"]}}, ["push"]),
+    ("no command", {"kind": "shell", "input": {}}, []),  # "", not a failure
+    ("a command of another type", {"kind": "shell", "input": {"command": 3}}, []),
+]
+
+
+@pytest.mark.parametrize(("harness", "tool", "expected"), CALLS, ids=[c[0] for c in CALLS])
+def test_call_reads_the_command_and_paths_of_every_harness(
+    harness: str, tool: dict[str, Any], expected: list[str], tmp_path: Path
+) -> None:
+    # #29: the template read file_path (Claude Code's name), so its .env deny never
+    # fired under ahp-harness, which says path. call.paths reads every harness's names.
+    from ahp_backends.policy import parse_policy
+
+    path = tmp_path / "p.toml"
+    path.write_text(CALL_POLICY, "utf-8")
+    event = {"session": {"id": "s", "cwd": "/repo"}, "tool": {"name": "T", **tool}}
+    matched, failed = parse_policy(str(path)).evaluate("tool.before", event)
+    assert failed == []
+    assert [rule.name for rule in matched] == expected
+
+
+def test_call_is_the_deny_lists_reading_of_a_call() -> None:
+    from ahp_backends import denylist, tool_call
+
+    assert denylist.PATH_FIELDS is tool_call.PATH_FIELDS  # one list, one implementation
+    assert denylist.path_candidates is tool_call.path_candidates
+
+
+def test_a_typo_in_call_is_refused(tmp_path: Path) -> None:
+    from ahp_backends.policy import parse_policy
+    from ahp_backends.toml_lines import ConfigError
+
+    path = tmp_path / "p.toml"
+    path.write_text(HEAD + "when = 'call.comand == \"ls\"'\n", "utf-8")
+    with pytest.raises(ConfigError, match=r"did you mean call\.command\?"):
+        parse_policy(str(path))
+
+
 HOIST_EVENTS: list[dict[str, Any]] = [
     {"tool": {"kind": "shell", "input": {"command": "git push --force"}}},
     {"tool": {"kind": "shell", "input": {"command": "ls"}}},

@@ -38,7 +38,6 @@ from typing import IO, TYPE_CHECKING, Any, Final
 from ahp_protocol.wire.kinds import TOOL_KINDS
 from ahp_protocol.wire.names import is_reverse_dns
 
-from ahp_backends.paths import canonical_path
 from ahp_backends.patterns import Pattern
 from ahp_backends.rules_file import RulesFile, glob_to_regex
 from ahp_backends.serving import (
@@ -56,6 +55,7 @@ from ahp_backends.toml_lines import (
     read_toml,
     table_lines,
 )
+from ahp_backends.tool_call import PATH_FIELDS, path_candidates, session_cwd
 
 if TYPE_CHECKING:
     from ahp_protocol.server import Backend, InterceptRequest
@@ -97,26 +97,6 @@ DEFAULT_SUBSCRIPTIONS: Final[list[dict[str, Any]]] = [
         "content": {"default": "metadata"},
     }
 ]
-
-PATH_FIELDS: Final = (
-    "path",
-    "paths",
-    "file",
-    "files",
-    "file_path",
-    "filePath",
-    "filename",
-    "notebook_path",
-    "directory",
-    "dir",
-    "cwd",
-    "source",
-    "destination",
-    "target",
-    "old_path",
-    "new_path",
-)
-"""Input fields whose string values (or lists of strings) ``paths`` globs are matched against."""
 
 RULE_KEYS: Final = (
     "reason",
@@ -232,7 +212,7 @@ class Rule:
             if name not in values or not any(regex.search(t) for t in _texts(values[name])):
                 return False
         if self.paths:
-            candidates = _path_candidates(values, _cwd(event))
+            candidates = path_candidates(values, session_cwd(event))
             if not any(glob.matches(candidates) for glob in self.paths):
                 return False
         return True
@@ -255,35 +235,6 @@ def _texts(value: Any) -> Iterator[str]:
             yield from _texts(item)
     elif value is not None:
         yield json.dumps(value, sort_keys=True, ensure_ascii=False)
-
-
-def _cwd(event: Mapping[str, Any]) -> str | None:
-    session = event.get("session")
-    cwd = session.get("cwd") if isinstance(session, Mapping) else None
-    return cwd if isinstance(cwd, str) and cwd.startswith("/") else None
-
-
-def _path_candidates(values: Mapping[str, Any], cwd: str | None) -> list[str]:
-    """Each path-like input in canonical form, resolved against cwd, and relative to it."""
-    raw: list[str] = []
-    for name in PATH_FIELDS:
-        value = values.get(name)
-        if isinstance(value, str):
-            raw.append(value)
-        elif isinstance(value, list):
-            raw.extend(v for v in value if isinstance(v, str))
-    out: list[str] = []
-    for value in raw:
-        if not value:
-            continue
-        out.append(canonical_path(value))
-        if cwd is None:
-            continue
-        absolute, base = canonical_path(value, cwd), canonical_path(cwd)
-        out.append(absolute)
-        if absolute.startswith(base.rstrip("/") + "/"):
-            out.append(absolute[len(base.rstrip("/")) + 1 :])
-    return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -117,6 +117,13 @@ Limits: a rule whose comprehensions (exists, all, map, filter) reach {ITERATION_
 iterations in one run, all together, fails (cel-cpp's budget: a list of 10,000 items
 is too long for exists); a string holding a lone surrogate (JSON's "\\ud800" escape)
 reads with U+FFFD in its place.
+call, beside event: a tool call's command and paths, read alike for every harness:
+  call.command  tool.input.command as one string (a list of strings joined by
+                spaces), "" when there is none: no has() needed
+  call.paths    every path-like input (the deny-list's: path, file_path, filePath,
+                notebook_path, ...), in the kernel's lexical form, also resolved
+                against session.cwd and relative to it:
+                call.paths.exists(p, glob(p, ".env"))
 Helpers beside CEL's standard library (size, contains, startsWith, endsWith, in,
 exists, all, has, ...):
   glob(path, pattern)  path glob: '*' and '?' stay within a directory, '**' crosses

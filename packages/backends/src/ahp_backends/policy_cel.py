@@ -1,7 +1,8 @@
 """The CEL side of the policy backend: the environment, the helpers, and compiling a rule.
 
 Owns the CEL environment the rules are checked in (``event``, the event as
-delivered, typed ``map(string, dyn)``), the helper functions beside CEL's standard
+delivered, typed ``map(string, dyn)``; ``call``, its command and paths as every harness
+sends them, :mod:`ahp_backends.tool_call`), the helper functions beside CEL's standard
 library (``glob``, and ``matches`` served by RE2, :mod:`ahp_backends.patterns`, with
 compiled patterns kept: see :data:`MATCHES_NOTE`), compiling and type-checking the ``when``
 expressions of one policy (:class:`Compiler`: a :class:`CelError` names the column
@@ -30,6 +31,7 @@ from typing import Any, Final
 from ahp_backends.paths import canonical_path
 from ahp_backends.patterns import Pattern, PatternError, PatternSet, compile_pattern, valid_text
 from ahp_backends.rules_file import glob_to_regex
+from ahp_backends.tool_call import call_view
 
 __all__ = [
     "ITERATION_BUDGET",
@@ -124,10 +126,14 @@ def _functions() -> list[Any]:
 
 def environment(hoisted: Sequence[str] = ()) -> Any:
     """The CEL environment rules are checked and run in: ``event`` (``map(string, dyn)``),
-    the helpers, and one bool variable per hoisted ``matches`` (see :class:`Compiler`)."""
+    ``call`` (the call's command and paths, :func:`ahp_backends.tool_call.call_view`), the
+    helpers, and one bool variable per hoisted ``matches`` (see :class:`Compiler`)."""
     from cel_expr_python import cel
 
-    variables: dict[str, Any] = {"event": cel.Type.Map(cel.Type.STRING, cel.Type.DYN)}
+    variables: dict[str, Any] = {
+        "event": cel.Type.Map(cel.Type.STRING, cel.Type.DYN),
+        "call": cel.Type.Map(cel.Type.STRING, cel.Type.DYN),
+    }
     variables.update((name, cel.Type.BOOL) for name in hoisted)
     return cel.NewEnv(variables=variables, functions=_functions())
 
@@ -329,9 +335,9 @@ class Compiler:
         return self.env.compile("[" + ",\n".join(f"({r.source})" for r in rules) + "]")
 
     def bindings(self, event: dict[str, Any]) -> dict[str, Any]:
-        """The program's variables for ``event``: itself and each hoisted match (the
+        """The program's variables for ``event``: itself, its ``call``, and each hoisted match (the
         patterns on one path searched together, in one pass over the field's text)."""
-        data: dict[str, Any] = {"event": event}
+        data: dict[str, Any] = {"event": event, "call": call_view(event)}
         for path, (patterns, names) in self._patterns_by_path().items():
             value: Any = event
             for segment in path:
