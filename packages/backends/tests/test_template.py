@@ -301,26 +301,48 @@ def test_the_generated_policy_project_is_lint_clean(policy_project: Path) -> Non
         assert done.returncode == 0, done.stdout
 
 
-@pytest.mark.timeout(300)
-def test_a_fresh_policy_project_passes_its_own_tests(policy_project: Path) -> None:
-    started = time.monotonic()
-    done = subprocess.run(
-        [
-            *uv(),
-            "run",
-            "--directory",
-            str(policy_project),
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-        ],
+def uv_pytest(project: Path) -> subprocess.CompletedProcess[str]:
+    """``uv run pytest -q`` inside a generated project, as its README says."""
+    return subprocess.run(
+        [*uv(), "run", "--directory", str(project), "pytest", "-q", "-p", "no:cacheprovider"],
         capture_output=True,
         text=True,
         timeout=240,
         env=clean_environment(),
         stdin=subprocess.DEVNULL,
     )
+
+
+def edit_as_the_readme_says(project: Path) -> None:
+    """Replace the template's force-push rule and its cases with a rule of one's own."""
+    policy = project / "policy.toml"
+    text = policy.read_text()
+    start = text.index('[[rule]]\nname = "no-force-push"')
+    end = text.index("[[rule]]", start + 1)
+    policy.write_text(
+        text[:start] + text[end:] + "\n[[rule]]\n"
+        'name = "no-sudo"\n'
+        'when = \'event.tool.kind == "shell" && call.command.startsWith("sudo ")\'\n'
+        'action = "deny"\n'
+        'reason = "No sudo here"\n'
+    )
+    table = project / "policy_tests.toml"
+    head, *cases = table.read_text().split("[[case]]\n")
+    kept = [case for case in cases if "push" not in case]
+    assert len(kept) < len(cases)
+    table.write_text(
+        "[[case]]\n".join([head, *kept]) + "\n[[case]]\n"
+        'name = "sudo is denied"\n'
+        'event = { type = "tool.before", tool = { name = "Bash", kind = "shell", '
+        'input = { command = "sudo ls" } } }\n'
+        'expect = "deny"\n'
+    )
+
+
+@pytest.mark.timeout(300)
+def test_a_fresh_policy_project_passes_its_own_tests(policy_project: Path) -> None:
+    started = time.monotonic()
+    done = uv_pytest(policy_project)
     elapsed = time.monotonic() - started
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
     summary = re.search(r"(\d+) passed", done.stdout)
@@ -329,6 +351,41 @@ def test_a_fresh_policy_project_passes_its_own_tests(policy_project: Path) -> No
     assert "failed" not in done.stdout and "error" not in done.stdout.lower()
     assert (policy_project / ".venv" / "bin" / "ahp-backend").exists()
     print(f"uv run pytest in a fresh policy project: {elapsed:.1f} s")
+    # #29: edited as its README says (a rule and cases of one's own, the template's
+    # force-push rule gone), its tests run its own table: they still pass (2 of 4 failed,
+    # reading the template's rule), and a case the edited policy misses fails them.
+    edit_as_the_readme_says(policy_project)
+    done = uv_pytest(policy_project)
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    assert re.search(r"\b4 passed", done.stdout), done.stdout
+    table = policy_project / "policy_tests.toml"
+    table.write_text(table.read_text().replace('"sudo ls"', '"ls"'))
+    done = uv_pytest(policy_project)
+    assert done.returncode == 1, done.stdout
+    assert "2 failed, 2 passed" in done.stdout  # the table, and the registration's run
+
+
+@pytest.mark.timeout(60)
+def test_the_policy_readme_s_http_command_serves(policy_project: Path) -> None:
+    # The README's --http line, with port 0: it serves (the http extra comes with
+    # ahp-backends), no traceback.
+    readme = (policy_project / "README.md").read_text()
+    assert "uv run ahp-backend policy --rules policy.toml --http 127.0.0.1:8765" in readme
+    process = subprocess.Popen(
+        [*AHP_BACKEND, "policy", "--rules", "policy.toml", "--http", "127.0.0.1:0"],
+        cwd=policy_project,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stderr is not None
+        line = process.stderr.readline()
+        assert "listening on http://127.0.0.1:" in line, line
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
 
 
 def test_policy_options_are_checked(tmp_path: Path) -> None:
