@@ -31,6 +31,7 @@ AHP_BEGIN = "# --- AHP integration: begin"
 AHP_END = "# --- AHP integration: end"
 MAX_AHP_LINES = 80
 RUN_TIMEOUT_S = 45
+JUDGE_PROMISES = (sys.executable, "-m", "ahp_conformance.cli", "promises", "--json")
 
 _MARKED = re.compile(
     r"^<!-- (example|expected output): (\S+) -->\n```[\w-]*\n(.*?)^```$", re.M | re.S
@@ -209,3 +210,31 @@ def test_a_backend_that_dies_shows_its_stderr(example: Path) -> None:
     assert "com.example.denylist stderr: error: denylist.toml: cannot read" in run.stdout
     assert "Required policy backend unavailable." in run.line("notes/todo.txt")
     assert not run.workspace.exists()
+
+
+@pytest.mark.timeout(240)
+def test_the_example_keeps_the_four_promises_judged_black_box(example: Path) -> None:
+    """``ahp-conformance promises`` runs the toy once per scenario (AHP_PROBE): all pass."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    proc = subprocess.run(
+        [
+            *JUDGE_PROMISES,
+            "--probe-kind",
+            "file_write",
+            "--",
+            sys.executable,
+            str(example / EXAMPLE),
+        ],
+        cwd=example.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=220,
+        check=False,
+    )
+    report = json.loads(proc.stdout)
+    failed = [(c["id"], c.get("detail")) for c in report["checks"] if c["status"] != "pass"]
+    assert proc.returncode == 0 and not failed, failed
+    ids = {c["id"] for c in report["checks"]}
+    assert {"deny.http", "allow.refuse.stdio", "failure.hang.stdio.fail-closed"} <= ids
+    assert {"secret.http", "secret.leak"} <= ids

@@ -25,6 +25,10 @@ COMMANDS = {
         "ahp_conformance.harness_judge",
         "judge any harness or client library through its interop client adapter",
     ),
+    "promises": (
+        "ahp_conformance.promises",
+        "judge the four promises on any harness, black-box: -- CMD ARGS... (AHP_PROBE)",
+    ),
     "fake-backend": (
         "ahp_conformance.fake_backend",
         "a scripted backend: replay scenario responses or misbehave in a named fault mode",
