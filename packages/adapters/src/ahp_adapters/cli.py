@@ -278,6 +278,8 @@ def _daemon(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from ahp_protocol.server.asgi import ServeFailed, cannot_listen
+
     from ahp_adapters import dialects, http_hook
 
     try:
@@ -291,12 +293,13 @@ def _serve(args: argparse.Namespace) -> int:
             allow_hosts=args.allow_host,
             allow_origins=args.allow_origin,
         )
-    except (dialects.UnknownDialect, http_hook.ServeError) as exc:
+    except (dialects.UnknownDialect, http_hook.ServeError, ServeFailed) as exc:
         print(f"ahp-adapter serve: error: {exc}", file=sys.stderr)
         return 2
-    except OSError as exc:
-        print(f"ahp-adapter serve: cannot listen on {args.http} ({exc.strerror})", file=sys.stderr)
-        return 1
+    except OSError as exc:  # the bind: the kit's line for it, as every backend says it
+        host, port = http_hook.loopback_address(args.http)
+        print(f"ahp-adapter serve: error: {cannot_listen(host, port, exc)}", file=sys.stderr)
+        return 2
 
 
 def _install(args: argparse.Namespace) -> int:

@@ -62,6 +62,9 @@ backend's to reopen in each worker.
 ``Backend.run --http`` and for every sample backend: ``HOST:PORT``, loopback only
 unless the caller allows a remote address (AHP requires TLS remotely, so a remote
 bind needs a TLS-terminating proxy in front; :func:`serve_http` warns on stderr).
+:func:`listen` is THE bind, for :func:`serve_http` and ``ahp-adapter serve``: an address
+in use or refused, or uvicorn missing (:data:`HTTP_EXTRA`), is a :class:`ServeFailed`
+whose message is the one line a command prints (exit 2), never a traceback.
 :func:`bearer_token_from_env` reads the one token a backend accepts from an
 environment variable named on the command line (never from the command line itself,
 where other users can read it).
@@ -85,6 +88,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BODY_TIMEOUT_S",
     "HEADER_TIMEOUT_S",
+    "HTTP_EXTRA",
     "JUDGE_IN_THREAD_BYTES",
     "LOOPBACK_NAMES",
     "MAX_CONNECTIONS",
@@ -92,9 +96,12 @@ __all__ = [
     "MAX_WAITING",
     "App",
     "RebindingGuard",
+    "ServeFailed",
     "bearer_token_from_env",
+    "cannot_listen",
     "http_address",
     "is_loopback",
+    "listen",
     "serve_http",
     "server_config",
 ]
@@ -151,6 +158,70 @@ def http_address(value: str, *, allow_remote: bool = False) -> tuple[str, int]:
             "to serve on it (and put TLS in front of it: AHP requires https remotely)"
         )
     return host, int(port)
+
+
+HTTP_EXTRA: Final = "HTTP needs the http extra: pip install 'ahp-protocol[http]'"
+"""What serving HTTP without uvicorn installed says (the ``http`` extra brings it)."""
+
+
+class ServeFailed(Exception):
+    """HTTP serving could not start; the message is one line saying what to do."""
+
+
+def uvicorn_module() -> Any:
+    """``uvicorn``, or :class:`ServeFailed` naming the extra that brings it."""
+    try:
+        import uvicorn
+    except ModuleNotFoundError as exc:
+        if exc.name != "uvicorn":
+            raise
+        raise ServeFailed(HTTP_EXTRA) from None
+    return uvicorn
+
+
+def cannot_listen(host: str, port: int, exc: OSError) -> str:
+    """THE line saying why ``host:port`` could not be listened on, and what to do."""
+    import errno
+    import socket
+
+    shown = f"[{host}]" if ":" in host else host
+    if exc.errno == errno.EADDRINUSE:
+        return (
+            f"{shown}:{port} is in use: stop what listens there or pick another port "
+            f"(--http {shown}:0 picks one)"
+        )
+    if exc.errno == errno.EACCES:
+        return (
+            f"{shown}:{port}: permission denied (ports below 1024 need privileges): "
+            f"pick another port (--http {shown}:0 picks one)"
+        )
+    if exc.errno == errno.EADDRNOTAVAIL or isinstance(exc, socket.gaierror):
+        return f"{shown}:{port}: {shown} is not an address of this machine"
+    return f"cannot listen on {shown}:{port} ({exc.strerror or type(exc).__name__})"
+
+
+def listen(host: str, port: int, *, proto: int = 0, backlog: int = 128) -> Any:
+    """A TCP socket bound to ``host:port`` and listening (``SO_REUSEADDR`` off Windows);
+    :class:`ServeFailed` with :func:`cannot_listen`'s line when the address is refused.
+    ``proto`` ``socket.IPPROTO_TCP`` makes asyncio turn Nagle off on each connection."""
+    import socket
+
+    try:
+        info = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, proto=proto, flags=socket.AI_PASSIVE
+        )[0]
+    except OSError as exc:
+        raise ServeFailed(cannot_listen(host, port, exc)) from None
+    sock = socket.socket(info[0], info[1], info[2])
+    try:
+        if sys.platform != "win32":
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(info[4])
+        sock.listen(backlog)
+    except OSError as exc:
+        sock.close()
+        raise ServeFailed(cannot_listen(host, port, exc)) from None
+    return sock
 
 
 def bearer_token_from_env(name: str, environ: Mapping[str, str] | None = None) -> str:
@@ -623,9 +694,9 @@ def server_config(
     Run it with ``uvicorn.Server(config).run(sockets=[sock])`` on a socket bound first
     (so uvicorn's ``backlog`` does not apply: the socket's own ``listen`` backlog does,
     and connections are accepted as they come, since at most :data:`MAX_WAITING` wait
-    for a head and descriptors never run out).
+    for a head and descriptors never run out). :class:`ServeFailed` without uvicorn.
     """
-    import uvicorn
+    uvicorn = uvicorn_module()
 
     if header_timeout <= 0 or max_connections < 1:
         raise ValueError("header_timeout and max_connections must be positive")
@@ -676,28 +747,22 @@ def serve_http(
     """Serve ``backend`` over HTTP with uvicorn until interrupted (SIGINT/SIGTERM).
 
     It binds any address it is given: :func:`http_address` decides which may be given.
+    :class:`ServeFailed` (one line, no traceback needed) when uvicorn is missing or the
+    address cannot be listened on (:func:`listen`).
     ``workers`` > 1 forks that many worker processes on the one socket (POSIX only;
     ``ValueError`` elsewhere or for fewer than 1).
     """
-    import socket
-
-    import uvicorn
-
     from ahp_protocol.server.workers import check_workers, supervise
 
     check_workers(workers)
+    uvicorn = uvicorn_module()
     app = App(
         backend, max_frame_bytes=max_frame_bytes, bearer_token=bearer_token,
         body_timeout=body_timeout, allow_hosts=allow_hosts, allow_origins=allow_origins,
     )  # fmt: skip
     config = server_config(app, header_timeout=header_timeout, max_connections=max_connections)
-    info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
-    sock = socket.socket(info[0], info[1], info[2])
+    sock = listen(host, port)
     try:
-        if sys.platform != "win32":
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(info[4])
-        sock.listen(128)
         bound_host, bound_port = sock.getsockname()[:2]
         shown = f"[{bound_host}]" if ":" in str(bound_host) else str(bound_host)
         if not is_loopback(str(bound_host)):

@@ -84,6 +84,7 @@ default 1: this process only)"
         return bool(ns.once), limit
     from ahp_protocol.server.asgi import (
         RebindingGuard,
+        ServeFailed,
         bearer_token_from_env,
         http_address,
         serve_http,
@@ -104,6 +105,9 @@ default 1: this process only)"
             backend, host, port, max_frame_bytes=limit, bearer_token=bearer, workers=workers,
             allow_hosts=ns.allow_host, allow_origins=ns.allow_origin,
         )  # fmt: skip
+    except ServeFailed as exc:  # the address is taken or refused, or uvicorn is missing
+        print(f"{backend.name}: error: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
     except WorkersFailed as exc:
         print(f"{backend.name}: error: {exc}", file=sys.stderr, flush=True)
         raise SystemExit(1) from None
