@@ -16,6 +16,7 @@ COMMANDS = {
     "approval": ("ahp_backends.approval", "require approval for matching calls; manage grants"),
     "audit": ("ahp_backends.audit", "record every observed event; show the timeline; replay it"),
     "new": ("ahp_backends.template", "create a ready-to-run backend project"),
+    "try-postgres": ("ahp_backends.try_postgres", "start a throwaway PostgreSQL; print its URL"),
 }
 
 #: A subcommand served by a module of its own: ``audit replay`` is a harness-side tool
