@@ -45,3 +45,18 @@ def test_a_harness_that_ignores_a_deny_fails_with_the_requirement_id(tmp_path: P
     assert report["requirements"]["AHP-DEC-002"]["status"] == "fail"
     deny = next(c for c in report["checks"] if c["id"] == "deny.stdio")
     assert "the call ran (the marker exists)" in deny["detail"]
+
+    human = promises(
+        "--scenarios", "control.stdio,deny.stdio", "--", sys.executable, str(BAD), cwd=tmp_path
+    )
+    assert human.returncode == 1
+    assert "AHP-DEC-002" in "\n".join(human.stdout.splitlines()[:8]), human.stdout
+
+
+@pytest.mark.timeout(60)
+def test_a_harness_command_that_cannot_start_is_one_line(tmp_path: Path) -> None:
+    done = promises("--scenarios", "control,deny", "--", "no-such-harness-xyz", cwd=tmp_path)
+    assert done.returncode == 1
+    lines = done.stdout.splitlines()
+    assert len(lines) <= 25, done.stdout
+    assert "cannot start no-such-harness-xyz" in "\n".join(lines[:5]), done.stdout

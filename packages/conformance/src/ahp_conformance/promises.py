@@ -447,7 +447,9 @@ def judge_outcome(outcome: Outcome, controls: Mapping[str, Outcome]) -> list[Che
 
     control = controls.get(s.transport if s.transport != "persistent" else "stdio")
     if not s.id.startswith("control.") and control is not None and not control_ok(control):
-        return [check("fail", f"not judged: the control run over {control.scenario.id[8:]} failed")]
+        why = judge_outcome(control, {})[0].detail
+        where = control.scenario.id[8:]
+        return [check("fail", f"not judged: the control run over {where} failed ({why})")]
     if outcome.error is not None:
         return [check("fail", outcome.error)]
     if outcome.timed_out:
@@ -550,6 +552,8 @@ def requests_check(outcomes: Sequence[Outcome]) -> Check:
 
 def secrets_check(outcomes: Sequence[Outcome], values: Sequence[str]) -> Check:
     title = "no secret (bearer token, secret header) in any event, log or output"
+    if not any(messages for o in outcomes for messages in o.received.values()):
+        return Check("secret.leak", title, ("AHP-AUTH-001",), "n/a", "no backend received anything")
     for outcome in outcomes:
         for hook_id, messages in outcome.received.items():
             text = json.dumps(messages)

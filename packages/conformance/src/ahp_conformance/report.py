@@ -11,15 +11,19 @@ failure (what was sent, what came back). A :class:`Report` gathers them and answ
 - the conformance claim (AHP-CORE-001: role, bindings, profiles) for what passed, and
   AHP-CORE-002 (``base`` plus at least one capability profile) for whether one can be made.
 
-Outputs: :meth:`Report.render` (terminal tables), :meth:`Report.to_json`,
-:meth:`Report.write_junit`. Every string that leaves a report goes through
-:meth:`Report.redact`: secrets given to the report (a bearer token) never appear, and
-evidence is bounded and printable.
+Outputs: :meth:`Report.render` (for a person: a short summary and "fix this first",
+the failures grouped by cause (:func:`cause`: one missing field is one line, not one
+per check), then the requirement and profile verdicts in a line each and the claim;
+``verbose``: the tables and every check, failures with their evidence),
+:meth:`Report.to_json` (always complete), :meth:`Report.write_junit`. Every string
+that leaves a report goes through :meth:`Report.redact`: secrets given to the report (a
+bearer token) never appear, and evidence is bounded and printable.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -81,6 +85,41 @@ class Check:
 
 
 _ORDER: dict[str, int] = {"fail": 0, "pass": 1, "unsupported": 2, "n/a": 3, "not checked": 4}
+_LABEL = re.compile(r"^[\w.+-]+: (?=\S)")
+"""A probe's or scenario's own label before a detail (``benign: ...``, ``deny.http: ...``)."""
+_CONSEQUENCE = ("not run: ", "not judged: ")
+_MORE = re.compile(r" \(and \d+ more\)$")
+FIX_FIRST = 8
+"""Causes shown under "fix this first" (the rest are counted; ``--verbose`` shows all)."""
+
+
+def cause(detail: str) -> str:
+    """What a failure's detail says went wrong at the root: without a probe's label, and
+    for a check that could not run because of an earlier failure (``not run: ... (WHY)``,
+    ``not judged: ... (WHY)``), that WHY. Failures with one cause are one line of a report."""
+    text = detail.strip()
+    while True:
+        label = _LABEL.match(text)
+        if label and not text.startswith(_CONSEQUENCE):
+            text = text[label.end() :]
+            continue
+        if text.startswith(_CONSEQUENCE) and text.endswith(")") and "(" in text:
+            text = text[text.index("(") + 1 : -1].strip()
+            continue
+        break
+    return _MORE.sub("", text) or "(no detail)"
+
+
+@dataclass(frozen=True, slots=True)
+class Cause:
+    """Failed checks that share one root cause (:func:`cause`)."""
+
+    text: str
+    checks: tuple[Check, ...]
+
+    @property
+    def requirements(self) -> list[str]:
+        return list(dict.fromkeys(r for c in self.checks for r in c.requirements))
 
 
 def combine(statuses: Iterable[str]) -> Verdict:
@@ -256,13 +295,89 @@ class Report:
                 ET.SubElement(case, "skipped", message=f"{c.status}: {self.redact(c.detail)}")
         ET.ElementTree(suite).write(path, encoding="utf-8", xml_declaration=True)
 
-    def render(self, console: Any = None) -> None:
-        """Terminal tables: by requirement, by profile, the failures with evidence, the claim."""
+    def causes(self) -> list[Cause]:
+        """The failures grouped by root cause, the most checks first (then first seen)."""
+        groups: dict[str, list[Check]] = {}
+        for c in self.checks:
+            if c.status == "fail":
+                groups.setdefault(cause(self.redact(c.detail) if c.detail else c.title), []).append(
+                    c
+                )
+        ordered = sorted(groups.items(), key=lambda item: -len(item[1]))
+        return [Cause(text, tuple(checks)) for text, checks in ordered]
+
+    def render(self, console: Any = None, *, verbose: bool = False) -> None:
+        """For a person: the summary and "fix this first", the verdicts in brief, the claim;
+        ``verbose``: also the tables and every check (failures with their evidence)."""
         from rich.console import Console
+        from rich.markup import escape
+
+        console = console or Console()
+        console.print(f"[bold]ahp-conformance {self.role}[/] — {escape(self.redact(self.subject))}")
+        failed = [c for c in self.checks if c.status == "fail"]
+        counts = {s: sum(c.status == s for c in self.checks) for s in _ORDER if s != "not checked"}
+        tally = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+        if not failed:
+            console.print(f"[green]PASSED[/]: no check failed ({len(self.checks)} checks: {tally})")
+        else:
+            causes = self.causes()
+            console.print(
+                f"[bold red]FAILED[/]: {len(failed)} of {len(self.checks)} checks failed, "
+                f"{len(causes)} cause{'s' if len(causes) != 1 else ''} ({tally})"
+            )
+            console.print("[bold]Fix this first:[/]")
+            shown = causes if verbose else causes[:FIX_FIRST]
+            for group in shown:
+                console.print(self._cause_line(group, escape))
+            if len(shown) < len(causes):
+                rest = causes[len(shown) :]
+                more = sum(len(g.checks) for g in rest)
+                console.print(
+                    f"  … {len(rest)} more causes ({more} checks): --verbose shows every one"
+                )
+        by: dict[str, list[str]] = {}
+        for rid in self.catalogue.requirements:
+            by.setdefault(self.requirement(rid), []).append(rid)
+        parts = [f"{verdict} {' '.join(by[verdict])}" for verdict in ("fail",) if verdict in by]
+        parts += [
+            f"{len(by[v])} {v}" for v in ("pass", "unsupported", "n/a", "not checked") if v in by
+        ]
+        console.print("Requirements: " + "; ".join(parts))
+        console.print(
+            "Profiles: "
+            + ", ".join(f"{p.id} {self.profile(p.id)}" for p in self.catalogue.profiles)
+        )
+        console.print(escape(self.claim()))
+        if verbose:
+            self._render_tables(console)
+        else:
+            console.print(
+                "[dim]--verbose: the tables and every check with its evidence; "
+                "--json: the whole report[/]"
+            )
+
+    def _cause_line(self, group: Cause, escape: Any) -> str:
+        reqs = group.requirements
+        shown_reqs = ", ".join(reqs[:5]) + (f", +{len(reqs) - 5}" if len(reqs) > 5 else "")
+        if len(group.checks) == 1:
+            (c,) = group.checks
+            where = f" [{c.binding}]" if c.binding else ""
+            return (
+                f"  [bold red]FAIL[/] {escape(c.id)}{escape(where)} ({shown_reqs}): "
+                f"{escape(group.text)}"
+            )
+        ids = [c.id for c in group.checks]
+        example = ", ".join(ids[:2]) + (f", +{len(ids) - 2} more" if len(ids) > 2 else "")
+        return (
+            f"  [bold red]FAIL[/] {len(ids)} checks: {escape(group.text)} ({shown_reqs}; "
+            f"{escape(example)})"
+        )
+
+    def _render_tables(self, console: Any) -> None:
+        """The verbose part: by requirement, by profile, every check (failures' evidence)."""
         from rich.markup import escape
         from rich.table import Table
 
-        console = console or Console()
         style = {
             "pass": "green",
             "fail": "bold red",
@@ -270,7 +385,6 @@ class Report:
             "unsupported": "yellow",
             "not checked": "dim",
         }
-        console.print(f"[bold]ahp-conformance {self.role}[/] — {escape(self.redact(self.subject))}")
         table = Table(title="By requirement", title_justify="left")
         widths = {"requirement": 15, "level": 8, "verdict": 11, "checks": 7}
         for column, width in widths.items():
@@ -310,11 +424,15 @@ class Report:
             if c.evidence is not None:
                 console.print(f"  sent: {escape(self.redact(c.evidence.sent))}")
                 console.print(f"  received: {escape(self.redact(c.evidence.received))}")
-        counts = {s: sum(c.status == s for c in self.checks) for s in _ORDER if s != "not checked"}
-        console.print(
-            f"{len(self.checks)} checks: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n)
-        )
-        console.print(escape(self.claim()))
+        for c in self.checks:
+            if c.status == "fail":
+                continue
+            where = f" [{c.binding}]" if c.binding else ""
+            detail = f": {escape(self.redact(c.detail))}" if c.detail else ""
+            console.print(
+                f"{c.status.upper()} {escape(c.id)}{escape(where)} "
+                f"({', '.join(c.requirements)}){detail}"
+            )
 
 
 # -- the command line's output options (shared by every judge) ---------------------------
@@ -326,6 +444,12 @@ def add_output_arguments(parser: Any) -> None:
         "--json", action="store_true", help="print the report as JSON instead of tables"
     )
     parser.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report to FILE")
+    parser.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="the human report in full: the tables and every check, failures with evidence",
+    )
     parser.add_argument(
         "--fixtures",
         metavar="DIR",
@@ -341,5 +465,5 @@ def emit(report: Report, args: Any) -> int:
     if getattr(args, "json", False):
         print(json.dumps(report.to_json(), indent=2, ensure_ascii=False))
     else:
-        report.render()
+        report.render(verbose=bool(getattr(args, "verbose", False)))
     return 1 if report.failed else 0
