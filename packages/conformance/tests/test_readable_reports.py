@@ -68,3 +68,16 @@ def test_a_backend_that_dies_is_one_line_with_its_stderr_tail() -> None:
     assert len(lines) <= SCREEN, done.stdout
     head = " ".join(lines[:6])
     assert "exited with status 1" in head and "cannot read the rules" in head, done.stdout
+
+
+@pytest.mark.timeout(60)
+def test_a_mistyped_harness_client_is_one_line() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "ahp_conformance.cli", "harness", "--", "no-such-client"],
+        capture_output=True,
+        text=True,
+        timeout=50,
+        check=False,
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "cannot start 'no-such-client': No such file or directory" in done.stderr

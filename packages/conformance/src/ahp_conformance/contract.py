@@ -231,14 +231,18 @@ def read_config(path: str | Path) -> dict[str, Any]:
 
 
 def _spawn(argv: Sequence[str], cwd: Path, stderr: Any) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        list(argv),
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        stdout=stderr,
-        stderr=stderr,
-        start_new_session=True,
-    )
+    """Start an adapter; one that cannot start is a :class:`ContractError` in one line."""
+    try:
+        return subprocess.Popen(
+            list(argv),
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=stderr,
+            stderr=stderr,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise ContractError(f"cannot start {argv[0]!r}: {exc.strerror or exc}") from None
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:
