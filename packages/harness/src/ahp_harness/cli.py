@@ -17,6 +17,7 @@ JSON path or field, and the reason).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import signal
 import sys
@@ -69,6 +70,7 @@ async def _run(args: argparse.Namespace) -> int:
     import anyio
 
     from ahp_harness.harness import ConfigError, open_harness
+    from ahp_harness.interrupt import Interrupts
     from ahp_harness.lifetime import Descendants
     from ahp_harness.ui import FixedApprover, PromptApprover, TerminalUI
 
@@ -82,16 +84,22 @@ async def _run(args: argparse.Namespace) -> int:
     # The whole process is the harness (not a caller's main(argv)): orphans of its tools
     # and backends become its children, and none outlives it (ahp_harness.lifetime).
     descendants = Descendants() if args.whole_process else None
+    # Interactive: the first Ctrl-C stops the running tool, the next ends the session.
+    interrupts = Interrupts() if interactive else None
 
     async def stop_on_signal(scope: anyio.CancelScope) -> None:
-        # Ctrl-C (SIGINT), SIGTERM and SIGHUP end the session by cancelling it: every
-        # backend and tool process is closed when open_harness exits, none outlives
-        # the harness. SIGINT is taken here too, not left to the event loop's own
-        # handler: that one cancels the main task natively, which can cut a shielded
-        # clean-up short and leave the loop waiting for a child nobody reaps.
+        # SIGTERM, SIGHUP and Ctrl-C (SIGINT) with no tool left to stop end the session
+        # by cancelling it: every backend and tool process is closed when open_harness
+        # exits, none outlives the harness. SIGINT is taken here too, not left to the
+        # event loop's own handler: that one cancels the main task natively, which can
+        # cut a shielded clean-up short and leave the loop waiting for a child nobody
+        # reaps (and the prompts never take it: handle_sigint=False).
         nonlocal stopped_by
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
             async for signum in signals:
+                if signum == signal.SIGINT and interrupts is not None and interrupts.interrupt():
+                    ui.note("Ctrl-C: the running tool was stopped (Ctrl-C again ends the session)")
+                    continue
                 stopped_by = signum
                 scope.cancel()
                 return
@@ -103,31 +111,34 @@ async def _run(args: argparse.Namespace) -> int:
             tg.start_soon(stop_on_signal, tg.cancel_scope)
             if descendants is not None:
                 tg.start_soon(descendants.watch)
-            async with open_harness(
-                args.workspace,
-                driver=driver,
-                registration=args.registration,
-                permissions=args.permissions,
-                managed=args.managed,
-                mode=args.mode,
-                interactive=interactive,
-                approver=approve,
-                ui=ui,
-                reporter=ui,
-                transcript=args.transcript,
-                audit_log=args.audit_log,
-            ) as harness:
-                if harness.dispatcher is None:
-                    ui.note("no --registration: running with no AHP step at all (host rules only)")
-                async for prompt in _prompts(args, driver, interactive):
-                    turn = await harness.turn(prompt)
-                    for line in harness.failures(turn):
-                        ui.note(line)
-                    if turn.stopped:
-                        ui.note(f"turn stopped: {turn.stopped}")
-                    if turn.end_session:
-                        break
-                summary = harness.summary
+            with interrupts.installed() if interrupts else contextlib.nullcontext():
+                async with open_harness(
+                    args.workspace,
+                    driver=driver,
+                    registration=args.registration,
+                    permissions=args.permissions,
+                    managed=args.managed,
+                    mode=args.mode,
+                    interactive=interactive,
+                    approver=approve,
+                    ui=ui,
+                    reporter=ui,
+                    transcript=args.transcript,
+                    audit_log=args.audit_log,
+                ) as harness:
+                    if harness.dispatcher is None:
+                        ui.note(
+                            "no --registration: running with no AHP step at all (host rules only)"
+                        )
+                    async for prompt in _prompts(args, driver, interactive):
+                        turn = await harness.turn(prompt)
+                        for line in harness.failures(turn):
+                            ui.note(line)
+                        if turn.stopped:
+                            ui.note(f"turn stopped: {turn.stopped}")
+                        if turn.end_session:
+                            break
+                    summary = harness.summary
             tg.cancel_scope.cancel()
     except* ConfigError as group:  # raised in the task group: one of them says it
         config = group.exceptions[0]

@@ -5,7 +5,8 @@ it calls as small ``Protocol``\\ s and imports nothing of ``ahp_harness``. This 
 the other half, the part a copier replaces with their own:
 
 - :class:`HostTools` adapts :mod:`ahp_harness.tools` (each run inside the session's
-  :class:`~ahp_harness.sandbox.Sandbox`) to ``hooks.ToolTable``;
+  :class:`~ahp_harness.sandbox.Sandbox`, and stoppable by Ctrl-C:
+  :mod:`ahp_harness.interrupt`) to ``hooks.ToolTable``;
 - :class:`HostLayers` adapts :class:`~ahp_harness.permissions.Permissions` and the
   sandbox to ``hooks.HostPolicy`` (the layers in the order
   :func:`ahp_harness.precedence.host_decision` gives them);
@@ -16,6 +17,7 @@ the other half, the part a copier replaces with their own:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -24,6 +26,7 @@ from ahp_protocol.client import FileChange
 
 from ahp_harness import __version__
 from ahp_harness.hooks import CallDecision, Gate, ToolOutcome
+from ahp_harness.interrupt import stoppable
 from ahp_harness.precedence import host_decision
 from ahp_harness.sandbox import SandboxViolation
 from ahp_harness.tools import TOOLS
@@ -61,7 +64,17 @@ class HostTool:
         return self.tool.parse_input(raw)  # ToolInputError is a ValueError
 
     async def run(self, parsed: Any) -> ToolOutcome:
-        result = await self.tool.run(parsed, self.sandbox)
+        started = time.monotonic()
+        result = None
+        with stoppable() as scope:  # Ctrl-C stops it (ahp_harness.interrupt)
+            result = await self.tool.run(parsed, self.sandbox)
+        if result is None or scope.cancelled_caught:
+            return ToolOutcome(
+                outcome="cancelled",
+                error="stopped by the user (Ctrl-C)",
+                error_class="cancelled",
+                duration_ms=(time.monotonic() - started) * 1000.0,
+            )
         return ToolOutcome(
             outcome=result.outcome,
             output=result.output,

@@ -46,6 +46,7 @@ from rich.console import Console
 from rich.text import Text
 
 from ahp_harness.hooks import CallRecord
+from ahp_harness.interrupt import ends_session
 from ahp_harness.session import UI
 
 if TYPE_CHECKING:
@@ -298,7 +299,7 @@ class PromptApprover:
             c.print(line, soft_wrap=True, highlight=False)
         session: PromptSession[str] = PromptSession(input=self._input, output=self._output)
         try:
-            answer = await session.prompt_async("allow? [y/N] ")
+            answer = await session.prompt_async("allow? [y/N] ", handle_sigint=False)
         except (EOFError, KeyboardInterrupt):
             return False
         return answer.strip().lower() in ("y", "yes")
@@ -308,7 +309,8 @@ class TerminalPrompts:
     """The user's prompts, one per turn, read at ``you>`` (prompt-toolkit).
 
     :meth:`read` returns the next non-empty line, or ``None`` when the user ends the
-    session (Ctrl-D, ``/quit`` or ``/exit``); Ctrl-C asks again. History is kept in
+    session (Ctrl-D, ``/quit`` or ``/exit``, or Ctrl-C right after a Ctrl-C stopped a
+    tool: :func:`ahp_harness.interrupt.ends_session`); else Ctrl-C asks again. History is kept in
     memory only: nothing is written to disk.
     """
 
@@ -325,8 +327,12 @@ class TerminalPrompts:
     async def read(self) -> str | None:
         while True:
             try:
-                line = await self._session.prompt_async("you> ", bottom_toolbar=self._toolbar)
+                line = await self._session.prompt_async(
+                    "you> ", bottom_toolbar=self._toolbar, handle_sigint=False
+                )
             except KeyboardInterrupt:
+                if ends_session():  # the Ctrl-C before it stopped a tool
+                    return None
                 continue
             except EOFError:
                 return None

@@ -26,9 +26,11 @@ and ``/say`` text, ``\\n``, ``\\t`` and ``\\\\`` stand for a newline, a tab and 
 backslash. A tool command is one reply with one tool call (ids ``call_m<n>``).
 
 A bad or unknown command prints a short explanation and prompts again; Ctrl-C at the
-prompt prints a hint and prompts again. The driver never crashes on input. It never
-runs tools or checks their input: the session sends every call through the gate,
-which refuses what is invalid, and the refusal is shown before the next prompt.
+prompt prints a hint and prompts again, unless the Ctrl-C before it stopped a running
+tool (:mod:`ahp_harness.interrupt`): then it ends the session. The driver never crashes
+on input. It never runs tools or checks their input: the session sends every call
+through the gate, which refuses what is invalid, and the refusal is shown before the
+next prompt.
 
 Tests inject ``input`` (``create_pipe_input()``) and ``output`` (``DummyOutput`` or a
 plain-text output). Everything shown goes through :func:`ahp_harness.ui.visible`: a
@@ -62,6 +64,7 @@ from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from prompt_toolkit.input import Input
 from prompt_toolkit.output import Output
 
+from ahp_harness.interrupt import ends_session
 from ahp_harness.models.base import Reply, Say, ToolCall
 from ahp_harness.models.conversation import call_id_of, message_text
 from ahp_harness.tools import TOOLS
@@ -336,8 +339,13 @@ class ManualDriver:
         self._show_news(conversation)
         while True:
             try:
-                line = await self._session.prompt_async("model> ", bottom_toolbar=self._toolbar)
+                line = await self._session.prompt_async(
+                    "model> ", bottom_toolbar=self._toolbar, handle_sigint=False
+                )
             except KeyboardInterrupt:
+                if ends_session():  # the Ctrl-C before it stopped a tool
+                    self.quit_requested = True
+                    return Reply(done=True, end_session=True)
                 self.say("(Ctrl-C: /quit or Ctrl-D ends the session; /help lists commands)")
                 continue
             except EOFError:
