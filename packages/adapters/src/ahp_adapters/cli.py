@@ -24,6 +24,10 @@ DIALECT_HELP = (
     "(aliases: claude, gemini-cli, kimi-cli, copilot-cli)"
 )
 
+REGISTRATION_HELP = "the AHP registration document (JSON) whose backends answer"
+BUDGET_HELP = "answer within this many seconds whatever happens (default 10)"
+IDLE = "the warm daemon exits after SECONDS without a call (default 900)"
+
 
 def _budget(value: str) -> float:
     import argparse
@@ -40,10 +44,13 @@ def _budget(value: str) -> float:
 def _parser() -> argparse.ArgumentParser:
     import argparse
 
+    from ahp_protocol.cli_kit import add_guard_arguments, add_version
+
     parser = argparse.ArgumentParser(
         prog="ahp-adapter",
         description="Run AHP backends from the native hooks of existing agent harnesses.",
     )
+    add_version(parser, "ahp-adapter")
     sub = parser.add_subparsers(dest="command", required=True)
 
     hook = sub.add_parser(
@@ -53,7 +60,7 @@ def _parser() -> argparse.ArgumentParser:
         "answer in the dialect's own form (its blocking answer on a deny, nothing otherwise).",
     )
     hook.add_argument("dialect", help=DIALECT_HELP)
-    hook.add_argument("--registration", required=True, metavar="FILE")
+    hook.add_argument("--registration", required=True, metavar="FILE", help=REGISTRATION_HELP)
     hook.add_argument(
         "--event",
         metavar="NAME",
@@ -64,7 +71,7 @@ def _parser() -> argparse.ArgumentParser:
         type=_budget,
         default=10.0,
         metavar="SECONDS",
-        help="answer within this many seconds whatever happens (default 10)",
+        help=BUDGET_HELP,
     )
     hook.add_argument(
         "--daemon",
@@ -78,15 +85,20 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="cursor: ignore Shell and MCP calls in preToolUse (they have their own hooks)",
     )
-    hook.add_argument("--harness-version", metavar="VERSION")
-    hook.add_argument("--idle-timeout", type=float, default=900.0, metavar="SECONDS")
+    hook.add_argument(
+        "--harness-version",
+        metavar="VERSION",
+        help="the events' harness.version when the payload carries none (default: "
+        "$AHP_ADAPTER_HARNESS_VERSION, else what the harness exports, else unknown)",
+    )
+    hook.add_argument("--idle-timeout", type=float, default=900.0, metavar="SECONDS", help=IDLE)
 
     daemon = sub.add_parser(
         "daemon",
         help="keep a registration's backends warm for hooks (started by hooks on first use)",
     )
     daemon.add_argument("action", nargs="?", choices=("run", "status", "stop"), default="run")
-    daemon.add_argument("--registration", required=True, metavar="FILE")
+    daemon.add_argument("--registration", required=True, metavar="FILE", help=REGISTRATION_HELP)
     daemon.add_argument("--socket", metavar="PATH", help="default: in the private runtime dir")
     daemon.add_argument("--ready-fd", type=int, metavar="FD", help=argparse.SUPPRESS)
     daemon.add_argument("--start-lock-fd", type=int, metavar="FD", help=argparse.SUPPRESS)
@@ -97,7 +109,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="DIALECT",
         help="run: start the chain for DIALECT's pre-tool events at once (repeatable)",
     )
-    daemon.add_argument("--idle-timeout", type=float, default=900.0, metavar="SECONDS")
+    daemon.add_argument("--idle-timeout", type=float, default=900.0, metavar="SECONDS", help=IDLE)
 
     serve = sub.add_parser(
         "serve",
@@ -107,14 +119,14 @@ def _parser() -> argparse.ArgumentParser:
         "Claude Code treats an http hook that cannot be reached as non-blocking (fail-open).",
     )
     serve.add_argument("dialect", help="claude-code (the one harness with http hooks)")
-    serve.add_argument("--registration", required=True, metavar="FILE")
+    serve.add_argument("--registration", required=True, metavar="FILE", help=REGISTRATION_HELP)
     serve.add_argument("--http", required=True, metavar="HOST:PORT", help="a loopback address")
     serve.add_argument(
         "--secret-file",
         metavar="FILE",
         help="the secret requests must carry (default: the one install --transport http wrote)",
     )
-    serve.add_argument("--budget", type=_budget, default=10.0, metavar="SECONDS")
+    serve.add_argument("--budget", type=_budget, default=10.0, metavar="SECONDS", help=BUDGET_HELP)
     serve.add_argument(
         "--header-timeout",
         type=_budget,
@@ -123,29 +135,23 @@ def _parser() -> argparse.ArgumentParser:
         help="close a connection that has not sent a complete request head within SECONDS "
         "of opening or of its previous answer (default 10)",
     )
-    serve.add_argument(
-        "--allow-host",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="also answer requests whose Host header is NAME (NAME or NAME:PORT; repeatable; "
-        "default: only 127.0.0.1, localhost and [::1], others get 421, against DNS rebinding)",
-    )
-    serve.add_argument(
-        "--allow-origin",
-        action="append",
-        default=[],
-        metavar="ORIGIN",
-        help="also answer browser requests from ORIGIN (repeatable; default: a request with "
-        "an Origin other than the server's own gets 403)",
-    )
+    add_guard_arguments(serve)
 
     for name, text in (("install", "merge our hooks into"), ("uninstall", "remove our hooks from")):
         cmd = sub.add_parser(name, help=f"{text} the dialect's hook configuration")
         cmd.add_argument("dialect", help=DIALECT_HELP)
         if name == "install":
-            cmd.add_argument("--registration", required=True, metavar="FILE")
-            cmd.add_argument("--budget", type=_budget, default=10.0, metavar="SECONDS")
+            cmd.add_argument(
+                "--registration", required=True, metavar="FILE", help=REGISTRATION_HELP
+            )
+            cmd.add_argument(
+                "--budget",
+                type=_budget,
+                default=10.0,
+                metavar="SECONDS",
+                help="the budget the installed hooks answer within (--budget of 'hook'; "
+                "default 10)",
+            )
             cmd.add_argument(
                 "--surface",
                 choices=("pretool", "split"),

@@ -1,17 +1,15 @@
 """What every sample backend shares: its transport options and duplicate deliveries.
 
-Owns the serving flags (stdio persistent by default, ``--once`` for one event
-per process, ``--http HOST:PORT`` on uvicorn, loopback only unless
-``--allow-remote``, ``--bearer-token-env VAR`` to answer only callers that send
-``Authorization: Bearer`` with the token in ``VAR``, ``--allow-host NAME`` /
-``--allow-origin ORIGIN`` to answer more ``Host`` / ``Origin`` values than a loopback
-server's own, ``--workers N`` to serve HTTP from N forked processes), and
-:class:`Replies`, the memory of answers by ``(source, event.id)`` that makes a
-duplicate delivery get the same answer. Never decides anything about a tool call. The
-rules behind the HTTP flags (which addresses may be bound, how the token is read and
-checked, which ``Host`` and ``Origin`` are answered) are the server kit's
-(``ahp_protocol.server.asgi``): the samples pass the flags on to
-``Backend.run`` and report the kit's verdict in their own words.
+Owns how the samples serve: the serving flags, declared once by the kit
+(:func:`ahp_protocol.cli_kit.add_serving_arguments`: stdio persistent by default,
+``--once``, ``--http HOST:PORT``, ``--allow-remote``, ``--bearer-token-env VAR``,
+``--allow-host NAME``, ``--allow-origin ORIGIN``, ``--workers N``) turned into
+``Backend.run``'s arguments (:func:`http_argv`), and :class:`Replies`, the memory of
+answers by ``(source, event.id)`` that makes a duplicate delivery get the same answer.
+Never decides anything about a tool call. The rules behind the HTTP flags (which
+addresses may be bound, how the token is read and checked, which ``Host`` and ``Origin``
+are answered) are the server kit's (``ahp_protocol.server.asgi``): the samples check
+them before anything starts and report the kit's verdict.
 """
 
 from __future__ import annotations
@@ -38,69 +36,25 @@ SERVED_TIMEOUT_MS: Final = 5000
 
 
 def add_transport_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("transport (default: stdio, one persistent process)")
-    group.add_argument(
-        "--once", action="store_true", help="per_event: answer one message on stdin, then exit"
-    )
-    group.add_argument(
-        "--http", metavar="HOST:PORT", help="serve HTTP on HOST:PORT (uvicorn; port 0 picks one)"
-    )
-    group.add_argument(
-        "--allow-remote",
-        action="store_true",
-        help="allow --http on a non-loopback address (put TLS in front of it)",
-    )
-    group.add_argument(
-        "--bearer-token-env",
-        metavar="VAR",
-        help="with --http: answer only requests with 'Authorization: Bearer <token>', the "
-        "token being the value of environment variable VAR (others get 401)",
-    )
-    group.add_argument(
-        "--allow-host",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="with --http: also answer requests whose Host header is NAME (NAME or "
-        "NAME:PORT; repeatable). On a loopback address only 127.0.0.1, localhost and "
-        "[::1] are answered (others get 421), so a web page cannot reach it by DNS rebinding",
-    )
-    group.add_argument(
-        "--allow-origin",
-        action="append",
-        default=[],
-        metavar="ORIGIN",
-        help="with --http: also answer browser requests from ORIGIN (e.g. "
-        "https://dashboard.example; repeatable). On a loopback address a request whose "
-        "Origin is not the server's own gets 403",
-    )
-    group.add_argument(
-        "--workers",
-        type=int,
-        metavar="N",
-        help="with --http: N worker processes on the one socket, sharing the database "
-        "(POSIX; default 1: this process only)",
-    )
+    """The kit's serving flags (:func:`ahp_protocol.cli_kit.add_serving_arguments`)."""
+    from ahp_protocol.cli_kit import add_serving_arguments
+
+    add_serving_arguments(parser, workers_note=", sharing the database")
 
 
 def http_argv(args: argparse.Namespace) -> list[str]:
     """The ``Backend.run`` flags for ``args``' transport, checked by the kit's rules
     (``ValueError`` with the kit's message when they are refused)."""
+    from ahp_protocol.cli_kit import serving_problem
     from ahp_protocol.server.asgi import RebindingGuard, bearer_token_from_env, http_address
     from ahp_protocol.server.workers import check_workers
 
-    workers = getattr(args, "workers", None)
-    hosts, origins = getattr(args, "allow_host", []), getattr(args, "allow_origin", [])
+    workers, hosts, origins = args.workers, args.allow_host, args.allow_origin
+    problem = serving_problem(args)
+    if problem is not None:
+        raise ValueError(problem)
     if not args.http:
-        if args.bearer_token_env is not None:
-            raise ValueError("--bearer-token-env applies to --http only")
-        if hosts or origins:
-            raise ValueError("--allow-host and --allow-origin apply to --http only")
-        if workers is not None:
-            raise ValueError("--workers applies to --http only")
         return ["--once"] if args.once else []
-    if args.once:
-        raise ValueError("--once and --http cannot be combined")
     if workers is not None:
         check_workers(workers)
     host, port = http_address(args.http, allow_remote=args.allow_remote)

@@ -11,7 +11,8 @@ import argparse
 import importlib
 import sys
 
-from ahp_conformance import __version__
+from ahp_protocol.cli_kit import add_version
+
 from ahp_conformance.contract import ContractError
 from ahp_conformance.fixtures import FixturesMissing
 from ahp_conformance.scenarios import ScenarioError
@@ -46,7 +47,7 @@ def parser() -> argparse.ArgumentParser:
         description="Judge an Agent Hooks Protocol backend or harness against the draft, "
         "requirement by requirement, and run the official interop matrix.",
     )
-    top.add_argument("--version", action="version", version=f"ahp-conformance {__version__}")
+    add_version(top, "ahp-conformance")
     sub = top.add_subparsers(dest="subcommand", required=True, metavar="COMMAND")
     for name, (module, help_text) in COMMANDS.items():
         command = sub.add_parser(name, help=help_text, description=help_text)

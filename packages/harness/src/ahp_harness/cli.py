@@ -185,12 +185,15 @@ def _manifest(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from ahp_protocol.cli_kit import add_version
+
     from ahp_harness.modes import MODES  # not permissions: nothing heavy before re-exec
 
     parser = argparse.ArgumentParser(
         prog="ahp-harness",
         description="A small agent harness that implements the Agent Hooks Protocol natively.",
     )
+    add_version(parser, "ahp-harness")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     run = commands.add_parser(
         "run",

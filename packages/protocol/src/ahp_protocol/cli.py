@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ahp_protocol import __version__
+from ahp_protocol.cli_kit import add_version
 from ahp_protocol.wire.errors import WireError, WireErrors
 from ahp_protocol.wire.kinds import TOOL_KINDS, is_known_kind
 from ahp_protocol.wire.registration_rules import show
@@ -370,6 +371,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="ahp-protocol",
         description='Tools for the Agent Hooks Protocol (wire version "draft").',
     )
+    add_version(parser, "ahp-protocol")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     validate = commands.add_parser(
         "validate",

@@ -37,49 +37,24 @@ def _parsed(backend: Backend, args: list[str]) -> tuple[bool, int]:
     """``(once, frame limit)`` for stdio; serves HTTP itself, then ``SystemExit``."""
     import argparse
 
+    from ahp_protocol.cli_kit import add_serving_arguments, serving_problem
+
     parser = argparse.ArgumentParser(
         description=f"AHP backend {backend.name}. Speaks the Agent Hooks Protocol (draft) "
         "on stdin/stdout by default (persistent: until EOF; stdout carries protocol only, "
         "diagnostics go to stderr).",
     )
-    mode, limit = parser.add_mutually_exclusive_group(), backend.max_frame_bytes
-    once = "per_event stdio: answer exactly one message, then exit"
-    mode.add_argument("--once", action="store_true", help=once)
-    http = "serve HTTP POST on HOST:PORT (port 0 picks a free port, printed on stderr)"
-    mode.add_argument("--http", metavar="HOST:PORT", help=http)
-    remote = "allow --http on a non-loopback address (put TLS in front: AHP requires https)"
-    parser.add_argument("--allow-remote", action="store_true", help=remote)
-    token = "with --http: answer only 'Authorization: Bearer <token>', the token being \
-the value of environment variable VAR (401 otherwise)"
-    parser.add_argument("--bearer-token-env", metavar="VAR", help=token)
-    host = "with --http: also answer requests whose Host header is NAME (NAME or NAME:PORT; \
-repeatable). On a loopback address only 127.0.0.1, localhost and [::1] are answered (421 \
-otherwise), against DNS rebinding"
-    parser.add_argument("--allow-host", action="append", default=[], metavar="NAME", help=host)
-    origin = "with --http: also answer browser requests from ORIGIN (e.g. \
-https://dashboard.example; repeatable). On a loopback address a request with another \
-Origin than the server's own gets 403"
-    parser.add_argument(
-        "--allow-origin", action="append", default=[], metavar="ORIGIN", help=origin
-    )
-    many = "with --http: serve from N worker processes on the one socket (POSIX; \
-default 1: this process only)"
-    parser.add_argument("--workers", type=int, default=None, metavar="N", help=many)
+    limit = backend.max_frame_bytes
+    add_serving_arguments(parser)
     frame = f"largest message accepted or sent, in bytes (default {limit})"
     parser.add_argument("--max-frame-bytes", type=int, default=limit, metavar="N", help=frame)
     ns = parser.parse_args(args)
     limit = ns.max_frame_bytes
     if limit < 1:
         parser.error("--max-frame-bytes must be positive")
-    if ns.http is None and (
-        ns.allow_remote or ns.bearer_token_env is not None or ns.allow_host or ns.allow_origin
-    ):
-        parser.error(
-            "--allow-remote, --bearer-token-env, --allow-host and --allow-origin "
-            "apply to --http only"
-        )
-    if ns.http is None and ns.workers is not None:
-        parser.error("--workers applies to --http only")
+    problem = serving_problem(ns)
+    if problem is not None:
+        parser.error(problem)
     if ns.http is None:
         return bool(ns.once), limit
     from ahp_protocol.server.asgi import (

@@ -1,0 +1,92 @@
+"""The five commands, built one way (``ahp_protocol.cli_kit``): every flag of every parser
+has help text, and each command prints the kit's one version.
+
+In process: each command's ``main(argv)`` runs until it parses, where the parser is
+caught (``ArgumentParser.parse_known_args`` raises it back) and walked, subcommands
+included. Nothing is served or started.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NoReturn
+
+import pytest
+from ahp_protocol._version import __version__
+
+
+class Caught(Exception):
+    def __init__(self, parser: argparse.ArgumentParser) -> None:
+        super().__init__(parser.prog)
+        self.parser = parser
+
+
+def _catch(self: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> NoReturn:
+    raise Caught(self)
+
+
+def _mains() -> Iterator[tuple[str, Callable[[Sequence[str]], Any], list[str]]]:
+    from ahp_adapters.cli import main as adapter
+    from ahp_backends.cli import COMMANDS
+    from ahp_backends.cli import main as backend
+    from ahp_conformance.cli import main as conformance
+    from ahp_harness.cli import main as harness
+    from ahp_protocol.cli import main as protocol
+    from ahp_protocol.server import Backend
+
+    yield "ahp-protocol", protocol, []
+    yield "ahp-harness", harness, []
+    yield "ahp-adapter", adapter, ["doctor"]
+    yield "ahp-conformance", conformance, []
+    for name in COMMANDS:
+        yield f"ahp-backend {name}", backend, [name]
+    for argv in (["approval", "grant"], ["approval", "list"], ["approval", "revoke"]):
+        yield "ahp-backend " + " ".join(argv), backend, argv
+    for argv in (["audit", "show"], ["audit", "replay"], ["policy", "test"]):
+        yield "ahp-backend " + " ".join(argv), backend, argv
+    yield "Backend.run", Backend("com.example.help").run, ["--http", "127.0.0.1:0"]
+
+
+def _parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):  # aliases: once
+                yield from _parsers(sub)
+
+
+def test_every_flag_of_every_command_has_help(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_known_args", _catch)
+    missing: list[str] = []
+    walked = 0
+    for what, main, argv in _mains():
+        with pytest.raises(Caught) as caught:
+            main(argv)
+        for parser in _parsers(caught.value.parser):
+            walked += 1
+            for action in parser._actions:
+                if action.option_strings and not action.help:
+                    missing.append(f"{what}: {parser.prog} {'/'.join(action.option_strings)}")
+    assert walked > 20
+    assert missing == [], "flags without help:\n" + "\n".join(missing)
+
+
+@pytest.mark.parametrize(
+    "module", ["ahp_protocol", "ahp_harness", "ahp_adapters", "ahp_conformance", "ahp_backends"]
+)
+def test_each_command_prints_the_one_version(
+    module: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import importlib
+
+    main = importlib.import_module(f"{module}.cli").main
+    prog = {"ahp_adapters": "ahp-adapter", "ahp_backends": "ahp-backend"}.get(
+        module, module.replace("_", "-")
+    )
+    try:
+        code = main(["--version"])
+    except SystemExit as exit_:  # argparse's version action
+        code = exit_.code
+    assert code == 0
+    assert capsys.readouterr().out == f"{prog} {__version__}\n"
