@@ -456,7 +456,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help='expected failures: [{"client","server","scenario","requirement","reason"}]',
     )
     parser.add_argument(
-        "--watchdog",
+        "--watchdog-s",
         type=float,
         default=WATCHDOG_S,
         metavar="SECONDS",
@@ -501,7 +501,7 @@ def run(args: argparse.Namespace) -> int:
             unsupported,
             Path(folder),
             deviations=deviations,
-            watchdog_s=args.watchdog,
+            watchdog_s=args.watchdog_s,
             client_names=[n for n, _ in clients],
             server_names=[n for n, _ in servers],
         )
