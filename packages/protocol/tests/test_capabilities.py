@@ -330,6 +330,50 @@ def test_per_event_bounds(event: str, obj: dict[str, Any], path: str) -> None:
         check_capabilities_at(event, parse_capabilities(obj))
 
 
+def test_bounds_errors_say_what_is_out_of_bounds_and_where() -> None:
+    """Every part beyond the event's bounds is reported, with its path and a fixed reason
+    naming the event (an event outside the catalogue is never echoed)."""
+    obj = {
+        "effects": ["ask", "modify", "flow"],
+        "modify": {"input": {"replace": True, "merge": False}},
+        "flow": {"operations": ["stop"]},
+    }
+    with pytest.raises(WireErrors) as info:
+        check_capabilities_at("tool.after", parse_capabilities(obj))
+    assert [(e.path, e.reason) for e in info.value.errors] == [
+        ("effects[0]", "is not an effect allowed at tool.after"),
+        ("modify.input", "is not a modify target at tool.after"),
+    ]
+    for event in ("session.end", "not.an.event"):
+        with pytest.raises(WireErrors) as info:
+            check_capabilities_at(event, parse_capabilities(obj))
+        assert [(e.path, e.reason) for e in info.value.errors] == [
+            ("effects[0]", "is not an effect allowed at this event"),
+            ("effects[1]", "is not an effect allowed at this event"),
+            ("effects[2]", "is not an effect allowed at this event"),
+            ("modify.input", "is not a modify target at this event"),
+            ("flow.operations[0]", "is not a flow operation at this event"),
+        ]
+
+
+@pytest.mark.parametrize(
+    ("obj", "path", "reason"),
+    [
+        ("effects", "$", "capabilities must be an object"),
+        ({"effects": ["deny", "deny"]}, "effects", "must not contain duplicates"),
+        (
+            {"effects": ["Not-An-Effect"]},
+            "effects[0]",
+            "must be a standard effect or a reverse-DNS extension name",
+        ),
+    ],
+)
+def test_capabilities_reasons_say_what_to_fix(obj: Any, path: str, reason: str) -> None:
+    with pytest.raises(WireErrors) as info:
+        parse_capabilities(obj)
+    assert (info.value.first.path, info.value.first.reason) == (path, reason)
+
+
 @pytest.mark.parametrize("event", INTERCEPTABLE)
 def test_capabilities_for_narrows_to_the_draft_bounds(event: str, official_schema: Schema) -> None:
     declared = parse_capabilities(

@@ -76,6 +76,7 @@ def start(**kw: Any) -> ChainState:
         ("allow", [AskEffect()], "ask"),
         ("none", [AllowEffect(), DenyEffect(reason="no")], "deny"),  # deny beats allow
         ("ask", [DenyEffect(reason="no")], "deny"),  # deny beats ask
+        ("deny", [AskEffect(), AllowEffect()], "deny"),  # ... also an inherited deny
         ("allow", [], "allow"),  # an empty response changes nothing
     ],
 )
@@ -101,6 +102,14 @@ def test_deny_records_who_and_is_not_synthetic() -> None:
 def test_first_deny_of_a_response_is_kept() -> None:
     state = fold(start(), DenyEffect(reason="first"), DenyEffect(reason="second"))
     assert state.denial is not None and state.denial.reason == "first"
+
+
+def test_a_later_deny_never_replaces_the_recorded_one() -> None:
+    first = fold(start(), DenyEffect(reason="first", code="com.example.first"))
+    state = fold_response(
+        first, [DenyEffect(reason="second")], backend="com.example.b", subscription=1
+    )
+    assert state.denial == first.denial and state.permission == "deny"
 
 
 def test_synthetic_denial_is_generic_and_marked() -> None:
@@ -225,6 +234,14 @@ def test_flow_stop_beats_continue_and_instructions_collect() -> None:
     assert state.flow == "stop" and state.flow_reason == "budget" and state.stopped
     state = fold(state, FlowContinueEffect(instruction="again"))
     assert state.flow == "stop"
+    assert state.wire_state()["instructions"] == ["run tests", "lint", "again"]
+
+
+def test_the_first_stop_gives_the_reason() -> None:
+    state = ChainState(event={**copy.deepcopy(TOOL_BEFORE), "type": "tool.after"})
+    state = fold(state, FlowStopEffect(reason="budget"), FlowStopEffect(reason="later"))
+    assert (state.flow, state.flow_reason) == ("stop", "budget")
+    assert fold(state, FlowStopEffect(reason="next")).flow_reason == "budget"
 
 
 def test_wire_state_shape() -> None:
@@ -241,6 +258,7 @@ def test_modification_that_breaks_the_event_is_rejected_whole() -> None:
     with pytest.raises(OperationalFailure) as info:
         fold(before, ModifyEffect(target="input", operation="replace", value="rm -rf /"))
     assert info.value.failure is FailureClass.MALFORMED_EFFECT
+    assert info.value.detail == "modification leaves an invalid event"  # fixed, no value
     assert before.event["tool"]["input"] == {"command": "ls", "cwd": "/w"}
 
 
@@ -253,6 +271,7 @@ def test_target_not_at_this_event_rejects_the_whole_response() -> None:
             ModifyEffect(target="workspace", operation="replace", value={"cwd": "/"}),
         )
     assert info.value.failure is FailureClass.UNADVERTISED_EFFECT
+    assert info.value.detail == "modify target not at this event"
     assert before.permission == "allow"  # the state given is never mutated
 
 
@@ -285,6 +304,112 @@ def test_message_list_targets() -> None:
     assert [m["id"] for m in appended["items"]] == ["m1", "m2"]
     replaced = apply_modify(turn, "prompt", "replace", [MESSAGE])
     assert [m["id"] for m in replaced["items"]] == ["m2"]
+
+
+def test_outbound_content_is_the_message_list() -> None:
+    outbound = {
+        "id": "evt_o",
+        "source": "urn:x:y",
+        "type": "user.message.outbound",
+        "time": "2026-08-24T08:51:14Z",
+        "message": {"messages": [MESSAGE]},
+    }
+    appended = apply_modify(outbound, "content", "merge", [MESSAGE])
+    assert appended["message"]["messages"] == [MESSAGE, MESSAGE]
+    assert outbound["message"]["messages"] == [MESSAGE]
+
+
+def elicitation_result(text: str | None) -> dict[str, Any]:
+    part = {"id": "r1", "kind": "text", "mediaType": "text/plain", "selection": "body"}
+    elicitation: dict[str, Any] = {"server": "fs", "mode": "form", "action": "accept"}
+    if text is not None:
+        elicitation["result"] = {**part, "text": text}
+    return {
+        "id": "evt_e",
+        "source": "urn:x:y",
+        "type": "user.elicitation.result",
+        "time": "2026-08-24T08:51:14Z",
+        "harness": {"name": "t", "version": "1"},
+        "elicitation": elicitation,
+    }
+
+
+def test_elicitation_content_is_the_answer_object_inside_the_result_text() -> None:
+    """Draft §5.2: ``content`` at ``user.elicitation.result`` is the parsed MCP result's
+    ``content``; the rest of the result and of its text part stay as they were."""
+    event = elicitation_result('{"action":"accept","content":{"answer":"yes","n":1}}')
+    state = fold(
+        ChainState(event=event),
+        ModifyEffect(target="content", operation="merge", value={"answer": "no"}),
+    )
+    result = state.event["elicitation"]["result"]
+    assert json.loads(result["text"]) == {"action": "accept", "content": {"answer": "no", "n": 1}}
+    assert {k: v for k, v in result.items() if k != "text"} == {
+        "id": "r1",
+        "kind": "text",
+        "mediaType": "text/plain",
+        "selection": "body",
+    }
+    assert state.event_changed
+    assert json.loads(event["elicitation"]["result"]["text"])["content"]["answer"] == "yes"
+    replaced = apply_modify(event, "content", "replace", {"other": True})
+    assert json.loads(replaced["elicitation"]["result"]["text"])["content"] == {"other": True}
+    # A result without answers yet: the merge starts from an empty object.
+    empty = apply_modify(elicitation_result('{"action":"accept"}'), "content", "merge", {"a": 1})
+    assert json.loads(empty["elicitation"]["result"]["text"])["content"] == {"a": 1}
+
+
+@pytest.mark.parametrize("text", [None, "not json", "[1, 2]", '"text"'])
+def test_elicitation_content_needs_a_form_result_body(text: str | None) -> None:
+    with pytest.raises(OperationalFailure) as info:
+        apply_modify(elicitation_result(text), "content", "merge", {"a": 1})
+    assert info.value.failure is FailureClass.MALFORMED_EFFECT
+    assert info.value.detail == "elicitation content edit needs a form result body"
+
+
+@pytest.mark.parametrize(
+    ("current", "value"), [([1], {"a": 1}), ({"a": 1}, [1]), ("text", "more"), (None, {"a": 1})]
+)
+def test_merge_needs_a_list_onto_a_list_or_an_object_onto_an_object(
+    current: Any, value: Any
+) -> None:
+    """Draft §5.3: merge appends to a list and is shallow on objects, "only when current
+    target and value are both objects"; anything else is a malformed effect."""
+    with pytest.raises(OperationalFailure) as info:
+        edited(current, "merge", value)
+    assert info.value.failure is FailureClass.MALFORMED_EFFECT
+    assert info.value.detail == "merge value does not fit the target"
+
+
+@pytest.mark.parametrize(
+    ("current", "operation"), [({"a": {}}, "merge"), ([], "merge"), ({}, "replace")]
+)
+def test_an_edited_target_shares_nothing_with_the_effect_value(
+    current: Any, operation: str
+) -> None:
+    """The effective event owns its values: changing the effect's value afterwards (a
+    caller reusing it) never reaches the event."""
+    value: Any = [{"nested": ["x"]}] if isinstance(current, list) else {"a": {"nested": ["x"]}}
+    result = edited(current, operation, value)
+    nested = (value[0] if isinstance(value, list) else value["a"])["nested"]
+    nested.append("changed later")
+    assert (result[0] if isinstance(result, list) else result["a"]) == {"nested": ["x"]}
+
+
+def test_a_missing_place_is_created_for_the_target() -> None:
+    """``apply_modify`` writes the target at its place (§5.2) even when an enclosing
+    object is absent; the fold's revalidation then judges the whole event."""
+    sparse = {"type": "workspace.change.before"}
+    assert apply_modify(sparse, "workspace", "replace", {"kind": "x"}) == {
+        "type": "workspace.change.before",
+        "workspace": {"change": {"kind": "x"}},
+    }
+
+
+def test_separately_decoded_equal_values_are_the_same_json() -> None:
+    text = '{"s": "a longer text", "n": 123456789, "f": 1.5, "l": [null, true, "x"]}'
+    assert same_json(json.loads(text), json.loads(text))
+    assert not same_json(json.loads(text), {**json.loads(text), "n": 123456780})
 
 
 json_values = st.recursive(

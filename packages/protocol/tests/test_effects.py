@@ -577,6 +577,43 @@ def test_no_effect_is_legal_outside_interceptable_events(event: str) -> None:
     assert fx.check_effects(event, FULL_CAPS, []) == []
     error = rejected(event, [{"type": "message", "text": "x"}])
     assert (error.kind, error.path) == ("illegal", "effects[0].type")
+    assert error.reason == "is not allowed at this event"  # no name echoed from the request
+
+
+def test_an_illegal_effect_names_its_interceptable_event() -> None:
+    error = rejected("tool.after", [{"type": "deny", "reason": "x"}])
+    assert (error.kind, error.reason) == ("illegal", "is not allowed at tool.after")
+
+
+@pytest.mark.parametrize(
+    "grant",
+    [
+        None,
+        "deny",
+        ["deny"],
+        {"effects": "deny"},
+        {"effects": ["modify"], "modify": ["input"]},
+        {"effects": ["flow"], "flow": ["stop"]},
+        {"effects": ["flow"], "flow": {"operations": "stop"}},
+    ],
+    ids=repr,
+)
+def test_a_grant_of_the_wrong_shape_grants_nothing(grant: Any) -> None:
+    """``Grants`` reads whatever it is given; a part of the wrong shape grants nothing
+    (and never raises), so the effect it would have granted is unadvertised."""
+
+    class NoWire:  # an object whose to_wire gives no object at all
+        def to_wire(self) -> Any:
+            return grant
+
+    for read in (grant, NoWire()):
+        grants = fx.Grants(read)
+        assert grants.effects <= {"modify", "flow"}
+        assert dict(grants.modify) == {} and grants.flow_operations() == frozenset()
+    for effect in ({"type": "deny", "reason": "x"}, sample_effect("tool.before", "flow")):
+        with pytest.raises(fx.EffectError) as info:
+            fx.check_effects("tool.before", grant, [effect])
+        assert info.value.kind == "unadvertised"
 
 
 MODIFY_LEGALITY = [

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from ahp_protocol.wire import catalogue
 from ahp_protocol.wire import registration as reg
-from ahp_protocol.wire.errors import WireErrors
+from ahp_protocol.wire.errors import WireErrors, json_path
 from ahp_protocol.wire.registration import (
     BearerAuthentication,
     Configuration,
@@ -34,6 +34,7 @@ from ahp_protocol.wire.registration import (
     parse_configuration,
     parse_registration,
 )
+from ahp_protocol.wire.registration_rules import Checks
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
@@ -911,6 +912,206 @@ def test_error_strings_name_path_and_rule() -> None:
         'hooks[0].subscriptions[0].events[0]: "session.end" cannot be intercepted '
         '(observe-only event); subscribe to it with mode "observe"'
     )
+
+
+OAUTH_BAD = {
+    "type": "oauth",
+    "resource": "",
+    "issuer": "https://id.example.com",
+    "clientId": 7,
+    "flow": "client_credentials",
+    "clientSecretRef": "",
+    "scopes": ["a", "b", "a"],
+}
+HEADERS_BAD = {
+    "X A": "1",
+    "X:B": "2",
+    "X-Tenant": "a",
+    "x-tenant": "b",
+    "X-Cr": "a\rb",
+    "X-Latin": "\u00ff",  # the last latin-1 character: allowed
+    "X-Wide": "\u0100",
+    "X-Ref": {"valueRef": ""},
+}
+TOKEN = "(letters, digits and !#$%&'*+.^_`|~-)"
+BAD_ID = (
+    'backend id must be a reverse-DNS name such as "com.example.policy" '
+    "(two or more dot-separated segments, each starting with a letter)"
+)
+TOOL_KINDS = "toolKinds must be an array of non-empty strings"
+
+# The walker's own report (``Checks``, the one home of these rules): every violation of a
+# document, with its exact path and reason, in walk order.
+CHECKS_CASES: list[tuple[str, Callable[[Doc], None], list[tuple[str, str]]]] = [
+    (
+        "headers",
+        _put((*H0, "transport", "headers"), HEADERS_BAD),
+        [
+            ("hooks[0].transport.headers", f'header name "X A" is not a valid HTTP token {TOKEN}'),
+            ("hooks[0].transport.headers", f'header name "X:B" is not a valid HTTP token {TOKEN}'),
+            (
+                "hooks[0].transport.headers",
+                'header "x-tenant" is given twice (first as "X-Tenant"); header names ignore case',
+            ),
+            ("hooks[0].transport.headers.X-Cr", "header values must not contain CR, LF or NUL"),
+            ("hooks[0].transport.headers.X-Wide", "header values must be latin-1 text"),
+            ("hooks[0].transport.headers.X-Ref.valueRef", "valueRef must not be empty"),
+        ],
+    ),
+    (
+        "oauth",
+        _put((*H0, "authentication"), OAUTH_BAD),
+        [
+            ("hooks[0].authentication.resource", "resource must not be empty"),
+            ("hooks[0].authentication.clientId", "clientId must be a string"),
+            ("hooks[0].authentication.clientSecretRef", "clientSecretRef must not be empty"),
+            ("hooks[0].authentication.scopes[2]", "duplicate entry (first at scopes[0])"),
+        ],
+    ),
+    (
+        "upload-members-missing",
+        _put((*S0, "upload"), {"endpoint": "https://uploads.example.com"}),
+        [
+            (
+                "hooks[0].subscriptions[0].upload",
+                "timeoutMs is required for upload (milliseconds, at least 1)",
+            ),
+            (
+                "hooks[0].subscriptions[0].upload",
+                "maxBytes is required for upload (an integer of at least 0)",
+            ),
+        ],
+    ),
+    (
+        "env",
+        _put((*H1, "transport", "env"), {"A\x00B": "x", "OK": "v\x00"}),
+        [
+            (
+                "hooks[1].transport.env.A\x00B",
+                'environment variable name "A\\u0000B" must be non-empty and must not contain '
+                '"=" or NUL',
+            ),
+            ("hooks[1].transport.env.OK", "env values must not contain NUL"),
+        ],
+    ),
+    (
+        "args-not-array",
+        _put((*H1, "transport", "args"), "serve"),
+        [("hooks[1].transport.args", "args must be an array of strings")],
+    ),
+    (
+        "timeout-float-at-2^63",
+        _put((*S0, "timeoutMs"), float(2**63)),
+        [
+            (
+                "hooks[0].subscriptions[0].timeoutMs",
+                "timeoutMs (milliseconds) is too large (a number written with an exponent "
+                "must be below 2^63)",
+            )
+        ],
+    ),
+    (
+        "long-values-are-cut-to-64-characters",
+        _all(
+            _put((*H0, "transport", "type"), "w" * 70),
+            _put((*H1, "transport", "type"), list(range(40))),
+        ),
+        [
+            (
+                "hooks[0].transport.type",
+                f'unknown transport type "{"w" * 63}\u2026"; use "stdio" or "http"',
+            ),
+            (
+                "hooks[1].transport.type",
+                f"unknown transport type {json.dumps(list(range(40)))[:63]}\u2026; "
+                'use "stdio" or "http"',
+            ),
+        ],
+    ),
+    (
+        "parts-not-objects",
+        _all(
+            _put((*H0, "transport"), 1),
+            _put((*S0, "content"), 1),
+            _put((*S0, "filters"), 1),
+            _put((*S0, "upload"), 1),
+            _put((*H0, "authentication"), 1),
+            _put(OBS, 1),
+            _put(("hooks", 2), 1),
+        ),
+        [
+            ("hooks[0].transport", "transport must be a JSON object"),
+            ("hooks[0].authentication", "authentication must be a JSON object"),
+            (
+                "hooks[0].subscriptions[0].content",
+                'content (for example {"default": "metadata"}) must be a JSON object',
+            ),
+            ("hooks[0].subscriptions[0].upload", "upload must be a JSON object"),
+            ("hooks[0].subscriptions[0].filters", "filters must be a JSON object"),
+            ("hooks[1].subscriptions[0]", "each subscription must be a JSON object"),
+            ("hooks[2]", "each backend must be a JSON object"),
+        ],
+    ),
+    (
+        "backend-members-missing",
+        _all(_drop((*H0, "id")), _drop((*H0, "transport"))),
+        [
+            ("hooks[0]", 'id is required (a reverse-DNS name such as "com.example.policy")'),
+            ("hooks[0]", 'transport is required (type "stdio" or "http")'),
+        ],
+    ),
+    (
+        "two-invalid-ids-are-no-duplicates",
+        _all(
+            _put((*H0, "id"), 1),
+            _put((*H1, "id"), 2),
+            _put((*S0, "filters"), {"toolKinds": "shell"}),
+            _put((*H0, "transport", "headers", "X-Tenant"), "XX"),  # any text but CR, LF, NUL
+            _put(("hooks", 2, "transport", "type"), "v" * 64),  # 64 characters: shown whole
+        ),
+        [
+            ("hooks[0].id", BAD_ID),
+            ("hooks[0].subscriptions[0].filters.toolKinds", TOOL_KINDS),
+            ("hooks[1].id", BAD_ID),
+            (
+                "hooks[2].transport.type",
+                f'unknown transport type "{"v" * 64}"; use "stdio" or "http"',
+            ),
+        ],
+    ),
+    (
+        "hooks-missing",
+        _drop(("hooks",)),
+        [("$", "hooks is required (an array of one or more backends)")],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("mutate", "expected"), [c[1:] for c in CHECKS_CASES], ids=[c[0] for c in CHECKS_CASES]
+)
+def test_checks_report_every_violation_with_its_exact_reason(
+    mutate: Callable[[Doc], None], expected: list[tuple[str, str]]
+) -> None:
+    doc = copy.deepcopy(BASE)
+    mutate(doc)
+    checks = Checks()
+    checks.registration(doc)
+    assert [(json_path(path), reason) for path, reason in checks.errors] == expected
+
+
+@pytest.mark.parametrize(
+    ("doc", "expected"),
+    [
+        ({}, ("$", "subscriptions is required (an array of one or more subscriptions)")),
+        ({"subscriptions": {}}, ("subscriptions", "subscriptions must be an array")),
+        ([], ("$", "a configuration must be a JSON object")),
+    ],
+)
+def test_checks_of_a_configuration(doc: Any, expected: tuple[str, str]) -> None:
+    checks = Checks()
+    checks.configuration(doc)
+    assert [(json_path(path), reason) for path, reason in checks.errors] == [expected]
 
 
 def test_not_an_object() -> None:
