@@ -42,6 +42,7 @@ from ahp_protocol.client import (
     Hooks,
     InvalidEvent,
     UnknownToolKind,
+    failure_line,
 )
 from ahp_protocol.wire.registration import parse_registration
 
@@ -300,6 +301,17 @@ def test_a_command_not_on_path_is_named(tmp_path: Path) -> None:
             assert diagnostic.detail == (
                 f"'ahp-no-such-backend' not found on PATH (the backend's PATH is '{tmp_path}')"
             )
+            # The user (and the model) see which backend failed and how, nothing more.
+            backend = diagnostic.backend
+            assert result.denial_reason == (
+                f"Required policy backend {backend} unavailable (spawn_failed)."
+            )
+            # The operator sees the detail and the fix.
+            assert failure_line(backend, diagnostic.failure, "fail-closed", diagnostic.detail) == (
+                f"backend {backend} failed (spawn_failed, fail-closed): {diagnostic.detail}; "
+                "fix: give an absolute command path in the registration, "
+                "or install the backend where the harness's PATH finds it"
+            )
 
     run(main)
 
@@ -324,6 +336,8 @@ def test_a_command_that_cannot_start_is_named_with_its_folder(tmp_path: Path, ca
             assert result.synthetic_denial
             (diagnostic,) = result.diagnostics
             assert diagnostic.failure is FailureClass.SPAWN_FAILED
+            line = failure_line(diagnostic.backend, diagnostic.failure, None, diagnostic.detail)
+            assert "fix:" not in line  # not a command missing from PATH: no PATH advice
             return diagnostic.detail
 
     expected = {

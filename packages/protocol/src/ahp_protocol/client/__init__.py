@@ -13,8 +13,14 @@ through the host's own permissions, managed policy and sandbox.
 
 from ahp_protocol.client._checks import DeclarationError, RegistrationError
 from ahp_protocol.client._dispatcher import Dispatcher
-from ahp_protocol.client._failures import FailureClass, OperationalFailure
-from ahp_protocol.client._result import Diagnostic, HookResult
+from ahp_protocol.client._failures import FailureClass, OperationalFailure, fix_for
+from ahp_protocol.client._result import (
+    SYNTHETIC_DENIAL_PATTERN,
+    Diagnostic,
+    HookResult,
+    failure_line,
+    synthetic_denial_reason,
+)
 from ahp_protocol.client._sync import SyncDispatcher
 from ahp_protocol.client.chain import ChainState, Denial
 from ahp_protocol.client.hooks import (
@@ -28,6 +34,7 @@ from ahp_protocol.client.hooks import (
 from ahp_protocol.wire.state import Candidate
 
 __all__ = [
+    "SYNTHETIC_DENIAL_PATTERN",
     "Candidate",
     "ChainState",
     "DeclarationError",
@@ -45,4 +52,7 @@ __all__ = [
     "SyncDispatcher",
     "ToolCall",
     "UnknownToolKind",
+    "failure_line",
+    "fix_for",
+    "synthetic_denial_reason",
 ]

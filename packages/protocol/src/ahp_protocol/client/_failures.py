@@ -3,7 +3,9 @@
 Owns :class:`FailureClass` (the draft's failure classes) and :class:`OperationalFailure`,
 which transports and the chain raise. A failure is never a decision: the subscription's
 failure policy decides what it means. ``detail`` is a fixed phrase chosen by our code,
-never backend output, exception text or a secret.
+never backend output, exception text or a secret. :func:`fix_for` says how an operator
+fixes the failures the kit can recognise (today: a bare command not on the backend's
+``PATH``), by the class and the fixed phrase alone.
 """
 
 from __future__ import annotations
@@ -45,6 +47,23 @@ class FailureClass(StrEnum):
     """A credential could not be resolved; nothing was sent."""
     CONFIGURATION_FAILED = "configuration_failed"
     """``hooks/configuration`` discovery gave no usable subscriptions."""
+
+
+NOT_ON_PATH = "not found on PATH"
+"""The phrase of a spawn failure's detail when a bare command is not on the backend's ``PATH``."""
+
+PATH_FIX = (
+    "give an absolute command path in the registration, "
+    "or install the backend where the harness's PATH finds it"
+)
+"""How to fix a bare command that is not on the ``PATH`` the harness gave the backend."""
+
+
+def fix_for(failure: FailureClass | str | None, detail: str | None) -> str | None:
+    """How the operator fixes this failure, where the kit knows; else ``None``."""
+    if failure == FailureClass.SPAWN_FAILED and detail and NOT_ON_PATH in detail:
+        return PATH_FIX
+    return None
 
 
 class OperationalFailure(Exception):

@@ -52,7 +52,7 @@ import anyio
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from ahp_protocol.client._failures import FailureClass, OperationalFailure
+from ahp_protocol.client._failures import NOT_ON_PATH, FailureClass, OperationalFailure
 from ahp_protocol.client.transports._framing import (
     decode_answer,
     decode_response,
@@ -478,7 +478,7 @@ class StdioTransport:
             if is_path_command(self.command):
                 return f"command {self.command!r} not found{where}"
             path = env.get("PATH", "")
-            return f"{self.command!r} not found on PATH (the backend's PATH is {path!r})"
+            return f"{self.command!r} {NOT_ON_PATH} (the backend's PATH is {path!r})"
         if isinstance(exc, PermissionError):
             return f"command {self.command!r} is not executable{where}"
         return f"command {self.command!r} could not be started ({type(exc).__name__}){where}"
