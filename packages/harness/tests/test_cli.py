@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from ahp_protocol.client.chain import SYNTHETIC_DENIAL_REASON
 
 if TYPE_CHECKING:  # the helpers live in this folder's conftest.py (fixture ``kit``)
     from conftest import HarnessKit
@@ -197,8 +196,9 @@ def test_a_bad_registration_is_exit_2_naming_the_json_path(
 
 @pytest.mark.parametrize("broken", ["rules-missing", "not-on-path"])
 def test_why_a_backend_failed_is_shown_to_the_operator(kit: HarnessKit, broken: str) -> None:
-    # The model sees only the generic refusal; the terminal says what to fix: the fixed
-    # detail (the command not found) and the backend's own last stderr line.
+    # The model sees which backend failed and its failure class, nothing of its output;
+    # the terminal says what to fix: the fixed detail (the command not found, with the
+    # fix) and the backend's own last stderr line.
     args = ["-m", "ahp_backends.cli", "denylist", "--rules", "rules.toml"]  # not written
     command = sys.executable if broken == "rules-missing" else "ahp-no-such-backend"
     hook = {
@@ -211,7 +211,11 @@ def test_why_a_backend_failed_is_shown_to_the_operator(kit: HarnessKit, broken: 
     done = run_scripted(kit, registration, script, "--transcript", str(transcript))
     assert done.returncode == 0, done.stderr
     (call,) = lines(transcript)
-    assert (call["synthetic_denial"], call["reason"]) == (True, SYNTHETIC_DENIAL_REASON)
+    failure = "abnormal_exit" if broken == "rules-missing" else "spawn_failed"
+    reason = f"Required policy backend com.example.guard unavailable ({failure})."
+    assert (call["synthetic_denial"], call["reason"]) == (True, reason)
+    assert f"→ denied (not run): {reason}" in done.stdout
+    assert "cannot read the rules" not in call["reason"]
     if broken == "rules-missing":
         assert "backend com.example.guard failed (abnormal_exit, fail-closed)" in done.stdout
         assert "backend com.example.guard stderr: error: rules.toml: cannot read the rules" in (
@@ -221,6 +225,10 @@ def test_why_a_backend_failed_is_shown_to_the_operator(kit: HarnessKit, broken: 
         assert (
             "backend com.example.guard failed (spawn_failed, fail-closed): "
             "'ahp-no-such-backend' not found on PATH"
+        ) in done.stdout
+        assert (
+            "; fix: give an absolute command path in the registration, "
+            "or install the backend where the harness's PATH finds it"
         ) in done.stdout
     assert list(kit.workspace.iterdir()) == []  # refused: nothing ran
 
@@ -387,7 +395,7 @@ def test_transcript_and_audit_log(kit: HarnessKit) -> None:
         True,
         False,
     )
-    assert crash["reason"] == SYNTHETIC_DENIAL_REASON
+    assert crash["reason"] == f"Required policy backend {POLICY} unavailable (rpc_error)."
     assert f"deny by {POLICY}" in done.stdout
     assert "deny (synthetic: a required backend failed)" in done.stdout
     # The effective input is what the transcript records, and what ran.

@@ -44,7 +44,6 @@ from ahp_harness.models.base import Reply
 from ahp_harness.models.scripted import ScriptedDriver, parse_script
 from ahp_harness.session import UI, Session
 from ahp_protocol.client import Hooks
-from ahp_protocol.client.chain import SYNTHETIC_DENIAL_REASON
 
 if TYPE_CHECKING:  # the helpers live in this folder's conftest.py (fixtures ``kit``, ``kit_class``)
     from conftest import GateRun, HarnessKit
@@ -377,8 +376,11 @@ async def test_precedence_row(
     assert line["synthetic_denial"] is (hook in ("hang", "garbage"))
     assert line["executed"] is executed
     assert line["input"] == {"path": path, "content": "hello\n"}
-    if hook in ("hang", "garbage"):
-        assert line["reason"] == SYNTHETIC_DENIAL_REASON
+    if hook in ("hang", "garbage"):  # which backend failed, and its class: not its output
+        failure = {"hang": "deadline_exceeded", "garbage": "malformed_output"}[hook]
+        assert (
+            line["reason"] == f"Required policy backend {DENIED_BY[hook]} unavailable ({failure})."
+        )
     elif hook == "deny":
         assert line["reason"] == "writes are frozen"
     elif decision == "ask" and not approve:

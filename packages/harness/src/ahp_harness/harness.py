@@ -135,10 +135,13 @@ class Harness:
     def failures(self, turn: TurnSummary) -> list[str]:
         """Why backends failed during ``turn``, for the operator (never for the model).
 
-        One line per failed backend: the failure class, its policy and the fixed detail
-        (e.g. ``'ahp-backend' not found on PATH``), then the last line of its stderr when
-        it wrote any (a stdio backend's own words: a missing rules file, a traceback).
+        One line per failed backend (:func:`ahp_protocol.client.failure_line`): the failure
+        class, its policy, the fixed detail (e.g. ``'ahp-backend' not found on PATH``) and,
+        where the kit knows it, the fix; then the last line of its stderr when it wrote
+        any (a stdio backend's own words: a missing rules file, a traceback).
         """
+        from ahp_protocol.client import failure_line
+
         hooks = self.session.hooks.hooks
         lines: list[str] = []
         seen: set[str] = set()
@@ -147,9 +150,7 @@ class Harness:
                 if d.failure is None or d.mode != "intercept" or d.backend in seen:
                     continue
                 seen.add(d.backend)
-                lines.append(
-                    f"backend {d.backend} failed ({d.failure.value}, {d.policy}): {d.detail}"
-                )
+                lines.append(failure_line(d.backend, d.failure, d.policy, d.detail))
                 stderr = hooks.stderr(d.backend).strip()
                 if stderr:
                     lines.append(f"backend {d.backend} stderr: {stderr.splitlines()[-1]}")

@@ -284,8 +284,11 @@ def _no_audit(kind: str, record: Mapping[str, Any]) -> None:
 
 
 def _hook_reason(hook: HookResult) -> str:
-    if hook.denial is not None:
-        return hook.denial.reason
+    """What the model and the transcript get: a deny's reason (for a fail-closed failure,
+    the backend's id and failure class: :attr:`HookResult.denial_reason`) or the flow stop."""
+    reason = hook.denial_reason
+    if reason is not None:
+        return reason
     return f"stopped by a policy backend: {hook.flow_reason or 'flow stop'}"
 
 
