@@ -36,6 +36,8 @@ from ahp_adapters.events import build_event
 FIXTURES = Path(__file__).parent / "fixtures" / "copilot"
 REASON = "Force pushes rewrite shared history."
 GENERIC = "Required policy backend unavailable."
+UNADVERTISED = "Required policy backend com.example.recorder unavailable (unadvertised_effect)."
+CRASHED = "Required policy backend com.example.recorder unavailable (abnormal_exit)."
 DENY = [{"type": "deny", "reason": REASON, "code": "com.example.policy.force_push"}]
 
 
@@ -216,8 +218,8 @@ VARIANTS = [
 OUTCOMES: list[tuple[str, str, dict[str, Any], str | None]] = [
     ("deny", "fail-open", {"effects": DENY}, REASON),
     ("no-effect", "fail-closed", {"effects": []}, None),
-    ("allow-fail-closed", "fail-closed", {"effects": [{"type": "allow"}]}, GENERIC),
-    ("failure-fail-closed", "fail-closed", {"crash": True}, GENERIC),
+    ("allow-fail-closed", "fail-closed", {"effects": [{"type": "allow"}]}, UNADVERTISED),
+    ("failure-fail-closed", "fail-closed", {"crash": True}, CRASHED),
     ("failure-fail-open", "fail-open", {"crash": True}, None),
 ]
 

@@ -303,6 +303,26 @@ def test_decisions_never_leak_and_allow_is_never_rendered() -> None:
     assert NativeDecision.from_json(backend.to_json()) == backend
 
 
+def test_a_synthetic_deny_names_the_backend_and_class_and_nothing_else() -> None:
+    named = NativeDecision(
+        "deny",
+        reason="internal: sk-SECRET",
+        synthetic=True,
+        backend="com.example.policy",
+        failure="spawn_failed",
+        failures=("backend com.example.policy failed (spawn_failed, fail-closed): ...",),
+    )
+    expected = "Required policy backend com.example.policy unavailable (spawn_failed)."
+    assert named.block_reason == expected
+    assert NativeDecision.from_json(json.loads(json.dumps(named.to_json()))) == named
+    # From the daemon's socket, only an id and a class the kit knows are shown.
+    for backend, failure in (("not an id: sk-SECRET", "spawn_failed"), ("com.a.b", "sk-SECRET")):
+        odd = {"decision": "deny", "synthetic": True, "backend": backend, "failure": failure}
+        assert NativeDecision.from_json(odd).block_reason == GENERIC_DENIAL_REASON
+    lines = NativeDecision.from_json({"decision": "none", "failures": ["a\x1b[2Jb", 3]})
+    assert lines.failures == ("a [2Jb",)
+
+
 # -- caller detection ------------------------------------------------------------------
 
 

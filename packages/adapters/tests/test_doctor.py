@@ -20,7 +20,6 @@ from typing import Any
 
 import pytest
 from ahp_adapters import dialects, doctor
-from ahp_adapters.decision import GENERIC_DENIAL_REASON
 from ahp_adapters.events import build_event
 
 BIN = Path(sys.executable).parent
@@ -238,9 +237,10 @@ def test_a_backend_that_crashes_at_start_fails_the_probe(kit: Any, env: dict[str
     found = lines(done)
     assert found["commands resolve"].startswith("ok ")  # the command exists: it just dies
     assert found["probe"].startswith("FAIL probe: a fail-closed backend failure")
-    assert GENERIC_DENIAL_REASON in found["probe"]
+    # The failed backend and its class are named, in the reason the harness would show.
+    assert "backend com.example.ahp.denylist unavailable (abnormal_exit)." in found["probe"]
     # The adapter's stderr is shown, and the daemon's log saying what failed.
-    assert "  | ahp-adapter: fail-closed backend failure" in done.stdout
+    assert "  | ahp-adapter: backend " in done.stdout
     assert "abnormal_exit" in done.stdout
 
 

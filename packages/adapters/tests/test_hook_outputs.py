@@ -35,6 +35,8 @@ SHELL_CASE = {
 }
 REASON = "Force pushes rewrite shared history."
 GENERIC = "Required policy backend unavailable."
+UNADVERTISED = "Required policy backend com.example.recorder unavailable (unadvertised_effect)."
+CRASHED = "Required policy backend com.example.recorder unavailable (abnormal_exit)."
 DENY = [{"type": "deny", "reason": REASON, "code": "com.example.policy.force_push"}]
 NOTHING = {"cursor": "{}\n"}
 """No effect on stdout, where it is not empty (written out here, not read from the codecs)."""
@@ -76,8 +78,8 @@ OUTCOMES: list[tuple[str, str, dict[str, Any], str | None]] = [
     ("deny-fail-closed", "fail-closed", {"effects": DENY}, REASON),
     ("no-effect", "fail-closed", {"effects": []}, None),
     ("allow-fail-open", "fail-open", {"effects": [{"type": "allow"}]}, None),
-    ("allow-fail-closed", "fail-closed", {"effects": [{"type": "allow"}]}, GENERIC),
-    ("failure-fail-closed", "fail-closed", {"crash": True}, GENERIC),
+    ("allow-fail-closed", "fail-closed", {"effects": [{"type": "allow"}]}, UNADVERTISED),
+    ("failure-fail-closed", "fail-closed", {"crash": True}, CRASHED),
     ("failure-fail-open", "fail-open", {"crash": True}, None),
 ]
 

@@ -204,10 +204,16 @@ def test_backend_that_cannot_start(kit: Any, policy: str, daemon: str) -> None:
 
 
 def test_no_secret_reaches_the_native_output(kit: Any) -> None:
-    """A backend raising with a secret, a bearer token for an endpoint that is down."""
+    """A backend raising with a secret, a bearer token for an endpoint that is down: the
+    reason names the backend and the failure class, stderr its fixed detail, no secret."""
     raising = {
         "id": "com.example.kit",
-        "transport": {"type": "stdio", "command": kit_python(), "args": [str(kit_denylist())]},
+        "transport": {
+            "type": "stdio",
+            "command": kit_python(),
+            "args": [str(kit_denylist())],
+            "lifecycle": "persistent",
+        },
         "subscriptions": [kit.intercept("fail-closed")],
     }
     env = {**kit.env, "POLICY_TOKEN": SECRET}
@@ -217,15 +223,58 @@ def test_no_secret_reaches_the_native_output(kit: Any) -> None:
         "authentication": {"type": "bearer", "tokenEnv": "POLICY_TOKEN"},
         "subscriptions": [kit.intercept("fail-closed")],
     }
-    for hook in (raising, down):
+    for hook, failure in ((raising, "rpc_error"), (down, "connect_failed")):
         registration = kit.registration(hook, name=f"{hook['id']}.json")
-        for daemon in ("off", "auto"):
+        reason = f"Required policy backend {hook['id']} unavailable ({failure})."
+        for daemon in ("off", "auto", "auto"):  # in-process, the daemon started, then warm
             done = kit.run_hook(
                 "claude-code", shell("claude-code", "boom"), registration, daemon=daemon, env=env
             )
-            assert done.stdout == blocking_claude(GENERIC) + "\n"
+            assert done.stdout == blocking_claude(reason) + "\n"
+            assert f"backend {hook['id']} failed ({failure}, fail-closed): " in done.stderr
             assert SECRET not in done.stdout + done.stderr
         kit.stop_daemons()
+
+
+def test_a_backend_not_on_the_hooks_path_is_named_with_its_fix(kit: Any) -> None:
+    """#29: harnesses run hooks with their own PATH, without the kit's venv. The deny
+    names the backend and the failure class; stderr and the daemon's log say how to fix
+    it; neither has the backend's arguments or the hook's secrets."""
+    missing = {
+        "id": "com.example.ahp.denylist",
+        "transport": {
+            "type": "stdio",
+            "command": "ahp-no-such-backend",
+            "args": ["--token", SECRET],
+            "lifecycle": "persistent",
+        },
+        "subscriptions": [kit.intercept("fail-closed")],
+    }
+    registration = kit.registration(missing)
+    env = {**kit.env, "PATH": "/usr/bin:/bin", "POLICY_TOKEN": SECRET}
+    reason = "Required policy backend com.example.ahp.denylist unavailable (spawn_failed)."
+    line = (
+        "ahp-adapter: backend com.example.ahp.denylist failed (spawn_failed, fail-closed): "
+        "'ahp-no-such-backend' not found on PATH (the backend's PATH is '/usr/bin:/bin'); "
+        "fix: give an absolute command path in the registration, or install the backend "
+        "where the harness's PATH finds it (`ahp-adapter install` writes only the adapter's "
+        "own absolute path, not the backends'; `ahp-adapter doctor DIALECT` checks each "
+        "backend command on the hook's PATH)\n"
+    )
+    for daemon in ("off", "auto", "auto"):  # in-process, the daemon started, then warm
+        done = kit.run_hook(
+            "claude-code", shell("claude-code", "ls -la"), registration, daemon=daemon, env=env
+        )
+        assert done.stdout == blocking_claude(reason) + "\n", done.stderr
+        assert line in done.stderr, done.stderr
+        assert SECRET not in done.stdout + done.stderr
+    (log,) = kit.runtime.glob("d-*.log")
+    text = log.read_text(encoding="utf-8")
+    assert line.removeprefix("ahp-adapter: ").strip() in text
+    assert SECRET not in text
+    # Gemini reads stray text: its answer names the backend, and stderr stays empty.
+    done = kit.run_hook("gemini", shell("gemini", "ls -la"), registration, env=env)
+    assert reason in done.stdout and done.stderr == ""
 
 
 def kit_python() -> str:

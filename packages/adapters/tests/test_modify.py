@@ -40,6 +40,7 @@ from ahp_protocol.wire.manifest import parse_manifest
 
 FIXTURES = Path(__file__).parent / "fixtures"
 GENERIC = "Required policy backend unavailable."
+UNADVERTISED = "Required policy backend com.example.recorder unavailable (unadvertised_effect)."
 REASON = "Pushes to main need a review."
 MERGE = [
     {
@@ -54,9 +55,9 @@ CLAUDE_REWRITTEN = (
     '{"command": "git push origin main", "description": "Force-push main", "timeout": 120000}}}\n'
 )
 """The native answer, written out (not rendered by the codec under test)."""
-CLAUDE_GENERIC_DENY = (
+CLAUDE_UNADVERTISED_DENY = (
     '{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny", '
-    f'"permissionDecisionReason": "{GENERIC}"}}}}\n'
+    f'"permissionDecisionReason": "{UNADVERTISED}"}}}}\n'
 )
 MERGE_GRANT = {
     "effects": ["deny", "modify"],
@@ -220,15 +221,15 @@ def test_a_rewrite_where_it_is_not_advertised_is_an_unadvertised_effect(
     if policy == "fail-open":
         assert done.stdout == codec.render_nothing("PreToolUse").stdout == ""
     else:
-        assert done.stdout == codec.render_deny(GENERIC, "PreToolUse").stdout
-        assert GENERIC in done.stdout
+        assert done.stdout == codec.render_deny(UNADVERTISED, "PreToolUse").stdout
+        assert UNADVERTISED in done.stdout
     assert "updatedInput" not in done.stdout and "allow" not in done.stdout
     (message,) = intercepts(record)
     assert message["params"]["capabilities"] == {"effects": ["deny"]}
 
 
 @pytest.mark.parametrize(
-    ("policy", "expected"), [("fail-open", ""), ("fail-closed", CLAUDE_GENERIC_DENY)]
+    ("policy", "expected"), [("fail-open", ""), ("fail-closed", CLAUDE_UNADVERTISED_DENY)]
 )
 def test_replace_on_claude_is_not_advertised(kit: Any, policy: str, expected: str) -> None:
     replace = [{**MERGE[0], "operation": "replace"}]

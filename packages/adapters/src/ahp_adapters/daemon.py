@@ -242,7 +242,10 @@ class Daemon:
             if engine is None:
                 policy = read_policy(self.registration)
                 return NativeDecision("failure", policy=policy, detail="registration rejected")
-            return await engine.intercept(event, capabilities, float(budget))
+            decided = await engine.intercept(event, capabilities, float(budget))
+        for line in decided.failures:  # the operator's stream: the hook's stderr, and here
+            log.warning("%s", line)
+        return decided
 
     async def observe(
         self, event: dict[str, Any], capabilities: dict[str, Any], budget: float

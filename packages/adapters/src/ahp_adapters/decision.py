@@ -12,9 +12,10 @@ Conservative by construction: a backend whose subscriptions come from
 ``hooks/configuration`` (none in the file), a subscription that cannot be read
 and a registration that cannot be read count as fail-closed, since nothing shows
 they may fail open. Never carries backend output or exception text: ``detail``
-is a fixed phrase. The one backend-supplied value it carries besides a deny's
-reason and code is a ``modify`` decision's ``input``: the effective tool input,
-which the dialect writes back to the harness as it is.
+is a fixed phrase, and so are ``failures`` (the operator's lines, one per failed
+backend, :func:`ahp_protocol.client.failure_line`). The one backend-supplied value it
+carries besides a deny's reason and code is a ``modify`` decision's ``input``: the
+effective tool input, which the dialect writes back to the harness as it is.
 """
 
 from __future__ import annotations
@@ -34,9 +35,12 @@ Policy = Literal["none", "fail-open", "fail-closed"]
 Decision = Literal["deny", "modify", "none", "failure"]
 
 GENERIC_DENIAL_REASON = "Required policy backend unavailable."
-"""The reason of every synthetic denial (the same text as the dispatcher's): no internals."""
+"""The reason of a synthetic denial when no backend is to blame (the same text as the
+dispatcher's): a spent budget, a daemon that died, an unreadable payload."""
 
 _MAX_REGISTRATION_BYTES = 1024 * 1024
+_MAX_FAILURE_LINES = 32
+_MAX_FAILURE_LINE_CHARS = 2000
 _DECISIONS = ("deny", "modify", "none", "failure")
 
 
@@ -51,6 +55,8 @@ class NativeDecision:
     whole effective ``tool.input`` (it differs from the one sent). It never blocks
     and is never a permission: the harness's own permission flow judges that input.
     A denial always wins: a chain that denied is ``deny``, whatever it modified.
+    A synthetic ``deny`` names the ``backend`` whose fail-closed ``failure`` (its class)
+    denied; ``failures`` are the operator's lines about every backend that failed.
     """
 
     decision: Decision
@@ -60,6 +66,9 @@ class NativeDecision:
     policy: Policy = "none"
     detail: str = ""
     updated_input: Mapping[str, Any] | None = None
+    backend: str | None = None
+    failure: str | None = None
+    failures: tuple[str, ...] = ()
 
     @property
     def blocks(self) -> bool:
@@ -69,9 +78,15 @@ class NativeDecision:
 
     @property
     def block_reason(self) -> str:
-        """The reason the harness (and the model) sees; generic for anything synthetic."""
+        """The reason the harness (and the model) sees: the backend's for a deny; for a
+        synthetic one, the failed backend's id and failure class (never its detail);
+        generic when nothing ran."""
         if self.decision == "deny" and not self.synthetic and self.reason:
             return self.reason
+        if self.decision == "deny":
+            from ahp_protocol.client import synthetic_denial_reason  # a failure's path only
+
+            return synthetic_denial_reason(self.backend, self.failure)
         return GENERIC_DENIAL_REASON
 
     def to_json(self) -> dict[str, Any]:
@@ -83,6 +98,10 @@ class NativeDecision:
             "policy": self.policy,
             "detail": self.detail,
         }
+        if self.backend is not None:
+            out.update(backend=self.backend, failure=self.failure)
+        if self.failures:
+            out["failures"] = list(self.failures)
         if self.decision == "modify":
             out["input"] = self.updated_input
         return out
@@ -101,6 +120,13 @@ class NativeDecision:
         reason = obj.get("reason")
         code = obj.get("code")
         detail = obj.get("detail")
+        backend, failure = obj.get("backend"), obj.get("failure")
+        lines = obj.get("failures")
+        failures = tuple(
+            "".join(c if c.isprintable() else " " for c in line[:_MAX_FAILURE_LINE_CHARS])
+            for line in (lines if isinstance(lines, list) else ())[:_MAX_FAILURE_LINES]
+            if isinstance(line, str)
+        )
         return cls(
             obj["decision"],
             reason=reason if isinstance(reason, str) else None,
@@ -109,6 +135,9 @@ class NativeDecision:
             policy=policy if policy in ("none", "fail-open", "fail-closed") else "fail-closed",
             detail=detail if isinstance(detail, str) else "",
             updated_input=updated if obj["decision"] == "modify" else None,
+            backend=backend if isinstance(backend, str) else None,
+            failure=failure if isinstance(failure, str) else None,
+            failures=failures,
         )
 
 

@@ -17,9 +17,9 @@ Checks what the harness will find and run, in order, one line each (``ok`` or
 5. **probe**: the installed command run as the harness runs it (``/bin/sh -c`` in the
    project or current folder, that ``PATH``), fed a native pre-tool payload for a
    harmless shell call (:data:`PROBES`). A no-effect answer or a policy's own answer is
-   fine; the generic denial of a fail-closed failure ("Required policy backend
-   unavailable."), a failed chain, a crash or a timeout is not: the adapter's stderr
-   is shown.
+   fine; the synthetic denial of a fail-closed failure ("Required policy backend ID
+   unavailable (CLASS)."), a failed chain, a crash or a timeout is not: the adapter's
+   stderr is shown.
 
 Exit 0 only when every check is ok, 1 otherwise, 2 on usage errors. ``--json`` prints
 the same as one JSON object. Writes nothing of its own; the probe may start the
@@ -590,12 +590,15 @@ def check_probe(target: Target, entry: Entry) -> Check:
     nothing = dialect.render_nothing(event)
     deny = dialect.render_deny(GENERIC_DENIAL_REASON, event)
     shown = _shown(err, entry, target.cwd)
-    if GENERIC_DENIAL_REASON in out or GENERIC_DENIAL_REASON in err:
+    from ahp_protocol.client import SYNTHETIC_DENIAL_PATTERN
+
+    synthetic = SYNTHETIC_DENIAL_PATTERN.search(out) or SYNTHETIC_DENIAL_PATTERN.search(err)
+    if synthetic is not None:
         return Check(
             name,
             False,
             "a fail-closed backend failure: the hook denied a harmless call with "
-            f'"{GENERIC_DENIAL_REASON}", so no policy answered',
+            f'"{synthetic.group(0)}", so no policy answered',
             fix="make the backend start and answer (its command, arguments, rules); the "
             "adapter's stderr and the daemon's log below say what failed",
             output=shown,

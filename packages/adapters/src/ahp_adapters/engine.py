@@ -13,7 +13,10 @@ hook never turns into a native allow, or, when accepted modifications changed
 ``tool.input`` (only where the dialect advertised ``modify``), ``modify`` with
 the effective input, which is not a permission either. A denial always wins.
 Never lets an exception out of :meth:`Engine.intercept` or
-:meth:`Engine.observe`; details are fixed phrases.
+:meth:`Engine.observe`; details are fixed phrases. A decision names the backend whose
+fail-closed failure denied and its failure class (the model may see those), and
+carries one line per failed backend for the operator (:func:`failure_lines`), never
+for the model.
 """
 
 from __future__ import annotations
@@ -30,13 +33,34 @@ import anyio
 from ahp_adapters.decision import NativeDecision, Policy, read_policy
 
 if TYPE_CHECKING:
-    from ahp_protocol.client import Dispatcher
+    from ahp_protocol.client import Diagnostic, Dispatcher
     from ahp_protocol.wire.registration import Registration
 
 log = logging.getLogger("ahp_adapters")
 
 OBSERVE_TIMEOUT_S = 1.0
 """Each observation delivery's bound (they happen after settlement, inside the budget)."""
+
+
+ADAPTER_FIX = (
+    " (`ahp-adapter install` writes only the adapter's own absolute path, not the "
+    "backends'; `ahp-adapter doctor DIALECT` checks each backend command on the hook's PATH)"
+)
+"""What the adapter adds to a fix about a command not on the hook's ``PATH``."""
+
+
+def failure_lines(diagnostics: Sequence[Diagnostic]) -> tuple[str, ...]:
+    """The operator's line about each backend that failed
+    (:func:`ahp_protocol.client.failure_line`), with the adapter's own tools named where
+    the fix is the hook's ``PATH``."""
+    from ahp_protocol.client import failure_line, fix_for
+
+    lines: list[str] = []
+    for d in diagnostics:
+        if d.outcome == "failed" and d.failure is not None:
+            line = failure_line(d.backend, d.failure, d.policy, d.detail)
+            lines.append(line + ADAPTER_FIX if fix_for(d.failure, d.detail) else line)
+    return tuple(lines)
 
 
 class EngineError(Exception):
@@ -143,15 +167,9 @@ class Engine:
             return NativeDecision(
                 "failure", policy=self.policy(dispatcher), detail="internal error"
             )
-        for diagnostic in result.diagnostics:
-            if diagnostic.outcome == "failed":
-                log.warning(
-                    "backend %s: %s (%s)",
-                    diagnostic.backend,
-                    diagnostic.failure,
-                    diagnostic.policy or "observation",
-                )
+        failures = failure_lines(result.diagnostics)
         if result.denial is not None:
+            failed = result.denial_failure
             return NativeDecision(
                 "deny",
                 reason=result.denial.reason,
@@ -159,6 +177,9 @@ class Engine:
                 synthetic=result.denial.synthetic,
                 policy=self.policy(dispatcher),
                 detail="backend failure (fail-closed)" if result.denial.synthetic else "",
+                backend=result.denial.backend if result.denial.synthetic else None,
+                failure=failed.failure.value if failed and failed.failure else None,
+                failures=failures,
             )
         updated = result.tool_input
         sent = event.get("tool")
@@ -169,9 +190,12 @@ class Engine:
             and updated != sent.get("input")
         ):
             return NativeDecision(
-                "modify", policy=self.policy(dispatcher), updated_input=dict(updated)
+                "modify",
+                policy=self.policy(dispatcher),
+                updated_input=dict(updated),
+                failures=failures,
             )
-        return NativeDecision("none", policy=self.policy(dispatcher))
+        return NativeDecision("none", policy=self.policy(dispatcher), failures=failures)
 
     async def observe(
         self, event: Mapping[str, Any], capabilities: Mapping[str, Any], budget: float

@@ -3,7 +3,8 @@
 For a pre-tool hook: read the native payload from stdin, build ``tool.before``,
 run the registration's chain (through the warm daemon, or in this process),
 and answer in the dialect's own form: its blocking answer on a deny (a
-backend's reason, or the generic reason after a fail-closed failure); on
+backend's reason; after a fail-closed backend failure, "Required policy backend
+ID unavailable (CLASS)."; the generic reason when nothing ran); on
 Claude Code, an accepted input rewrite as ``updatedInput`` alone (never with a
 permission decision); and the dialect's "no decision" otherwise (nothing, or
 ``{}`` for Cursor: see each codec's ``quirks``). Never the native "allow": no
@@ -22,7 +23,8 @@ observations: best effort, never an answer.
 Stdout carries the native answer and nothing else (file descriptor 1 is
 pointed at stderr while the chain runs); no traceback ever reaches it.
 Diagnostics go to stderr where the dialect tolerates it (not Gemini, which
-reads stray text).
+reads stray text): one line per failed backend, with its failure class, policy,
+the diagnostic's fixed detail and, for a command not on the hook's ``PATH``, the fix.
 
 Owns the steps from a native payload to a native answer, each once:
 :func:`read_call` (payload -> :class:`Call`: the codec and the canonical event,
@@ -424,9 +426,11 @@ def answer_for(call: Call, decided: NativeDecision, log: Log) -> NativeAnswer:
             with contextlib.suppress(ModifyNotCarried):
                 return call.dialect.render_modify(decided.updated_input, call.native_event)
         decided = NativeDecision("failure", policy=decided.policy, detail="rewrite not carried")
+    for line in decided.failures:  # the operator's: which backend, why, how to fix it
+        log(line)
     if decided.decision == "failure":
         log(f"no decision ({decided.detail}); policy {decided.policy}")
-    elif decided.synthetic:
+    elif decided.synthetic and not decided.failures:
         log(f"fail-closed backend failure ({decided.detail})")
     if decided.blocks:
         return call.dialect.render_deny(decided.block_reason, call.native_event)
