@@ -23,7 +23,10 @@ COMMANDS = {
 
 #: A subcommand served by a module of its own: ``audit replay`` is a harness-side tool
 #: that reads the audit database, and the audit backend's processes never import it.
-SUBCOMMANDS = {("audit", "replay"): "ahp_backends.replay"}
+SUBCOMMANDS = {
+    ("audit", "replay"): "ahp_backends.replay",
+    ("policy", "test"): "ahp_backends.policy_tests",  # it loads policies: policy never imports it
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -508,10 +508,6 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
-    if args_list[:1] == ["test"]:
-        from ahp_backends.policy_tests import main as run_tests
-
-        return run_tests(args_list[1:])
     if args_list[:1] == ["serve"]:
         args_list = args_list[1:]
     args = _parser().parse_args(args_list)

@@ -112,7 +112,7 @@ TAIL = 600
 
 
 @dataclass(frozen=True, slots=True)
-class Hook:
+class JudgeBackend:
     """One hook of a scenario's registration: the scripted backend in one mode."""
 
     id: str
@@ -128,7 +128,7 @@ class Scenario:
     id: str
     title: str
     requirements: tuple[str, ...]
-    hooks: tuple[Hook, ...]
+    hooks: tuple[JudgeBackend, ...]
     host: str
     runs: bool
     """Whether the call must have run (the marker exists)."""
@@ -165,7 +165,7 @@ def scenarios() -> list[Scenario]:
                 f"control.{t}",
                 f"control over {t}: a well-behaved backend gets the tool.before, the call runs",
                 ("AHP-REG-001", "AHP-REG-002"),
-                (Hook(FIRST, None, _TRANSPORT_OF[t]),),
+                (JudgeBackend(FIRST, None, _TRANSPORT_OF[t]),),
                 "allow",
                 True,
             )
@@ -179,8 +179,8 @@ def scenarios() -> list[Scenario]:
                 "interceptor is not asked",
                 ("AHP-DEC-002", "AHP-COMP-001"),
                 (
-                    Hook(FIRST, "deny", _TRANSPORT_OF[t], policy),
-                    Hook(SECOND, None, _TRANSPORT_OF[t], "fail-open"),
+                    JudgeBackend(FIRST, "deny", _TRANSPORT_OF[t], policy),
+                    JudgeBackend(SECOND, None, _TRANSPORT_OF[t], "fail-open"),
                 ),
                 "allow",
                 False,
@@ -192,7 +192,7 @@ def scenarios() -> list[Scenario]:
             "no-effect.refuse",
             "no effect never bypasses the host's own refusal",
             ("AHP-DEC-003", "AHP-SEC-001"),
-            (Hook(FIRST, None, "persistent"),),
+            (JudgeBackend(FIRST, None, "persistent"),),
             "refuse",
             False,
         )
@@ -203,7 +203,7 @@ def scenarios() -> list[Scenario]:
                 f"allow.refuse.{t}",
                 f"allow over {t} never bypasses the host's own refusal",
                 ("AHP-SEC-001", "AHP-DEC-003"),
-                (Hook(FIRST, "allow", _TRANSPORT_OF[t]),),
+                (JudgeBackend(FIRST, "allow", _TRANSPORT_OF[t]),),
                 "refuse",
                 False,
             )
@@ -219,7 +219,7 @@ def scenarios() -> list[Scenario]:
                         f"failure.{name}.{t}.{policy}",
                         f"{name} over {t} under {policy} is not a decision: {what}",
                         ("AHP-FAIL-001", *extra),
-                        (Hook(FIRST, fault, _TRANSPORT_OF[t], policy, ms),),
+                        (JudgeBackend(FIRST, fault, _TRANSPORT_OF[t], policy, ms),),
                         "allow",
                         runs,
                     )
@@ -229,7 +229,7 @@ def scenarios() -> list[Scenario]:
             "failure.crash.stdio.fail-open.refuse",
             "crash over stdio under fail-open leaves the call to the host: its refusal holds",
             ("AHP-FAIL-001", "AHP-SEC-001"),
-            (Hook(FIRST, "crash", "persistent", "fail-open"),),
+            (JudgeBackend(FIRST, "crash", "persistent", "fail-open"),),
             "refuse",
             False,
         )
@@ -239,7 +239,7 @@ def scenarios() -> list[Scenario]:
             "secret.http",
             "a bearer token and a secret header reach the backend only as headers",
             ("AHP-AUTH-001",),
-            (Hook(FIRST, None, "http", secret=True),),
+            (JudgeBackend(FIRST, None, "http", secret=True),),
             "allow",
             True,
         )
@@ -251,7 +251,7 @@ def scenarios() -> list[Scenario]:
 
 
 @dataclass
-class Outcome:
+class PromiseRun:
     """What one run of the harness left: records, marker, exit, time, output."""
 
     scenario: Scenario
@@ -313,7 +313,7 @@ class Judge:
     def env(self, extra: Mapping[str, str]) -> dict[str, str]:
         return {**os.environ, **self.secrets, **extra}
 
-    def _start_http(self, folder: Path, hook: Hook, args: list[str]) -> tuple[Any, str]:
+    def _start_http(self, folder: Path, hook: JudgeBackend, args: list[str]) -> tuple[Any, str]:
         ready = folder / f"{hook.id}.ready.json"
         bearer = ["--bearer-token-env", TOKEN_ENV] if hook.secret else []
         with (folder / f"{hook.id}.log").open("wb") as log:
@@ -333,7 +333,9 @@ class Judge:
             time.sleep(0.02)
         return process, str(json.loads(ready.read_text("utf-8"))["endpoint"])
 
-    def registration_hook(self, hook: Hook, url: str | None, record: Path) -> dict[str, Any]:
+    def registration_hook(
+        self, hook: JudgeBackend, url: str | None, record: Path
+    ) -> dict[str, Any]:
         entry: dict[str, Any] = {"id": hook.id}
         if url is not None:
             entry["transport"] = {"type": "http", "url": url}
@@ -359,11 +361,11 @@ class Judge:
         ]
         return entry
 
-    def run(self, scenario: Scenario) -> Outcome:
+    def run(self, scenario: Scenario) -> PromiseRun:
         folder = self.workdir / scenario.id
         workspace = folder / "workspace"
         workspace.mkdir(parents=True)
-        outcome = Outcome(scenario, folder)
+        outcome = PromiseRun(scenario, folder)
         records = {h.id: folder / f"{h.id}.record.jsonl" for h in scenario.hooks}
         servers: list[subprocess.Popen[bytes]] = []
         try:
@@ -406,7 +408,7 @@ class Judge:
         outcome.received = {h: read_record(p) for h, p in records.items()}
         return outcome
 
-    def _run_harness(self, outcome: Outcome, env: dict[str, str]) -> None:
+    def _run_harness(self, outcome: PromiseRun, env: dict[str, str]) -> None:
         log_path = outcome.folder / "harness.log"
         started = time.monotonic()
         with log_path.open("wb") as log:
@@ -438,7 +440,7 @@ class Judge:
 # -- judging ------------------------------------------------------------------------------
 
 
-def judge_outcome(outcome: Outcome, controls: Mapping[str, Outcome]) -> list[Check]:
+def judge_outcome(outcome: PromiseRun, controls: Mapping[str, PromiseRun]) -> list[Check]:
     s = outcome.scenario
 
     def check(status: Any, detail: str = "", received: Any = None) -> Check:
@@ -508,7 +510,7 @@ def judge_outcome(outcome: Outcome, controls: Mapping[str, Outcome]) -> list[Che
     return checks
 
 
-def control_ok(outcome: Outcome) -> bool:
+def control_ok(outcome: PromiseRun) -> bool:
     return (
         outcome.error is None
         and not outcome.timed_out
@@ -517,7 +519,7 @@ def control_ok(outcome: Outcome) -> bool:
     )
 
 
-def requests_check(outcomes: Sequence[Outcome]) -> Check:
+def requests_check(outcomes: Sequence[PromiseRun]) -> Check:
     from ahp_protocol.wire.errors import WireError, WireErrors
     from ahp_protocol.wire.messages import validate_message
 
@@ -550,7 +552,7 @@ def requests_check(outcomes: Sequence[Outcome]) -> Check:
     return Check("requests.valid", title, requirements, "pass", f"{seen} requests")
 
 
-def secrets_check(outcomes: Sequence[Outcome], values: Sequence[str]) -> Check:
+def secrets_check(outcomes: Sequence[PromiseRun], values: Sequence[str]) -> Check:
     title = "no secret (bearer token, secret header) in any event, log or output"
     if not any(messages for o in outcomes for messages in o.received.values()):
         return Check("secret.leak", title, ("AHP-AUTH-001",), "n/a", "no backend received anything")
@@ -597,7 +599,7 @@ def judge(
             if any(control_ok(o) for o in controls.values()) or not controls:
                 ran += list(pool.map(j.run, rest))
             else:
-                ran += [Outcome(s, Path(temporary)) for s in rest]
+                ran += [PromiseRun(s, Path(temporary)) for s in rest]
         checks: list[Check] = []
         for outcome in ran:
             checks.extend(judge_outcome(outcome, controls))
