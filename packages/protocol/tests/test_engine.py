@@ -356,3 +356,212 @@ def test_any_chain_settles_by_the_rules(chain_spec: list[tuple[str, str]]) -> No
         kind, index = expected_stop
         assert result.permission == "deny" and result.denied_by == f"com.example.b{index}"
         assert result.synthetic_denial == (kind == "synthetic")
+
+
+# -- the details a diagnostic keeps (each pinned: an operator reads them) -------------
+
+
+@pytest.mark.parametrize(
+    ("result", "detail"),
+    [
+        (None, "result is not an object"),
+        ({"effects": []}, "unsupported protocolVersion"),
+        ({"protocolVersion": "draft"}, "result has no effects array"),
+        (
+            {"protocolVersion": "draft", "effects": [], "manifest": {}},
+            "discovery payload in a decision",
+        ),
+        (
+            {"protocolVersion": "draft", "effects": [{"type": "deny"}]},
+            "effect rejected (malformed)",
+        ),
+        ({"protocolVersion": "draft", "effects": [{"type": "x.y"}]}, "effect rejected (unknown)"),
+    ],
+)
+def test_a_failed_answer_says_why_in_a_fixed_phrase(result: Any, detail: str) -> None:
+    with pytest.raises(OperationalFailure) as caught:
+        accept("tool.before", Grants(GRANT), {"jsonrpc": "2.0", "id": "1", "result": result})
+    assert caught.value.detail == detail
+
+
+def test_an_unparsable_effects_list_is_malformed_with_a_fixed_phrase() -> None:
+    with pytest.raises(OperationalFailure) as caught:
+        accept("tool.before", Grants(GRANT), answer_with([{"type": "message", "text": 7}]))
+    assert caught.value.failure in (F.MALFORMED_EFFECT, F.UNADVERTISED_EFFECT)
+    assert caught.value.detail in ("effects rejected", "effect rejected (malformed)")
+
+
+def test_an_rpc_error_is_its_detail() -> None:
+    error = {"code": -32004, "message": "x", "data": {"reason": "evaluation failed"}}
+    with pytest.raises(OperationalFailure) as caught:
+        result_of({"jsonrpc": "2.0", "id": "1", "error": error})
+    assert caught.value.failure == F.RPC_ERROR
+    assert caught.value.detail == rpc_error_detail(error)
+    assert caught.value.detail.endswith(": evaluation failed")
+    assert rpc_error_detail({"code": -32004, "data": {"reason": 5}}) == (
+        "backend answered with JSON-RPC error -32004 (backend_internal_error)"
+    )
+
+
+def test_every_way_to_fail_keeps_the_exchange_record() -> None:
+    clock = Clock()
+    for fail in ("receive", "late", "fail", "expire"):
+        c = chain("fail-open", clock=clock)
+        send = c.send()
+        assert send is not None
+        exchange = Exchange()
+        exchange.discard(3)
+        if fail == "receive":
+            diagnostic = c.receive({"jsonrpc": "2.0", "id": "1", "result": None}, exchange)
+            assert diagnostic.detail == "result is not an object"
+        elif fail == "late":
+            clock.now = send.deadline + 1
+            diagnostic = c.receive(answer(send), exchange)
+            assert (diagnostic.failure, diagnostic.detail) == (
+                F.DEADLINE_EXCEEDED,
+                "no answer in time",
+            )
+        elif fail == "fail":
+            got = c.fail(OperationalFailure(F.MALFORMED_OUTPUT, "bad"), exchange)
+            assert got is not None
+            diagnostic = got
+            assert diagnostic.detail == "bad"
+        else:
+            diagnostic = c.expire(exchange)
+            assert diagnostic.detail == "no answer in time"
+        assert diagnostic.discarded == 1 and diagnostic.outcome == "failed", fail
+        assert diagnostic.policy == "fail-open" and diagnostic.subscription == 0
+
+
+def test_an_answer_at_the_deadline_itself_is_in_time() -> None:
+    clock = Clock()
+    c = chain("fail-open", clock=clock)
+    send = c.send()
+    assert send is not None
+    clock.now = send.deadline
+    diagnostic = c.receive(answer(send, {"type": "message", "text": "hi"}))
+    assert (diagnostic.outcome, diagnostic.failure, diagnostic.policy) == ("accepted", None, None)
+    assert c.result().messages == ("hi",) and c.result().event_type == "tool.before"
+
+
+def test_latency_runs_from_the_send() -> None:
+    clock = Clock()
+    c = chain("fail-open", "fail-open", clock=clock)
+    first = c.send()
+    clock.now += 0.25
+    assert c.receive(answer(first)).latency_ms == pytest.approx(250.0)
+    clock.now += 1.0  # time between exchanges is nobody's latency
+    second = c.send()
+    clock.now += 0.5
+    assert c.receive(answer(second)).latency_ms == pytest.approx(500.0)
+
+
+def test_a_retried_request_is_judged_by_its_grant() -> None:
+    c = chain("fail-open")
+    c.send()
+    assert c.fail(CRASH) is None
+    again = c.send()
+    assert again is not None
+    assert c.receive(answer(again, {"type": "ask"})).failure == F.UNADVERTISED_EFFECT
+
+
+def test_the_carried_state_is_the_first_request_s_state() -> None:
+    from ahp_protocol.wire.state import Candidate
+
+    grants = (GRANT, Grants(GRANT))
+    candidate = Candidate(value="earlier result")
+    c = Chain(
+        tool_before(),
+        routes("fail-open"),
+        lambda _t, _r: grants,
+        permission="ask",
+        candidate=candidate,
+    )
+    send = c.send()
+    assert send is not None
+    state = send.message["params"]["state"]
+    assert state["permission"] == "ask" and state["candidate"] == candidate.to_wire()
+
+
+def test_a_fail_closed_denial_names_its_route() -> None:
+    c = chain("fail-open", "fail-closed")
+    c.receive(answer(c.send()))
+    c.send()
+    c.expire()
+    assert c.send() is None
+    denial = c.result().denial
+    assert denial is not None and (denial.backend, denial.subscription) == ("com.example.b1", 0)
+
+
+def test_misuse_says_what_to_do() -> None:
+    c = chain("fail-open")
+    with pytest.raises(RuntimeError, match=r"call send\(\) first"):
+        c.expire()
+    with pytest.raises(RuntimeError, match="not settled"):
+        c.result()
+    c.send()
+    with pytest.raises(RuntimeError, match=r"send\(\) has more to send"):
+        c.deliveries([], [], lambda _r, _f: {})
+
+
+@pytest.mark.parametrize(
+    ("observers", "uncalled", "failure", "audits", "count"),
+    [
+        (False, False, False, False, 0),
+        (False, False, True, False, 0),  # a failure, nobody audits it
+        (False, False, True, True, 1),  # its hook.failure
+        (False, True, True, False, 1),  # the short-circuit only
+        (False, True, True, True, 2),  # the short-circuit and the hook.failure
+        (True, False, False, False, 1),  # the observer
+    ],
+)
+def test_what_is_observed_depends_on_who_listens(
+    observers: bool, uncalled: bool, failure: bool, audits: bool, count: int
+) -> None:
+    policy = "fail-closed" if uncalled else "fail-open"
+    c = chain(policy, "fail-open") if uncalled else chain(policy)
+    send = c.send()
+    if failure or uncalled:
+        c.fail(OperationalFailure(F.MALFORMED_OUTPUT, "x"))
+    else:
+        c.receive(answer(send))
+    while (more := c.send()) is not None:
+        c.receive(answer(more))
+    observer, audit = routes("fail-open", "fail-open")
+    made = c.deliveries(
+        [observer] if observers else [], [audit] if audits else [], lambda _r, _f: {"type": "x"}
+    )
+    assert len(made) == count
+
+
+def test_a_route_sees_the_event_as_its_content_selection_says() -> None:
+    event = {**tool_before(), "native": {"raw": "payload"}}
+    full, metadata = [
+        route_with(content) for content in ({"default": "body"}, {"default": "metadata"})
+    ]
+    assert full.sees_everything and not metadata.sees_everything
+    assert "native" not in full.view(event)  # includeNative not asked for
+    assert full.view(tool_before()) is not None
+    plain = tool_before()
+    assert full.view(plain) is plain  # nothing to withhold: the event itself
+    assert metadata.view(plain) is not plain and metadata.view(plain)["id"] == plain["id"]
+    native = route_with({"default": "body"}, include_native=True)
+    assert native.view(event) is event
+    assert full.of(full.hook, 3, full.subscription).index == 3
+
+
+def route_with(content: dict[str, str], **extra: Any) -> Route:
+    sub = {
+        "mode": "intercept",
+        "events": ["tool.before"],
+        "timeoutMs": 1000,
+        "failurePolicy": "fail-open",
+        "content": content,
+        **({"includeNative": True} if extra.get("include_native") else {}),
+    }
+    hook = {"id": "com.example.v", "transport": {"type": "http", "url": "http://127.0.0.1:9/"}}
+    registration = parse_registration(
+        {"protocolVersion": "draft", "hooks": [{**hook, "subscriptions": [sub]}]}
+    )
+    (parsed,) = registration.hooks
+    return Route.of(parsed, 0, parsed.subscriptions[0])
