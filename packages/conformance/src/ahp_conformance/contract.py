@@ -245,7 +245,7 @@ def _spawn(argv: Sequence[str], cwd: Path, stderr: Any) -> subprocess.Popen[byte
         raise ContractError(f"cannot start {argv[0]!r}: {exc.strerror or exc}") from None
 
 
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
+def kill_group(process: subprocess.Popen[bytes]) -> None:
     """End a process and everything it started (its own session)."""
     if process.poll() is None:
         with contextlib.suppress(ProcessLookupError):
@@ -290,7 +290,7 @@ def run_client(
         except subprocess.TimeoutExpired:
             timed_out = True
         finally:
-            _kill_group(process)
+            kill_group(process)
     elapsed = time.monotonic() - started
     tail = log_path.read_bytes()[-4000:].decode("utf-8", "replace")
     report: dict[str, Any] | None = None
@@ -355,7 +355,7 @@ class ServerProcess:
             httpx.post(self.control + "/shutdown", json={}, timeout=5)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=5)
-        _kill_group(self.process)
+        kill_group(self.process)
 
     def log(self) -> str:
         return self.log_path.read_bytes()[-4000:].decode("utf-8", "replace")
@@ -386,7 +386,7 @@ def start_server(
         if process.poll() is not None:
             break
         time.sleep(0.02)
-    _kill_group(process)
+    kill_group(process)
     tail = log_path.read_bytes()[-2000:].decode("utf-8", "replace")
     raise ContractError(
         f"the {adapter.language} server adapter wrote no readiness file within "

@@ -68,12 +68,10 @@ Exit status 1 when a check fails (:func:`ahp_conformance.report.emit`).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import secrets
 import shlex
-import signal
 import subprocess
 import sys
 import tempfile
@@ -86,6 +84,7 @@ from typing import Any
 
 from ahp_protocol.testing.serve import read_record
 
+from ahp_conformance.contract import kill_group
 from ahp_conformance.fixtures import load_catalogue
 from ahp_conformance.report import Check, Evidence, Report, add_output_arguments, emit
 
@@ -280,18 +279,6 @@ class PromiseRun:
         return f"exit status {self.returncode}; last output line: {last[-300:]}"
 
 
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=3)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        process.wait(timeout=3)
-
-
 class Judge:
     """Runs scenarios of one harness command (``-- CMD ARGS...``)."""
 
@@ -328,7 +315,7 @@ class Judge:
         deadline = time.monotonic() + READY_TIMEOUT_S
         while not ready.is_file():  # the ready file is the signal
             if process.poll() is not None or time.monotonic() > deadline:
-                _kill_group(process)
+                kill_group(process)
                 raise RuntimeError(f"the scripted HTTP backend did not start ({hook.id})")
             time.sleep(0.02)
         return process, str(json.loads(ready.read_text("utf-8"))["endpoint"])
@@ -404,7 +391,7 @@ class Judge:
             outcome.error = str(exc)
         finally:
             for server in servers:
-                _kill_group(server)
+                kill_group(server)
         outcome.received = {h: read_record(p) for h, p in records.items()}
         return outcome
 
@@ -431,7 +418,7 @@ class Judge:
             except subprocess.TimeoutExpired:
                 outcome.timed_out = True
             finally:
-                _kill_group(process)
+                kill_group(process)
         outcome.elapsed_s = time.monotonic() - started
         outcome.returncode = process.returncode
         outcome.output = log_path.read_bytes()[-8000:].decode("utf-8", "replace")
