@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import sys
 import threading
 from collections.abc import Sequence
 from functools import cache
@@ -106,3 +107,21 @@ class StderrLines:
                 raise AssertionError(f"exited before printing {needle!r}: {''.join(self.lines)}")
             if needle in text:
                 return text
+
+
+def kit_adapter_here() -> Any:
+    """The kit's interop adapter (``interop/adapter.json``) with its commands run by this
+    interpreter instead of ``uv run``: what the adapter file runs, without a ``uv run``
+    (about 100 ms of CPU) before each of the dozens of processes a scenario file starts.
+    ``test_kit_adapters.py`` proves the committed file's own commands once."""
+    from ahp_conformance import contract, matrix
+
+    committed = contract.load_adapter(matrix.KIT_ADAPTER)
+    assert committed.server is not None and committed.client is not None
+    return contract.Adapter(
+        committed.language,
+        (sys.executable, *committed.server[committed.server.index("python") + 1 :]),
+        (sys.executable, *committed.client[committed.client.index("python") + 1 :]),
+        committed.cwd,
+        committed.extensions,
+    )

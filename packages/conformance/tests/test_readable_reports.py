@@ -81,3 +81,27 @@ def test_a_mistyped_harness_client_is_one_line() -> None:
     )
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert "cannot start 'no-such-client': No such file or directory" in done.stderr
+
+
+def test_a_long_command_stays_on_one_line_in_piped_output(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # #29: piped output is 80 columns; a printed command or path broken mid-word cannot be
+    # pasted back. The default console soft-wraps: each printed line stays whole.
+    from ahp_conformance.fixtures import load_catalogue
+    from ahp_conformance.report import Check, Report
+
+    import kit_testing
+
+    command = "/opt/" + "very-long-folder-name/" * 6 + "guard-backend --rules guard.toml"
+    report = Report(
+        role="backend",
+        subject=command,
+        catalogue=load_catalogue(kit_testing.fixtures_root()),
+        checks=[Check("start", "the backend starts", ("AHP-RPC-001",), "fail", f"run {command}")],
+    )
+    report.render()
+    out = capsys.readouterr().out
+    assert len(command) > 80
+    assert f"ahp-conformance backend — {command}" in out.splitlines(), out
+    assert any(f"run {command}" in line for line in out.splitlines()), out  # the fix, whole

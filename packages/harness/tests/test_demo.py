@@ -116,7 +116,7 @@ def test_the_demo_runs_and_says_what_happened(run: Run) -> None:
     assert "HTTP at http://127.0.0.1:" in run.out  # two transports: stdio and HTTP
     assert "stdio, persistent" in run.out
     assert "no effect is not permission" in run.out
-    assert "ahp-backend approval grant --store" in run.out  # how to approve the push
+    assert "ahp-backend approval grant --db" in run.out  # how to approve the push
     assert "build/ is still there" in run.out
     db = run.work / "audit.db"
     assert f"audit database: {db}" in run.out

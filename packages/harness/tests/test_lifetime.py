@@ -133,3 +133,13 @@ def test_nothing_heavy_is_imported_before_the_harness_re_executes_itself() -> No
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=30, check=True
     )
     assert done.stdout.strip() == "[]"
+
+
+def test_a_session_imports_httpx_only_when_it_fetches() -> None:
+    # The fetch tool imports httpx at its first fetch (and the client's HTTP transport
+    # when a registration has an HTTP hook): a session of stdio hooks starts ~90 ms sooner.
+    probe = "import sys, ahp_harness.harness, ahp_harness.session; print('httpx' in sys.modules)"
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=30, check=True
+    )
+    assert done.stdout.strip() == "False"

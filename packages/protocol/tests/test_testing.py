@@ -236,3 +236,17 @@ async def test_hooks_take_a_transport_too() -> None:
         call = hooks.session(cwd="/repo").tool_call("Bash", {"command": "ls"}, kind="shell")
         result = await call.before()
     assert result.denied and result.denied_by == ID and not result.synthetic_denial
+
+
+def test_the_process_form_imports_neither_the_client_nor_pydantic() -> None:
+    # Over per_event stdio the scripted backend starts once per event: what it imports is
+    # paid at each start (the in-memory transport brings the client and pydantic, about
+    # 100 ms; an HTTP server another 30 ms, needed only with --http). A fresh interpreter.
+    probe = (
+        "import sys, ahp_protocol.testing.serve; "
+        "print([m for m in ('pydantic', 'ahp_protocol.client', 'anyio', 'http.server') "
+        "if m in sys.modules])"
+    )
+    done = subprocess.run([PY, "-c", probe], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -353,7 +353,7 @@ def render(matrix: Matrix, console: Any = None) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    console = console or Console()
+    console = console or Console(soft_wrap=True)  # a command or path stays on one line
     table = Table(
         title=f"Interop matrix: {len(matrix.drivable)} request/response scenarios",
         title_justify="left",

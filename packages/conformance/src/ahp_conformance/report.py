@@ -312,7 +312,7 @@ class Report:
         from rich.console import Console
         from rich.markup import escape
 
-        console = console or Console()
+        console = console or Console(soft_wrap=True)  # a command or path stays on one line
         console.print(f"[bold]ahp-conformance {self.role}[/] — {escape(self.redact(self.subject))}")
         failed = [c for c in self.checks if c.status == "fail"]
         counts = {s: sum(c.status == s for c in self.checks) for s in _ORDER if s != "not checked"}

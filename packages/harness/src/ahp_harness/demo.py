@@ -236,7 +236,8 @@ def localize(
 
     ``ahp-backend`` becomes ``backend`` (absolute), the demo's files after
     ``--rules``/``--config`` become absolute (under ``paths.files``), ``--db`` (the
-    audit database) and ``--store`` (the grants) point into the work folder, and the
+    audit database, or the grants for ``approval``; ``--store`` is its other name)
+    points into the work folder, and the
     approval backend's URL is the one it is listening on. With ``guard`` other than
     ``denylist``, the deny-list's hook runs that backend with its rules file instead
     (and is named by its id); its transport and subscriptions stay as they are.
@@ -257,13 +258,12 @@ def localize(
         if transport.get("type") != "stdio" or transport.get("command") != "ahp-backend":
             continue
         args = list(transport.get("args", []))
+        database = paths.grants if args[:1] == ["approval"] else paths.audit_db
         for i in range(len(args) - 1):
             if args[i] in _PATH_FLAGS:
                 args[i + 1] = str((paths.files / args[i + 1]).resolve())
-            elif args[i] == "--db":
-                args[i + 1] = str(paths.audit_db)
-            elif args[i] == "--store":
-                args[i + 1] = str(paths.grants)
+            elif args[i] in ("--db", "--store"):
+                args[i + 1] = str(database)
         transport["command"] = backend[0]
         transport["args"] = [*backend[1:], *args]
     return registration
@@ -279,7 +279,7 @@ class ApprovalServer:
         argv = [
             *backend,
             "approval",
-            "--store",
+            "--db",
             str(paths.grants),
             "--config",
             str(paths.files / "approval.toml"),
@@ -351,7 +351,7 @@ def grant(backend: Sequence[str], paths: DemoPaths) -> str:
         *backend,
         "approval",
         "grant",
-        "--store",
+        "--db",
         str(paths.grants),
         "--tool",
         tool,
@@ -365,7 +365,7 @@ def grant(backend: Sequence[str], paths: DemoPaths) -> str:
     done = subprocess.run(argv, capture_output=True, text=True, timeout=START_TIMEOUT_S)
     if done.returncode != 0:
         raise DemoError("recording the demo's approval grant failed: " + done.stderr.strip())
-    shown = f"ahp-backend approval grant --store {shlex.quote(str(paths.grants))} "
+    shown = f"ahp-backend approval grant --db {shlex.quote(str(paths.grants))} "
     shown += f"--tool {tool} --match {shlex.quote(match)} --expires 1h"
     return shown
 
@@ -580,7 +580,8 @@ def _report(paths: DemoPaths, backend: Sequence[str], guard: Guard = GUARDS["den
             exchanges[(str(record.get("callId")), str(record.get("backend")))] = record
     types, per_call = _audit_counts(paths.audit_db)
 
-    console = Console(highlight=False)
+    # soft_wrap: a printed path or command is never broken mid-word (piped output, 80 columns).
+    console = Console(highlight=False, soft_wrap=True)
     table = Table(title="What happened", title_justify="left")
     table.add_column("call")
     table.add_column(guard.label)

@@ -20,9 +20,34 @@ For example, that a fail-closed subscription turns a hanging backend into a deni
     assert result.synthetic_denial
 """
 
-from ahp_protocol.testing.events import tool_before
-from ahp_protocol.testing.faults import FAULTS, Answer, Misbehaving
-from ahp_protocol.testing.memory import MemoryTransport, Scripted, memory_transports
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ahp_protocol.testing.events import tool_before
+    from ahp_protocol.testing.faults import FAULTS, Answer, Misbehaving
+    from ahp_protocol.testing.memory import MemoryTransport, Scripted, memory_transports
+else:
+    _HOMES = {
+        "tool_before": "events",
+        "FAULTS": "faults",
+        "Answer": "faults",
+        "Misbehaving": "faults",
+        "MemoryTransport": "memory",
+        "Scripted": "memory",
+        "memory_transports": "memory",
+    }
+
+    def __getattr__(name: str) -> object:
+        # Lazy: the scripted backend's process (``python -m ahp_protocol.testing``, spawned
+        # once per event over per_event stdio) needs neither the client nor pydantic,
+        # which the in-memory transport brings (about 100 ms at each start).
+        home = _HOMES.get(name)
+        if home is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        import importlib
+
+        return getattr(importlib.import_module(f"{__name__}.{home}"), name)
+
 
 __all__ = [
     "FAULTS",

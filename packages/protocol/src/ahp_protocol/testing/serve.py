@@ -37,9 +37,8 @@ import os
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from ahp_protocol.testing.faults import (
     CRASH_STATUS,
@@ -159,11 +158,18 @@ def loopback_address(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
+if TYPE_CHECKING:
+    from http.server import ThreadingHTTPServer
+
+
 def http_server(
     fake: Misbehaving, record: Recorder, address: tuple[str, int], bearer: str | None = None
 ) -> ThreadingHTTPServer:
     """An HTTP server answering every ``POST`` as one AHP message (not started)."""
     hold = threading.Event()  # never set: where ``hang`` waits
+
+    # Imported here: a stdio process (one per event over per_event) does not pay for it.
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
