@@ -1161,6 +1161,36 @@ def test_the_readable_fields_come_from_the_wire_models() -> None:
     assert event_fields("tool.before")["tool"]["input"] is None  # open: any key
 
 
+def test_the_fields_file_is_what_the_models_derive() -> None:
+    # event_fields.json is output (read so that a per_event policy start needs no
+    # pydantic); the models stay the one source: any difference fails here.
+    from ahp_backends.policy_fields import FIELDS_FILE, derive_event_fields
+
+    written = json.loads(FIELDS_FILE.read_text("utf-8"))
+    assert written == derive_event_fields(), (
+        f"{FIELDS_FILE.name} differs from the event models: "
+        "run `uv run python -m ahp_backends.policy_fields` and commit the file"
+    )
+
+
+def test_loading_a_policy_imports_no_pydantic(tmp_path: Path) -> None:
+    # A per_event policy backend loads its rules (their fields checked) at every call.
+    rules = tmp_path / "p.toml"
+    rules.write_text(
+        '[[rule]]\nname = "r"\nwhen = \'event.tool.kind == "shell"\'\n'
+        'action = "deny"\nreason = "no"\n',
+        "utf-8",
+    )
+    probe = (
+        "import sys; from ahp_backends.policy import parse_policy; "
+        "assert len(parse_policy(sys.argv[1]).rules) == 1; print('pydantic' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, str(rules)], capture_output=True, text=True, timeout=30
+    )
+    assert (done.returncode, done.stdout.strip()) == (0, "False"), done.stderr
+
+
 def test_a_shadowed_event_is_not_hoisted() -> None:
     from ahp_backends.policy_cel import Compiler
 

@@ -2,10 +2,18 @@
 
 Owns the field tree of an event type (:func:`event_fields`), derived from the draft's
 event models (:data:`ahp_protocol.wire.events.EVENT_MODELS`, wire names such as
-``parentEventId``): never a hand-kept list, so a field the draft adds is readable the
-day the model has it. A field holding a JSON object of any keys (``tool.input``,
-``native``, ``extensions``, ``session.counters``) is open: any key below it is accepted.
-A field holding a value (a string, a list, a number) has no fields of its own.
+``parentEventId``) by :func:`derive_event_fields`: never a hand-kept list, so a field the
+draft adds is readable the day the model has it. A field holding a JSON object of any keys
+(``tool.input``, ``native``, ``extensions``, ``session.counters``) is open: any key below
+it is accepted. A field holding a value (a string, a list, a number) has no fields of its
+own.
+
+The derivation needs the event models (pydantic, about 75 ms to import), which a policy
+backend started once per event (``lifecycle: per_event``) would pay at every call. So
+the derived trees are also written to ``event_fields.json`` beside this module, which
+:func:`event_fields` reads; the file is output, not a source: ``python -m
+ahp_backends.policy_fields`` rewrites it from the models, and a test fails, naming that
+command, whenever the file and the models differ.
 
 Also owns the check of one ``when`` expression's reads (:func:`unknown_read`): each
 ``event.a.b`` (and ``call.x``, :data:`CALL_FIELDS`) chain the expression reads, found
@@ -20,16 +28,29 @@ from __future__ import annotations
 
 import difflib
 import functools
+import json
 import re
+import sys
 import types
 import typing
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final, Union
 
-from pydantic import BaseModel
+__all__ = [
+    "CALL_FIELDS",
+    "FIELDS_FILE",
+    "Read",
+    "UnknownRead",
+    "derive_event_fields",
+    "event_fields",
+    "field_reads",
+    "unknown_read",
+]
 
-__all__ = ["CALL_FIELDS", "Read", "UnknownRead", "event_fields", "field_reads", "unknown_read"]
+FIELDS_FILE: Final = Path(__file__).with_name("event_fields.json")
+"""The derived trees of every standard event type (:func:`derive_event_fields`)."""
 
 Tree = Mapping[str, "Tree | None"]
 """The fields below a field, by wire name; ``None`` for a field open to any key."""
@@ -39,6 +60,8 @@ CALL_FIELDS: Final[Tree] = {"command": {}, "paths": {}}
 
 
 def _tree(annotation: Any, seen: frozenset[type] = frozenset()) -> Tree | None:
+    from pydantic import BaseModel  # only here: deriving needs the models, reading does not
+
     origin = typing.get_origin(annotation)
     if origin is typing.Annotated:
         return _tree(typing.get_args(annotation)[0], seen)
@@ -78,14 +101,27 @@ def _union(a: Tree | None, b: Tree | None) -> Tree | None:
     return out
 
 
-@functools.cache
-def event_fields(event_type: str) -> Tree:
-    """The field tree of ``event_type``'s model (``KeyError`` for no standard event)."""
+def derive_event_fields() -> dict[str, Tree]:
+    """The field tree of every standard event type, from its model."""
     from ahp_protocol.wire.events import EVENT_MODELS
 
-    tree = _tree(EVENT_MODELS[event_type])
-    assert tree is not None
-    return tree
+    trees: dict[str, Tree] = {}
+    for event_type, model in sorted(EVENT_MODELS.items()):
+        tree = _tree(model)
+        assert tree is not None
+        trees[event_type] = tree
+    return trees
+
+
+@functools.cache
+def _written() -> dict[str, Tree]:
+    trees: dict[str, Tree] = json.loads(FIELDS_FILE.read_text("utf-8"))
+    return trees
+
+
+def event_fields(event_type: str) -> Tree:
+    """The field tree of ``event_type``'s model (``KeyError`` for no standard event)."""
+    return _written()[event_type]
 
 
 # --------------------------------------------------------------------------- reads
@@ -208,3 +244,14 @@ def unknown_read(expression: str, event_types: Iterable[str]) -> UnknownRead | N
             bool(names),
         )
     return None
+
+
+def write_fields_file() -> None:
+    """Rewrite :data:`FIELDS_FILE` from the models (after the draft's events change)."""
+    text = json.dumps(derive_event_fields(), indent=1, sort_keys=True) + "\n"
+    FIELDS_FILE.write_text(text, "utf-8")
+
+
+if __name__ == "__main__":  # python -m ahp_backends.policy_fields
+    write_fields_file()
+    print(f"wrote {FIELDS_FILE}", file=sys.stderr)
