@@ -85,9 +85,7 @@ def test_one_spelling_per_flag_whatever_its_unit(monkeypatch: pytest.MonkeyPatch
             base = flag.removesuffix("-ms").removesuffix("-s")
             spellings.setdefault(base, set()).add(flag)
     twice = {b: s for b, s in spellings.items() if len(s) > 1}
-    # Left to rename: ahp-backend policy test --timeout (seconds) against
-    # ahp-conformance backend --timeout-ms (policy_tests.py is another change's).
-    assert twice == {"--timeout": {"--timeout", "--timeout-ms"}}
+    assert twice == {}
 
 
 @pytest.mark.parametrize(

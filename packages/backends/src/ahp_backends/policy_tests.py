@@ -16,8 +16,8 @@ Never evaluates a rule itself: each table starts its policy as the real backend
 process (``ahp-backend policy --rules FILE`` or ``ahp-backend denylist --rules FILE``,
 one persistent stdio process per table) and sends every case through
 :class:`ahp_protocol.client.Dispatcher`, so a table tests exactly what would be
-served, over the real protocol. Bounds: each case waits at most ``--timeout``
-seconds; the backend process is closed (never left behind) when its table is done,
+served, over the real protocol. Bounds: each case waits at most ``--timeout-ms``
+milliseconds; the backend process is closed (never left behind) when its table is done,
 whatever happened.
 """
 
@@ -459,26 +459,30 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("tables", nargs="+", metavar="TABLE", help="a test table (TOML)")
     parser.add_argument(
-        "--timeout",
+        "--timeout-ms",
         type=float,
-        default=DEFAULT_TIMEOUT_S,
-        metavar="SECONDS",
-        help=f"the longest wait for one case's answer (default {DEFAULT_TIMEOUT_S:g})",
+        default=DEFAULT_TIMEOUT_S * 1000,
+        metavar="MS",
+        help="the longest wait for one case's answer, in milliseconds, as a subscription's "
+        f"timeoutMs (default {DEFAULT_TIMEOUT_S * 1000:g})",
     )
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``ahp-backend policy test TABLE... [--timeout S] [--json]``."""
+    """``ahp-backend policy test TABLE... [--timeout-ms MS] [--json]``."""
     args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     # The client logs a skipped backend; this command reports it in its own words.
     logging.getLogger("ahp_protocol.client").addHandler(logging.NullHandler())
-    timeout: float = args.timeout
-    if not timeout > 0 or timeout > 600:
-        print(f"{PROG}: error: --timeout must be more than 0 and at most 600", file=sys.stderr)
+    timeout_ms: float = args.timeout_ms
+    if not timeout_ms >= 1 or timeout_ms > 600_000:
+        print(
+            f"{PROG}: error: --timeout-ms must be at least 1 and at most 600000 (10 minutes)",
+            file=sys.stderr,
+        )
         return 2
-    return _run(args.tables, timeout, args.json)
+    return _run(args.tables, timeout_ms / 1000, args.json)
 
 
 if __name__ == "__main__":
