@@ -191,3 +191,35 @@ def test_the_command_runs_every_pairing_and_flags_known_deviations_without_faili
     assert "FAIL python client x python-ahp-kit server (stdio): missing-effects-array" in (
         " ".join(unlisted.stdout.split())
     )
+
+
+def test_a_failing_matrix_says_so_first_and_stays_short(official, capsys) -> None:  # type: ignore[no-untyped-def]
+    # #29: a server that cannot start used to print one FAIL line per scenario per cell.
+    # The first line is the verdict; a cell that could not run is one line; a cell with
+    # many failures shows the first few (--verbose: every one).
+    drivable, _ = official
+    ids = [s.id for s in drivable]
+    broken = matrix.Cell("python-ahp-kit", "toy", "stdio", problem="the toy server exited 1")
+    broken.results = [matrix.Result(i, "fail", "NoResult", broken.problem) for i in ids]
+    wrong = matrix.Cell("toy", "python-ahp-kit", "stdio")
+    wrong.results = [matrix.Result(i, "fail", "Mismatch") for i in ids[:9]]
+    wrong.results += [matrix.Result(i, "pass") for i in ids[9:]]
+    passing = [
+        matrix.Cell(name, name, "stdio", [matrix.Result(i, "pass") for i in ids])
+        for name in ("python-ahp-kit", "toy")
+    ]
+    names = ["python-ahp-kit", "toy"]
+    result = matrix.Matrix([broken, wrong, *passing], names, names, ["stdio"], drivable, [])
+    matrix.render(result)
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0] == f"FAILED: {len(ids) + 9} unexpected failures in 2 of 4 cells", lines[0]
+    assert sum("the toy server exited 1" in line for line in lines) == 1
+    assert sum(line.startswith("FAIL toy client") for line in lines) == matrix.CELL_LINES
+    assert "… and 4 more failing in this cell (--verbose: every one)" in out
+    assert not any(line.startswith("FAIL python-ahp-kit client") for line in lines)
+    assert len(lines) < 40, out
+
+    matrix.render(result, verbose=True)
+    verbose = capsys.readouterr().out.splitlines()
+    assert sum(line.startswith("FAIL ") for line in verbose) == len(ids) + 9

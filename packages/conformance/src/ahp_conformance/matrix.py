@@ -347,13 +347,34 @@ def _cell_text(cell: Cell) -> str:
     return "\n".join(parts)
 
 
-def render(matrix: Matrix, console: Any = None) -> None:
-    """The matrix table, then every failing scenario id per cell, then what was not run."""
+CELL_LINES = 5
+"""Failing scenarios listed per cell in the default output (``--verbose``: every one)."""
+
+
+def summary(matrix: Matrix) -> str:
+    """The first line: passed, or how many unexpected failures in how many cells."""
+    unknown = [r for c in matrix.cells for r in c.failures if r.deviation is None]
+    known = sum(r.deviation is not None for c in matrix.cells for r in c.failures)
+    noted = f", {known} known deviation{'s' if known != 1 else ''}" if known else ""
+    if not unknown:
+        return f"[green]PASSED[/]: no unexpected failure ({len(matrix.cells)} cells{noted})"
+    broken = [c for c in matrix.cells if any(r.deviation is None for r in c.failures)]
+    return (
+        f"[bold red]FAILED[/]: {len(unknown)} unexpected failure{'s' if len(unknown) != 1 else ''}"
+        f" in {len(broken)} of {len(matrix.cells)} cells{noted}"
+    )
+
+
+def render(matrix: Matrix, console: Any = None, *, verbose: bool = False) -> None:
+    """The summary, the matrix table, then per cell why it could not run or its failing
+    scenarios (the first :data:`CELL_LINES`; ``verbose``: every one), then what was not
+    run."""
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
     console = console or Console(soft_wrap=True)  # a command or path stays on one line
+    console.print(summary(matrix))
     table = Table(
         title=f"Interop matrix: {len(matrix.drivable)} request/response scenarios",
         title_justify="left",
@@ -378,7 +399,11 @@ def render(matrix: Matrix, console: Any = None) -> None:
         where = f"{cell.client} client x {cell.server} server ({cell.transport})"
         if cell.problem:
             console.print(f"[bold red]{escape(where)} could not run:[/] {escape(cell.problem)}")
-        for result in cell.failures:
+            if not verbose:  # every scenario failed for that one reason: not one line each
+                continue
+        failures = cell.failures
+        shown = failures if verbose else failures[:CELL_LINES]
+        for result in shown:
             line = f"[bold red]FAIL[/] {escape(where)}: {escape(result.id)}"
             if result.error:
                 line += f" ({escape(result.error)})"
@@ -388,6 +413,9 @@ def render(matrix: Matrix, console: Any = None) -> None:
                     f"{escape(result.deviation.reason)}[/]"
                 )
             console.print(line)
+        if len(shown) < len(failures):
+            more = len(failures) - len(shown)
+            console.print(f"  … and {more} more failing in this cell (--verbose: every one)")
     unsupported: dict[tuple[str, str], list[str]] = {}
     for cell in matrix.cells:
         for result in cell.results:
@@ -532,7 +560,7 @@ def run(args: argparse.Namespace) -> int:
         ]
         print(json.dumps(document, indent=2, ensure_ascii=False))
     else:
-        render(matrix)
+        render(matrix, verbose=bool(args.verbose))
     return 1 if matrix.failed else 0
 
 
