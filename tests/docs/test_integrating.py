@@ -198,7 +198,8 @@ def test_without_ahp_backend_on_path_every_call_is_refused_and_the_reason_named(
     assert "'ahp-backend' not found on PATH" in run.stdout
     assert "spawn_failed, fail-closed" in run.stdout
     for call in ('"ls -la"', "rm -rf build", "notes/todo.txt", "src/main.py"):
-        assert "Required policy backend unavailable." in run.line(call)
+        named = "Required policy backend com.example.denylist unavailable (spawn_failed)."
+        assert named in run.line(call)  # which backend, which failure: never its error text
     assert not run.workspace.exists(), "a tool ran although its fail-closed backend failed"
 
 
@@ -208,7 +209,8 @@ def test_a_backend_that_dies_shows_its_stderr(example: Path) -> None:
 
     assert "abnormal_exit, fail-closed" in run.stdout
     assert "com.example.denylist stderr: error: denylist.toml: cannot read" in run.stdout
-    assert "Required policy backend unavailable." in run.line("notes/todo.txt")
+    named = "Required policy backend com.example.denylist unavailable (abnormal_exit)."
+    assert named in run.line("notes/todo.txt")
     assert not run.workspace.exists()
 
 
