@@ -106,3 +106,24 @@ def test_each_command_prints_the_one_version(
         code = exit_.code
     assert code == 0
     assert capsys.readouterr().out == f"{prog} {__version__}\n"
+
+
+def test_ahp_conformance_imports_only_the_chosen_subcommand() -> None:
+    # As ahp-backend does: `ahp-conformance promises ...` never imports the backend judge,
+    # the harness judge, the matrix or the fake backend (a fresh interpreter shows it).
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "from ahp_conformance.cli import COMMANDS, main\n"
+        "try:\n"
+        "    main(['promises', '--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(sorted(m for m, _ in COMMANDS.values() if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=30, check=True
+    )
+    assert done.stdout.splitlines()[-1] == "['ahp_conformance.promises']", done.stdout

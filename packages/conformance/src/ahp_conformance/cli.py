@@ -41,7 +41,9 @@ COMMANDS = {
 }
 
 
-def parser() -> argparse.ArgumentParser:
+def parser(chosen: str | None = None) -> argparse.ArgumentParser:
+    """The whole command; with ``chosen``, only that subcommand's module is imported (its
+    options added): the others stay listed, with their help line."""
     top = argparse.ArgumentParser(
         prog="ahp-conformance",
         description="Judge an Agent Hooks Protocol backend or harness against the draft, "
@@ -52,15 +54,22 @@ def parser() -> argparse.ArgumentParser:
     for name, (module, help_text) in COMMANDS.items():
         command = sub.add_parser(name, help=help_text, description=help_text)
         command.set_defaults(module=module)
-        importlib.import_module(module).add_arguments(command)
+        if chosen in (None, name):
+            importlib.import_module(module).add_arguments(command)
     return top
+
+
+def _chosen(argv: list[str]) -> str | None:
+    """The subcommand ``argv`` names (its first word that is one), else ``None``."""
+    return next((word for word in argv if word in COMMANDS), None)
 
 
 def main(argv: list[str] | None = None, *, whole_process: bool | None = None) -> int:
     """Run one subcommand. ``whole_process`` (default: ``argv is None``, the command line
     itself) says this process is the command, not a caller's ``main(argv)``: then it may
     take process-wide measures (``backend`` becomes a child subreaper)."""
-    args = parser().parse_args(argv)
+    words = sys.argv[1:] if argv is None else argv
+    args = parser(_chosen(words)).parse_args(words)
     args.whole_process = argv is None if whole_process is None else whole_process
     try:
         status: int = importlib.import_module(args.module).run(args)
