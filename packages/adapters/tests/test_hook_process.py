@@ -41,6 +41,14 @@ NOTHING = {"cursor": "{}\n"}
 """No effect on stdout where it is not empty (Cursor blocks on empty output under failClosed)."""
 
 
+DAEMON = {dialect: ("off", "auto")[i % 2] for i, dialect in enumerate(sorted(PRE))}
+"""One daemon mode per dialect, alternating (claude-code off, codex auto, cursor off, gemini
+auto, kimi off). The warm daemon renders the native answer with the same dialect code as
+the in-process hook, so a dialect × mode product proves nothing twice: each dialect is
+run once, and each transport below meets both modes (per_event: claude-code, gemini;
+HTTP: codex, cursor). The daemon's own paths are ``test_daemon*.py``'s."""
+
+
 def nothing(dialect: str) -> str:
     return NOTHING.get(dialect, "")
 
@@ -71,9 +79,9 @@ def reason_of(dialect: str, stdout: str) -> str:
 # -- real backends, with and without the daemon -----------------------------------------
 
 
-@pytest.mark.parametrize("daemon", ["off", "auto"])
 @pytest.mark.parametrize("dialect", sorted(PRE))
-def test_denylist_stdio_persistent(kit: Any, dialect: str, daemon: str) -> None:
+def test_denylist_stdio_persistent(kit: Any, dialect: str) -> None:
+    daemon = DAEMON[dialect]
     registration = kit.registration(kit.denylist_stdio("persistent"))
     denied = kit.run_hook(dialect, shell(dialect, "rm -rf /"), registration, daemon=daemon)
     assert denied.returncode == 0, denied.stderr
@@ -83,9 +91,9 @@ def test_denylist_stdio_persistent(kit: Any, dialect: str, daemon: str) -> None:
     assert bool(kit.daemon_sockets()) is (daemon == "auto")
 
 
-@pytest.mark.parametrize("daemon", ["off", "auto"])
 @pytest.mark.parametrize("dialect", ["claude-code", "gemini"])
-def test_denylist_stdio_per_event(kit: Any, dialect: str, daemon: str) -> None:
+def test_denylist_stdio_per_event(kit: Any, dialect: str) -> None:
+    daemon = DAEMON[dialect]
     registration = kit.registration(kit.denylist_stdio("per_event"))
     # The example rules' force-push rule names Claude's tool (Bash); rm -rf is by kind.
     command, reason = ("git push --force origin main", FORCE_PUSH)
@@ -97,9 +105,9 @@ def test_denylist_stdio_per_event(kit: Any, dialect: str, daemon: str) -> None:
     assert (allowed.returncode, allowed.stdout) == (0, "")
 
 
-@pytest.mark.parametrize("daemon", ["off", "auto"])
 @pytest.mark.parametrize("dialect", ["codex", "cursor"])
-def test_denylist_http(kit: Any, dialect: str, daemon: str) -> None:
+def test_denylist_http(kit: Any, dialect: str) -> None:
+    daemon = DAEMON[dialect]
     registration = kit.registration(kit.denylist_http())
     denied = kit.run_hook(dialect, shell(dialect, "rm -rf /tmp/x"), registration, daemon=daemon)
     assert reason_of(dialect, denied.stdout) == RM_RF
@@ -368,11 +376,11 @@ OBSERVED_CASES = {
 }
 
 
-@pytest.mark.parametrize("daemon", ["off", "auto"])
 @pytest.mark.parametrize("dialect", sorted(OBSERVED_CASES))
 def test_post_tool_and_session_hooks_are_observations(
-    kit: Any, dialect: str, daemon: str, official_schema: Any
+    kit: Any, dialect: str, official_schema: Any
 ) -> None:
+    daemon = DAEMON[dialect]
     record = kit.tmp / "record.jsonl"
     observer = kit.recorder(
         record=record, subscriptions=[kit.observe(["*"]), kit.intercept("fail-closed")]
