@@ -42,24 +42,32 @@ def _schemas() -> dict[str, dict[str, Any]]:
 
 
 @cache
-def _validator(name: str) -> Any:
-    import jsonschema
-    from referencing import Registry, Resource
+def _registry() -> Any:
+    import jsonschema_rs
 
-    schemas = _schemas()
-    registry: Registry[Any] = Registry().with_resources(
-        (uri, Resource.from_contents(schema)) for uri, schema in schemas.items()
-    )
-    schema = schemas[SCHEMA_BASE + name]
-    cls = jsonschema.validators.validator_for(schema)
-    return cls(schema, registry=registry, format_checker=cls.FORMAT_CHECKER)
+    return jsonschema_rs.Registry(list(_schemas().items()))
+
+
+@cache
+def official_validator(ref: str) -> Any:
+    """A validator of the official schema ``ref`` names (``tool-before.schema.json``, or
+    with a fragment: ``catalogue-event.schema.json#/$defs/turn.start``), formats checked.
+
+    ``jsonschema-rs`` (Draft 2020-12, as the official schemas): a call costs microseconds,
+    where the pure-Python ``jsonschema`` took about 10 ms on an event, which the tests that
+    judge hundreds of mutants against the official verdict paid by the second.
+    """
+    import jsonschema_rs
+
+    schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", "$ref": SCHEMA_BASE + ref}
+    return jsonschema_rs.validator_for(schema, registry=_registry(), validate_formats=True)
 
 
 def schema_errors(name: str, instance: Any) -> list[str]:
     """Errors of ``instance`` against one official schema, such as ``tool-before.schema.json``."""
     return [
-        f"{'/'.join(map(str, e.absolute_path)) or '$'}: {e.message}"
-        for e in _validator(name).iter_errors(instance)
+        f"{'/'.join(map(str, e.instance_path)) or '$'}: {e.message}"
+        for e in official_validator(name).iter_errors(instance)
     ]
 
 

@@ -44,7 +44,7 @@ NOTHING = {"cursor": "{}\n"}
 DAEMON = {dialect: ("off", "auto")[i % 2] for i, dialect in enumerate(sorted(PRE))}
 """One daemon mode per dialect, alternating (claude-code off, codex auto, cursor off, gemini
 auto, kimi off). The warm daemon renders the native answer with the same dialect code as
-the in-process hook, so a dialect × mode product proves nothing twice: each dialect is
+the in-process hook, so a dialect-by-mode product proves nothing twice: each dialect is
 run once, and each transport below meets both modes (per_event: claude-code, gemini;
 HTTP: codex, cursor). The daemon's own paths are ``test_daemon*.py``'s."""
 

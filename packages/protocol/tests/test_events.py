@@ -21,8 +21,6 @@ import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +46,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
-from kit_testing import fixtures_root, schema_errors
+from kit_testing import fixtures_root, official_validator, schema_errors
 
 HARNESS = {"name": "fixture-harness", "version": "0"}
 Schema = Callable[[str, Any], list[str]]
@@ -335,24 +333,10 @@ SPECIFIC_SCHEMA = {
 }
 
 
-SCHEMA_BASE = "https://agenthooksprotocol.org/schemas/draft/"
-
-
-@cache
 def _type_validator(event_type: str) -> Any:
     """The official schema of one event type (the ``event.schema.json`` branch it selects)."""
-    import jsonschema
-    from referencing import Registry, Resource
-
-    text = resources.files("agenthooksprotocol").joinpath("schemas.json").read_text("utf-8")
-    schemas = {schema["$id"]: schema for schema in json.loads(text)}
-    registry: Registry[Any] = Registry().with_resources(
-        (uri, Resource.from_contents(schema)) for uri, schema in schemas.items()
-    )
     name = SPECIFIC_SCHEMA.get(event_type, f"catalogue-event.schema.json#/$defs/{event_type}")
-    schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", "$ref": SCHEMA_BASE + name}
-    cls = jsonschema.validators.validator_for(schema)
-    return cls(schema, registry=registry, format_checker=cls.FORMAT_CHECKER)
+    return official_validator(name)
 
 
 def official_valid(event: Any) -> bool:
