@@ -59,6 +59,15 @@ def event_for(dialect: str, payload: dict[str, Any], **options: Any) -> dict[str
     return build_event(codec, parsed, payload)
 
 
+def test_the_commands_help_names_every_dialect() -> None:
+    # #29: install/hook/doctor --help left out qwen-code, which they all accept.
+    from ahp_adapters.cli import DIALECT_HELP
+    from ahp_adapters.dialects import DIALECTS
+
+    missing = [n for n in DIALECTS if n not in DIALECT_HELP]
+    assert missing == [], f"DIALECT_HELP misses {missing}"
+
+
 def test_every_dialect_has_the_five_pre_tool_cases() -> None:
     for dialect in dialects.DIALECTS:
         names = {case for d, case in CASES if d == dialect}

@@ -334,6 +334,9 @@ def test_malformed_payload_of_unknown_event_blocks_with_exit_2(kit: Any, dialect
     registration = kit.registration(kit.recorder(effects=[], policy="fail-closed"))
     done = kit.run_hook(dialect, b"garbage", registration)
     assert (done.returncode, done.stdout, done.stderr) == (2, "", GENERIC + "\n")
+    # #29: JSON that names no event (and no --event) cannot be told either; it was let by.
+    done = kit.run_hook(dialect, b'{"session_id": "s"}', registration)
+    assert (done.returncode, done.stdout, done.stderr) == (2, "", GENERIC + "\n")
     opened = kit.registration(kit.recorder(effects=[], policy="fail-open"), name="open.json")
     done = kit.run_hook(dialect, b"garbage", opened)
     assert (done.returncode, done.stdout) == (0, nothing(dialect))

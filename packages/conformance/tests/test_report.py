@@ -145,5 +145,8 @@ def test_a_capability_profile_not_implemented_is_not_claimed(catalogue) -> None:
                   implements=frozenset({"tool-interception"}))  # fmt: skip
     assert seen.claimed_profiles() == ["base", "tool-interception", "stdio"]
     assert seen.claim().endswith("Capability profiles not seen in this run: lifecycle-observation.")
+    # #29: the summary said "lifecycle-observation pass" beside "not seen in this run".
+    assert seen.profile_label("lifecycle-observation") == "not seen"
+    assert seen.profile_label("http") == "not run" and seen.profile_label("stdio") == "pass"
     nothing = Report("backend", "x", catalogue, ("stdio",), list(checks), implements=frozenset())
     assert nothing.claim().startswith("No conformance claim: a capability profile")

@@ -20,9 +20,10 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 DIALECT_HELP = (
-    "claude-code, codex, gemini, cursor, kimi or copilot "
-    "(aliases: claude, gemini-cli, kimi-cli, copilot-cli)"
+    "claude-code, codex, gemini, cursor, kimi, copilot or qwen-code "
+    "(aliases: claude, gemini-cli, kimi-cli, copilot-cli, qwen)"
 )
+"""Written out (the hook's start imports no dialect table); a test keeps it complete."""
 
 REGISTRATION_HELP = "the AHP registration document (JSON) whose backends answer"
 BUDGET_HELP = "answer within this many seconds whatever happens (default 10)"

@@ -384,6 +384,8 @@ def read_call(options: HookOptions, raw: bytes | None, log: Log) -> Call:
         native_event = dialect.event_name(payload) or options.event
         if _watchdog is not None:
             _watchdog.update(dialect, native_event)
+        if not native_event:  # which hook this is cannot be told: never "not ours"
+            raise PayloadError("no event name in the payload and no --event")
         parsed = dialect.parse(
             payload, options={"event": options.event, "skip_shell_mcp": options.skip_shell_mcp}
         )

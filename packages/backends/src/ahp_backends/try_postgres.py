@@ -21,7 +21,6 @@ import shutil
 import signal
 import sys
 import tempfile
-import threading
 import warnings
 from collections.abc import Sequence
 from types import FrameType
@@ -68,10 +67,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ImportError:
         print(f"error: {INSTALL_HINT}", file=sys.stderr)
         return 2
-    stop = threading.Event()
+    # No lock in the handler: a second signal arriving while the first handler runs (uv
+    # forwards the SIGTERM a process group also got) deadlocked threading.Event.set. The
+    # handler only records; the wakeup fd gets a byte per signal, which the wait reads.
+    stopped: list[int] = []
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_write, False)
+    signal.set_wakeup_fd(wake_write, warn_on_full_buffer=False)
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
+        stopped.append(signum)
 
     for signum in STOP_SIGNALS:
         signal.signal(signum, on_signal)
@@ -87,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"error: PostgreSQL did not start ({type(exc).__name__})", file=sys.stderr)
                 return 1
         with server:
-            if not stop.is_set():
+            if not stopped:
                 print(server.get_uri("postgres"), flush=True)
                 print(
                     f"{PROG}: PostgreSQL is running (data in {base}); Ctrl-C stops it "
@@ -95,8 +100,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     file=sys.stderr,
                     flush=True,
                 )
-                while not stop.wait(3600):
-                    pass
+                while not stopped:
+                    os.read(wake_read, 64)  # returns once a signal has written its byte
         print(f"{PROG}: stopped; the data is deleted", file=sys.stderr, flush=True)
         return 0
     finally:

@@ -188,6 +188,19 @@ class Report:
             claimed.append(profile.id)
         return claimed
 
+    def profile_label(self, profile_id: str) -> str:
+        """A profile as the summary shows it: its verdict, or why it is not judged here (a
+        binding this run did not use, a capability profile the subject did not show)."""
+        if profile_id in ("stdio", "http") and profile_id not in self.bindings:
+            return "not run"
+        if (
+            profile_id in CAPABILITY_PROFILES
+            and self.implements is not None
+            and profile_id not in self.implements
+        ):
+            return "not seen"
+        return self.profile(profile_id)
+
     def claim(self) -> str:
         """The conformance claim for what passed (AHP-CORE-001), or why none can be made."""
         profiles = self.claimed_profiles()
@@ -345,7 +358,7 @@ class Report:
         console.print("Requirements: " + "; ".join(parts))
         console.print(
             "Profiles: "
-            + ", ".join(f"{p.id} {self.profile(p.id)}" for p in self.catalogue.profiles)
+            + ", ".join(f"{p.id} {self.profile_label(p.id)}" for p in self.catalogue.profiles)
         )
         console.print(escape(self.claim()))
         if verbose:
