@@ -154,7 +154,8 @@ CURSOR_NO_EFFECT: list[tuple[str, str, bytes | dict[str, Any], str, tuple[str, .
         "fail-open",
         ("--event", "preToolUse"),
     ),
-    ("no-event-name", "cursor", {"not": "a cursor payload"}, "fail-closed", ()),
+    # Fail-closed, a payload naming no event blocks (it cannot be told: test_hook_process).
+    ("no-event-name-fail-open", "cursor", {"not": "a cursor payload"}, "fail-open", ()),
     ("not-json-fail-open", "cursor", b"garbage", "fail-open", ()),
     (
         "malformed-post-tool-fail-closed",
