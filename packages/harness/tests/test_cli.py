@@ -102,6 +102,7 @@ def test_without_a_registration_it_runs_with_no_ahp_step_and_says_so(
         [
             {"tool": "read_file", "input": {"path": "README.md"}},
             {"tool": "write_file", "input": {"path": "notes.txt", "content": "n\n"}},
+            {"tool": "read_file", "input": {"path": "missing.txt"}},
         ],
     )
     transcript, audit = kit.root / "t.jsonl", kit.root / "a.jsonl"
@@ -122,8 +123,10 @@ def test_without_a_registration_it_runs_with_no_ahp_step_and_says_so(
     )
     assert done.returncode == 0, done.stderr
     assert "no --registration: running with no AHP step at all" in done.stdout
-    assert "session over: 2 tool calls" in done.stdout
-    read, write = lines(transcript)
+    assert "session over: 3 tool calls" in done.stdout
+    # #29: a tool's error says what failed, not only "error".
+    assert "→ error (ran): no such file: missing.txt" in done.stdout
+    read, write, _missing = lines(transcript)
     assert (read["executed"], read["host_stage"]) == (True, "mode")
     # The host's own permissions still decide: the mode asks, --approve answers.
     assert write["approval"] == ("approved" if approve == "always" else "rejected")

@@ -258,6 +258,10 @@ class TerminalUI(UI):
         style = _OUTCOME_STYLE.get(record.outcome, "white")
         what = "ran" if record.executed else ("supplied result" if record.supplied else "not run")
         detail = f": {visible(record.reason)}" if record.outcome == "denied" else ""
+        if record.outcome not in ("ok", "denied") and record.output:
+            # What failed, in the tool's words: its first line, bounded.
+            first = record.output.strip().splitlines()[0] if record.output.strip() else ""
+            detail = f": {visible(first[:200])}" if first else ""
         self._print("  ", (f"→ {record.outcome}", style), f" ({what}){detail}")
 
 
