@@ -1287,3 +1287,24 @@ def test_without_the_http_extra_stdio_works_and_http_names_the_extra(tmp_path: P
     report = json.loads(done.stdout)
     assert report["stdio"] == "no_effect"
     assert report["http"] is not None and "pip install 'ahp-protocol[http]'" in report["http"]
+
+
+def test_an_http_hook_without_httpx_is_refused_at_construction(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # #29: a stdio-only install (no http extra) met an HTTP hook with an ImportError
+    # traceback mid-call; it is a registration this harness cannot run, named at load.
+    from ahp_protocol.client import RegistrationError
+
+    monkeypatch.setitem(sys.modules, "httpx", None)
+    hook = {
+        "id": "com.example.remote",
+        "transport": {"type": "http", "url": "http://127.0.0.1:9/"},
+        "subscriptions": [intercept(1000, "fail-closed")],
+    }
+    with pytest.raises(RegistrationError) as caught:
+        dispatcher(hook)
+    assert str(caught.value) == (
+        "hooks[0].transport: com.example.remote is an HTTP backend, which needs httpx: "
+        "install the http extra (pip install 'ahp-protocol[http]')"
+    )

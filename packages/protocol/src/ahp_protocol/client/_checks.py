@@ -67,11 +67,26 @@ def check_declaration(capabilities: object) -> dict[str, dict[str, Any]]:
     return declared
 
 
+def _have_httpx() -> bool:
+    """Whether httpx can be imported, without importing it (a stdio-only install has none)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("httpx") is not None
+    except ValueError:  # httpx in sys.modules as None (blocked) or without a spec
+        return False
+
+
 def check_registration(
     registration: Registration, environ: Mapping[str, str], declared: Mapping[str, object]
 ) -> None:
     """The harness-side registration rules (draft §9): credentials resolvable, events served."""
     for i, hook in enumerate(registration.hooks):
+        if getattr(hook.transport, "type", None) == "http" and not _have_httpx():
+            raise RegistrationError(
+                f"hooks[{i}].transport: {hook.id} is an HTTP backend, which needs httpx: "
+                "install the http extra (pip install 'ahp-protocol[http]')"
+            )
         auth = hook.authentication
         token_env = getattr(auth, "token_env", None)
         if token_env and not environ.get(token_env):
