@@ -17,6 +17,12 @@ and the decision for one ``tool.before`` or ``tool.permission.request`` event:
    ``grant`` command line;
 3. else no effect (which is not permission: the harness's own rules decide).
 
+With ``--hold-s S`` (> 0), step 2 first holds the call up to S seconds
+(:mod:`ahp_backends.approval_queue`, outside the serving lock): approved -> ``allow``
+where advertised (only when the receipt's digest is this call's); denied -> ``deny``
+(:data:`DENIED_CODE`, naming who and why); expired -> the answer of step 2, from the
+grants as they are then. Grants may be scoped to a session id or a project (cwd).
+
 The subject of a call is its main argument: the first string among the input
 fields in :data:`SUBJECT_FIELDS`, else the input as compact JSON (sorted keys).
 
