@@ -17,12 +17,6 @@ and the decision for one ``tool.before`` or ``tool.permission.request`` event:
    ``grant`` command line;
 3. else no effect (which is not permission: the harness's own rules decide).
 
-With ``--hold-s S`` (> 0), step 2 first holds the call up to S seconds
-(:mod:`ahp_backends.approval_queue`, outside the serving lock): approved -> ``allow``
-where advertised (only when the receipt's digest is this call's); denied -> ``deny``
-(:data:`DENIED_CODE`, naming who and why); expired -> the answer of step 2, from the
-grants as they are then. Grants may be scoped to a session id or a project (cwd).
-
 The subject of a call is its main argument: the first string among the input
 fields in :data:`SUBJECT_FIELDS`, else the input as compact JSON (sorted keys).
 
@@ -41,7 +35,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import math
 import os
 import re
 import sys
@@ -66,13 +59,9 @@ from ahp_backends.toml_lines import ConfigError, Locator, only_key, read_toml
 if TYPE_CHECKING:
     from ahp_protocol.server import Backend, InterceptRequest
 
-    from ahp_backends.approval_queue import Queue
-
 __all__ = [
     "DEFAULT_SUBSCRIPTIONS",
-    "DENIED_CODE",
     "DENY_CODE",
-    "HOLD_MARGIN_MS",
     "NAME",
     "SUBJECT_FIELDS",
     "Approvals",
@@ -82,22 +71,15 @@ __all__ = [
     "StoreError",
     "build_backend",
     "grant_command",
-    "insert_grant",
-    "literal_regex",
     "load_requirements",
     "main",
     "parse_duration",
     "parse_requirement",
-    "served_subscriptions",
     "subject_of",
 ]
 
 NAME: Final = "com.example.ahp.approval"
 DENY_CODE: Final = "com.example.ahp.approval.required"
-DENIED_CODE: Final = "com.example.ahp.approval.denied"  # a person denied the held call
-# With --hold-s S, the served deadline is S s plus this: the hold always ends (and the
-# answer is sent) inside the request's deadline, start-up and the answer included.
-HOLD_MARGIN_MS: Final = 3000
 EVENTS: Final = ("tool.before", "tool.permission.request")
 SUBJECT_FIELDS: Final = (
     "command",
@@ -110,7 +92,7 @@ SUBJECT_FIELDS: Final = (
     "pattern",
     "query",
 )
-SUBCOMMANDS: Final = ("serve", "grant", "list", "revoke", "console")
+SUBCOMMANDS: Final = ("serve", "grant", "list", "revoke")
 SUGGESTED_EXPIRY: Final = "1h"
 BUSY_TIMEOUT_MS: Final = 10_000
 SERVING_POOL_SIZE: Final = 2
@@ -151,17 +133,9 @@ WHOLE subject, not expired or revoked) gets allow; else a required call gets ask
 when the harness accepts ask, otherwise a deny whose reason gives the exact
 'ahp-backend approval grant' command line to approve it.
 
-With --hold-s S (S > 0), such a call is first held up to S seconds for a person to
-decide (ahp-backend approval console, from any process sharing DB): approved -> allow
-(for this call only, or through a grant for its session or project); denied -> a deny
-saying who denied it and why; nobody decided -> the answer above. The served deadline
-is then S*1000 + %d ms; a registration giving its own timeoutMs must give at least
-that. Over stdio one request is served at a time: a held call stalls the ones behind it.
-
 manage grants (safe to use while servers run; --store is another name for --db):
   ahp-backend approval grant  --db DB --tool NAME --match REGEX [--expires 30m]
   ahp-backend approval list   --db DB [--json] [--all]
-  ahp-backend approval list   --db DB --receipts [--json] [--limit N]
   ahp-backend approval revoke --db DB ID [ID ...] | --all
 
 DB is a file path (SQLite, created on first use) or a postgresql://USER@HOST/DBNAME
@@ -169,7 +143,7 @@ URL (a shared PostgreSQL database; needs ahp-backends[postgres]). Every process 
 the same DB sees the same grants at once. A URL in a deny reason loses its password:
 give credentials through PGPASSWORD or ~/.pgpass rather than in the URL.
 """
-) % HOLD_MARGIN_MS
+)
 
 
 def utcnow() -> datetime:
@@ -297,9 +271,7 @@ class StoreError(DatabaseError):
 
 @dataclass(frozen=True, slots=True)
 class Grant:
-    """One recorded grant. ``match`` is a regex over the whole subject. A scoped grant
-    covers only the calls of one session (``session_id``) or of one project (``project``:
-    the event's ``session.cwd``, exactly); neither: every call."""
+    """One recorded grant. ``match`` is a regex over the whole subject."""
 
     id: int
     tool: str
@@ -308,8 +280,6 @@ class Grant:
     expires: datetime | None
     revoked: datetime | None = None
     note: str | None = None
-    session_id: str | None = None
-    project: str | None = None
 
     def status(self, now: datetime) -> str:
         """``revoked``, ``expired`` or ``live``."""
@@ -319,23 +289,8 @@ class Grant:
             return "expired"
         return "live"
 
-    @property
-    def scope(self) -> str:
-        """``session ID``, ``project CWD`` or ``any``."""
-        if self.session_id is not None:
-            return f"session {self.session_id}"
-        if self.project is not None:
-            return f"project {self.project}"
-        return "any"
-
-    def covers(
-        self, tool: str, subject: str, session_id: str | None = None, cwd: str | None = None
-    ) -> bool:
+    def covers(self, tool: str, subject: str) -> bool:
         if self.tool != "*" and self.tool != tool:
-            return False
-        if self.session_id is not None and self.session_id != session_id:
-            return False
-        if self.project is not None and self.project != cwd:
             return False
         try:
             return compile_pattern(self.match).fullmatch(subject)
@@ -352,8 +307,6 @@ class Grant:
             "revoked": None if self.revoked is None else iso(self.revoked),
             "status": self.status(now),
             "note": self.note,
-            "session": self.session_id,
-            "project": self.project,
         }
 
 
@@ -382,52 +335,6 @@ _GRANTS_PG: Final = (
     " revoked TEXT,"
     " note TEXT)"
 )
-_PG_ID: Final = "BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY"
-
-
-def _step3(id_column: str) -> tuple[str, ...]:
-    """Version 3: grants gain a scope (a session id, or a project's cwd; both NULL: any
-    call), and the held calls and their receipts (:mod:`ahp_backends.approval_queue`)."""
-    return (
-        "ALTER TABLE grants ADD COLUMN session_id TEXT",
-        "ALTER TABLE grants ADD COLUMN project TEXT",
-        "CREATE TABLE held ("
-        " id TEXT PRIMARY KEY,"
-        " created TEXT NOT NULL,"
-        " expires TEXT NOT NULL,"
-        " tool TEXT NOT NULL,"
-        " kind TEXT,"
-        " input_json TEXT NOT NULL,"
-        " subject TEXT NOT NULL,"
-        " session_id TEXT,"
-        " harness TEXT,"
-        " cwd TEXT,"
-        " rule TEXT NOT NULL,"
-        " digest TEXT NOT NULL,"
-        " status TEXT NOT NULL,"
-        " decided_by TEXT,"
-        " decided_at TEXT,"
-        " reason TEXT)",
-        "CREATE INDEX held_pending ON held (status, created)",
-        "CREATE INDEX held_session ON held (session_id, created)",
-        "CREATE TABLE receipts ("
-        f" id {id_column},"
-        " held_id TEXT NOT NULL UNIQUE,"
-        " decided_at TEXT NOT NULL,"
-        " decided_by TEXT NOT NULL,"
-        " decision TEXT NOT NULL,"
-        " scope TEXT NOT NULL,"
-        " grant_id BIGINT,"
-        " grant_expires TEXT,"
-        " reason TEXT,"
-        " digest TEXT NOT NULL,"
-        " tool TEXT NOT NULL,"
-        " subject TEXT NOT NULL,"
-        " session_id TEXT)",
-        "CREATE INDEX receipts_session ON receipts (session_id, id)",
-    )
-
-
 SCHEMA: Final = Schema(
     app="ahp-approval",
     steps=(
@@ -459,15 +366,14 @@ SCHEMA: Final = Schema(
                 "CREATE INDEX grants_live ON grants (tool, id) WHERE revoked IS NULL",
             ),
         ),
-        Step(sqlite=_step3("INTEGER PRIMARY KEY AUTOINCREMENT"), postgresql=_step3(_PG_ID)),
     ),
-    tables=frozenset({"grants", "held", "receipts"}),
+    tables=frozenset({"grants"}),
     noun="approval store",
     missing="no approval store here (a 'grant' creates one)",
     legacy=_legacy_version,
 )
 SCHEMA_VERSION: Final = str(SCHEMA.version)
-_COLUMNS: Final = "id, tool, match, created, expires, revoked, note, session_id, project"
+_COLUMNS: Final = "id, tool, match, created, expires, revoked, note"
 
 
 def _moment(text: str | None) -> datetime | None:
@@ -477,36 +383,7 @@ def _moment(text: str | None) -> datetime | None:
 def _row_grant(row: Sequence[Any]) -> Grant:
     created = _moment(row[3])
     assert created is not None
-    return Grant(int(row[0]), row[1], row[2], created, _moment(row[4]), _moment(row[5]), *row[6:9])
-
-
-def insert_grant(
-    session: Session,
-    tool: str,
-    match: str,
-    created: datetime,
-    expires: datetime | None,
-    note: str | None = None,
-    *,
-    session_id: str | None = None,
-    project: str | None = None,
-) -> Grant:
-    """Record a grant inside ``session`` (the one insert, for ``grant`` and a decision)."""
-    row = session.one(
-        "INSERT INTO grants (tool, match, created, expires, note, session_id, project)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
-        (
-            tool,
-            match,
-            iso(created),
-            None if expires is None else iso(expires),
-            note,
-            session_id,
-            project,
-        ),
-    )
-    assert row is not None
-    return Grant(int(row[0]), tool, match, created, expires, None, note, session_id, project)
+    return Grant(int(row[0]), row[1], row[2], created, _moment(row[4]), _moment(row[5]), row[6])
 
 
 class Store:
@@ -567,7 +444,13 @@ class Store:
         created = self.clock()
         expires = None if expires_in is None else created + expires_in
         with self._transaction(write=True) as session:
-            return insert_grant(session, tool, match, created, expires, note)
+            row = session.one(
+                "INSERT INTO grants (tool, match, created, expires, note)"
+                " VALUES (?, ?, ?, ?, ?) RETURNING id",
+                (tool, match, iso(created), None if expires is None else iso(expires), note),
+            )
+        assert row is not None
+        return Grant(int(row[0]), tool, match, created, expires, None, note)
 
     def grants(self, *, include_revoked: bool = False) -> list[Grant]:
         where = "" if include_revoked else " WHERE revoked IS NULL"
@@ -614,19 +497,8 @@ class Store:
 # --------------------------------------------------------------------------- serving
 
 
-def _text_at(event: Mapping[str, Any], name: str, key: str) -> str | None:
-    """``event[name][key]`` when it is a string (``session.cwd``, ``harness.name``)."""
-    part = event.get(name)
-    value = part.get(key) if isinstance(part, dict) else None
-    return value if isinstance(value, str) else None
-
-
 class Approvals:
-    """The serving state: requirements, the store, remembered answers, and (with
-    ``queue`` and ``hold_s`` > 0) the calls held for a person to decide (thread-safe).
-
-    A held call waits outside the lock: other requests are decided meanwhile (over
-    HTTP; stdio serves one request at a time, so a hold there stalls the stream)."""
+    """The serving state: requirements, the store, and remembered answers (thread-safe)."""
 
     def __init__(
         self,
@@ -634,8 +506,6 @@ class Approvals:
         requirements: Sequence[Requirement],
         *,
         store_hint: str | None = None,
-        queue: Queue | None = None,
-        hold_s: float = 0,
     ) -> None:
         self.store = store
         self.requirements = tuple(requirements)
@@ -643,143 +513,32 @@ class Approvals:
             store.shown if is_url(store.path) else os.path.abspath(store.path)
         )
         self.replies = Replies()
-        self.queue = queue if hold_s > 0 else None
-        self.hold = timedelta(seconds=hold_s)
         self._lock = threading.Lock()
-        self._holding: dict[tuple[str, str], str] = {}  # (source, event.id) -> held call
 
     def decide(self, request: InterceptRequest) -> list[Any]:
         """The effects for one request, remembered by ``(source, event.id)``."""
-        event, tool, advertised = request.event, request.tool_name, request.advertised
-        session_id, cwd = request.session_id, _text_at(event, "session", "cwd")
-        key = Replies.key(event)
         with self._lock:
-            cached = self.replies.get(event)
-            if cached is not None:
-                answer: list[Any] = cached
-                return answer
-            verdict = (
-                None if tool is None else self.verdict(tool, request.tool_input, session_id, cwd)
+            return self.replies.answer(
+                request.event,
+                lambda: self.effects(request.tool_name, request.tool_input, request.advertised),
             )
-            if self.queue is None or not isinstance(verdict, Requirement):
-                effects = self.answer(tool, request.tool_input, advertised, verdict)
-                self.replies.put(event, effects)
-                return effects
-            from ahp_backends.approval_queue import QueueError
 
-            assert tool is not None
-            kind = request.tool.get("kind")
-            held_id = self._holding.get(key)  # a duplicate delivery waits for the same call
-            if held_id is None:
-                try:
-                    held = self.queue.hold(
-                        tool=tool,
-                        kind=kind if isinstance(kind, str) else None,
-                        input=request.tool_input,
-                        session_id=session_id,
-                        harness=_text_at(event, "harness", "name"),
-                        cwd=cwd,
-                        rule=verdict.text,
-                        expires=self.queue.clock() + self.hold,
-                    )
-                except QueueError:
-                    _log("a call could not be held (the queue failed); answering without a hold")
-                    effects = self.answer(tool, request.tool_input, advertised, verdict)
-                    self.replies.put(event, effects)
-                    return effects
-                held_id = self._holding[key] = held.id
-        try:
-            effects = self._released(held_id, request, tool, session_id, cwd)
-        finally:
-            with self._lock:
-                self._holding.pop(key, None)
-        with self._lock:
-            self.replies.put(event, effects)
-        return effects
-
-    def _released(
-        self,
-        held_id: str,
-        request: InterceptRequest,
-        tool: str,
-        session_id: str | None,
-        cwd: str | None,
+    def effects(
+        self, tool: str | None, tool_input: Mapping[str, Any], advertised: frozenset[str]
     ) -> list[Any]:
-        """The answer once a held call is decided or expired (outside the lock)."""
-        from ahp_protocol.wire.effects import AllowEffect, DenyEffect
+        """What to answer for a call of ``tool`` with ``tool_input`` (see the module doc)."""
+        from ahp_protocol.wire.effects import AllowEffect, AskEffect, DenyEffect, MessageEffect
 
-        from ahp_backends.approval_queue import QueueError, call_digest
-
-        assert self.queue is not None
-        advertised, tool_input = request.advertised, request.tool_input
-        try:
-            held = self.queue.await_decision(held_id)
-            receipt = self.queue.receipt_for(held_id) if held.status != "expired" else None
-        except QueueError:
-            _log("a held call could not be awaited (the queue failed); answering without it")
-            held, receipt = None, None
-        if held is not None and receipt is not None:
-            # Bound to what was approved: the receipt's digest is this very call's.
-            if receipt.digest == call_digest(tool, tool_input, session_id):
-                if receipt.decision == "approve":
-                    return [AllowEffect()] if "allow" in advertised else []
-                if "deny" in advertised:
-                    reason = f"Denied by {receipt.decided_by}"
-                    reason += f": {receipt.reason}" if receipt.reason else "."
-                    return [DenyEffect(reason=reason, code=DENIED_CODE)]
-            else:
-                _log("a receipt does not match its held call; it is ignored")
-        # Nobody decided (or the decision cannot apply here): today's answer, from the
-        # grants as they are now (one made meanwhile counts).
-        with self._lock:
-            verdict = self.verdict(tool, tool_input, session_id, cwd)
-            return self.answer(tool, tool_input, advertised, verdict)
-
-    def verdict(
-        self,
-        tool: str,
-        tool_input: Mapping[str, Any],
-        session_id: str | None = None,
-        cwd: str | None = None,
-    ) -> Grant | Requirement | None:
-        """The live grant that covers the call, else the requirement it meets, else None."""
+        if tool is None:
+            return []
         subject = subject_of(tool_input)
         now = self.store.clock()
         for grant in self.store.candidates(tool):
-            if grant.status(now) == "live" and grant.covers(tool, subject, session_id, cwd):
-                return grant
-        return next((r for r in self.requirements if r.matches(tool, subject)), None)
-
-    def effects(
-        self,
-        tool: str | None,
-        tool_input: Mapping[str, Any],
-        advertised: frozenset[str],
-        session_id: str | None = None,
-        cwd: str | None = None,
-    ) -> list[Any]:
-        """What to answer without a hold for a call of ``tool`` (see the module doc)."""
-        if tool is None:
+            if grant.status(now) == "live" and grant.covers(tool, subject):
+                return [AllowEffect()] if "allow" in advertised else []
+        required = next((r for r in self.requirements if r.matches(tool, subject)), None)
+        if required is None:
             return []
-        verdict = self.verdict(tool, tool_input, session_id, cwd)
-        return self.answer(tool, tool_input, advertised, verdict)
-
-    def answer(
-        self,
-        tool: str | None,
-        tool_input: Mapping[str, Any],
-        advertised: frozenset[str],
-        verdict: Grant | Requirement | None,
-    ) -> list[Any]:
-        """The effects for a verdict, without a hold: allow for a grant; ask, or a deny
-        giving the grant command, for a requirement; none otherwise."""
-        from ahp_protocol.wire.effects import AllowEffect, AskEffect, DenyEffect, MessageEffect
-
-        if tool is None or verdict is None:
-            return []
-        if isinstance(verdict, Grant):
-            return [AllowEffect()] if "allow" in advertised else []
-        required, subject = verdict, subject_of(tool_input)
         command = grant_command(self.store_hint, tool, subject)
         head = f"Approval required ({required.text})"
         if required.reason:
@@ -796,29 +555,19 @@ class Approvals:
         if "deny" in advertised:
             reason = f"{head}. No live grant covers this {tool} call; to approve it, run: {command}"
             return [DenyEffect(reason=reason, code=DENY_CODE)]
-        _log("a call requires approval, but this request accepts neither ask nor deny")
+        print(
+            "ahp-backend approval: a call requires approval, but this request accepts "
+            "neither ask nor deny",
+            file=sys.stderr,
+            flush=True,
+        )
         return []
-
-
-def _log(text: str) -> None:
-    print(f"ahp-backend approval: {text}", file=sys.stderr, flush=True)
-
-
-def served_subscriptions(hold_s: float = 0) -> list[dict[str, Any]]:
-    """The served ``hooks/configuration`` subscriptions: :data:`DEFAULT_SUBSCRIPTIONS`,
-    whose deadline, when calls are held ``hold_s`` seconds, is the hold plus
-    :data:`HOLD_MARGIN_MS` (so a hold always ends inside the request's deadline)."""
-    if hold_s <= 0:
-        return DEFAULT_SUBSCRIPTIONS
-    timeout_ms = math.ceil(hold_s * 1000) + HOLD_MARGIN_MS
-    return [{**entry, "timeoutMs": timeout_ms} for entry in DEFAULT_SUBSCRIPTIONS]
 
 
 def build_backend(approvals: Approvals) -> Backend:
     from ahp_protocol.server import Backend
 
-    hold_s = approvals.hold.total_seconds() if approvals.queue is not None else 0
-    backend = Backend(NAME, configuration=served_subscriptions(hold_s))
+    backend = Backend(NAME, configuration=DEFAULT_SUBSCRIPTIONS)
     for event_type in EVENTS:
         backend.intercept(event_type)(approvals.decide)
     return backend
@@ -846,8 +595,7 @@ def _serve_parser() -> argparse.ArgumentParser:
             "An approval service stub. Speaks AHP on stdin/stdout by default (one\n"
             "persistent process). Serves hooks/configuration (intercept tool.before,\n"
             f"fail-closed, {SERVED_TIMEOUT_MS} ms, content metadata), so a registration may\n"
-            "omit subscriptions (with --hold-s S: S*1000 + 3000 ms). Subcommands: serve\n"
-            "(the default), grant, list, revoke, console."
+            "omit subscriptions. Subcommands: serve (the default), grant, list, revoke."
         ),
         epilog=REQUIRE_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -862,28 +610,10 @@ def _serve_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--config", metavar="FILE", help="requirements file (TOML, [[require]])")
     parser.add_argument(
-        "--hold-s",
-        type=_hold_seconds,
-        default=0.0,
-        metavar="SECONDS",
-        help="hold a required call without a live grant up to SECONDS for a person to decide "
-        "(ahp-backend approval console); default 0: no hold",
-    )
-    parser.add_argument(
         "--check", action="store_true", help="validate the store and requirements, then exit"
     )
     add_transport_arguments(parser)
     return parser
-
-
-def _hold_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("expected a number of seconds, e.g. 120") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError("expected a number of seconds >= 0") from None
-    return value
 
 
 def _serve(argv: list[str]) -> int:
@@ -907,16 +637,7 @@ def _serve(argv: list[str]) -> int:
         store = Store(args.db, pool_size=SERVING_POOL_SIZE if pooled else 0)
     except StoreError as exc:
         return fail(str(exc))
-    queue = None
-    if args.hold_s > 0 and not args.check:
-        from ahp_backends.approval_queue import Queue, QueueError
-
-        try:
-            queue = Queue(args.db, pool_size=SERVING_POOL_SIZE if pooled else 0)
-        except QueueError as exc:
-            store.close()
-            return fail(str(exc))
-    approvals = Approvals(store, requirements, queue=queue, hold_s=args.hold_s)
+    approvals = Approvals(store, requirements)
     if args.check:
         try:
             live = [g for g in store.grants() if g.status(store.clock()) == "live"]
@@ -929,8 +650,6 @@ def _serve(argv: list[str]) -> int:
     try:
         return serve(build_backend(approvals), args)
     finally:
-        if queue is not None:
-            queue.close()
         store.close()
 
 
@@ -986,22 +705,11 @@ def _list(argv: list[str]) -> int:
     _store_argument(parser)
     parser.add_argument("--json", action="store_true", help="print a JSON array")
     parser.add_argument("--all", action="store_true", help="include revoked grants")
-    parser.add_argument(
-        "--receipts",
-        action="store_true",
-        help="list the decisions on held calls instead (newest first)",
-    )
-    parser.add_argument(
-        "--limit", type=int, default=100, metavar="N", help="with --receipts: at most N"
-    )
     args = parser.parse_args(argv)
     try:
         store = Store(args.db, create=False)
     except StoreError as exc:
         return fail(str(exc))
-    if args.receipts:
-        store.close()
-        return _list_receipts(args.db, args.limit, args.json)
     try:
         grants = store.grants(include_revoked=args.all)
     except StoreError as exc:
@@ -1015,7 +723,7 @@ def _list(argv: list[str]) -> int:
     if not grants:
         print("no grants")
         return 0
-    rows = [("ID", "TOOL", "MATCH", "CREATED", "EXPIRES", "STATUS", "SCOPE")]
+    rows = [("ID", "TOOL", "MATCH", "CREATED", "EXPIRES", "STATUS")]
     rows += [
         (
             str(g.id),
@@ -1024,59 +732,13 @@ def _list(argv: list[str]) -> int:
             _short(g.created),
             _short(g.expires),
             g.status(now),
-            g.scope,
         )
         for g in grants
     ]
-    _print_table(rows)
-    return 0
-
-
-def _print_table(rows: Sequence[Sequence[str]]) -> None:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     for row in rows:
         cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
-        print("  ".join([*cells, row[-1]]).rstrip())
-
-
-RECEIPT_DIGEST_SHOWN: Final = 12  # hex digits of a receipt's digest in the table
-
-
-def _list_receipts(db: str, limit: int, as_json: bool) -> int:
-    from ahp_backends.approval_queue import Queue, QueueError
-
-    try:
-        queue = Queue(db, create=False)
-    except QueueError as exc:
-        return fail(str(exc))
-    try:
-        receipts = queue.receipts(limit=limit)
-    except QueueError as exc:
-        return fail(str(exc))
-    finally:
-        queue.close()
-    if as_json:
-        print(json.dumps([r.to_json() for r in receipts], indent=2, ensure_ascii=False))
-        return 0
-    if not receipts:
-        print("no receipts")
-        return 0
-    rows = [("ID", "DECIDED", "BY", "DECISION", "SCOPE", "TOOL", "SUBJECT", "DIGEST", "REASON")]
-    rows += [
-        (
-            str(r.id),
-            _short(r.decided_at),
-            r.decided_by,
-            r.decision,
-            r.scope,
-            r.tool,
-            json.dumps(r.subject, ensure_ascii=False)[1:-1],
-            r.digest[:RECEIPT_DIGEST_SHOWN],
-            r.reason or "",
-        )
-        for r in receipts
-    ]
-    _print_table(rows)
+        print("  ".join([*cells, row[-1]]))
     return 0
 
 
@@ -1107,23 +769,6 @@ def _revoke(argv: list[str]) -> int:
     return 0
 
 
-CONSOLE_MODULE: Final = "ahp_backends.approval_console"
-
-
-def _console(argv: list[str]) -> int:
-    """``approval console``: the web console, when it is installed (imported only here)."""
-    import importlib
-
-    try:
-        module = importlib.import_module(CONSOLE_MODULE)
-    except ModuleNotFoundError as exc:
-        if exc.name != CONSOLE_MODULE:
-            raise
-        return fail("the approval console is not installed")
-    code = module.main(argv)
-    return int(code) if code is not None else 0
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     command = "serve"
@@ -1134,7 +779,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         "grant": _grant_command,
         "list": _list,
         "revoke": _revoke,
-        "console": _console,
     }
     handler = handlers[command]
     return handler(args)
