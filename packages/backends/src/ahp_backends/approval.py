@@ -2,7 +2,7 @@
 
 Owns the "requires approval" patterns, the grant store (``--db``: an SQLite file in
 WAL mode with a busy timeout, or a PostgreSQL database shared by any number of
-servers; the schema, versioned, is :data:`SCHEMA`, opened through
+servers; the schema, versioned, is :data:`ahp_backends.approval_store.SCHEMA`, opened through
 :mod:`ahp_backends.db`; it survives restarts and is safe under concurrent use by the
 servers and the ``grant``/``list``/``revoke`` commands, and no process caches a grant),
 and the decision for one ``tool.before`` or ``tool.permission.request`` event:
@@ -16,6 +16,12 @@ and the decision for one ``tool.before`` or ``tool.permission.request`` event:
    pre-approve, when accepted), else ``deny`` with a reason that gives the exact
    ``grant`` command line;
 3. else no effect (which is not permission: the harness's own rules decide).
+
+With ``--hold-s S`` (> 0), step 2 first holds the call up to S seconds
+(:mod:`ahp_backends.approval_queue`, outside the serving lock): approved -> ``allow``
+where advertised (only when the receipt's digest is this call's); denied -> ``deny``
+(:data:`DENIED_CODE`, naming who and why); expired -> the answer of step 2, from the
+grants as they are then. Grants may be scoped to a session id or a project (cwd).
 
 The subject of a call is its main argument: the first string among the input
 fields in :data:`SUBJECT_FIELDS`, else the input as compact JSON (sorted keys).
@@ -35,6 +41,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import re
 import sys
@@ -44,7 +51,20 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
-from ahp_backends.db import DatabaseError, Schema, Session, Step, is_url, open_database
+from ahp_backends.approval_store import (
+    BUSY_TIMEOUT_MS,
+    GRANT_COLUMNS,
+    SCHEMA,
+    SUBJECT_FIELDS,
+    Grant,
+    insert_grant,
+    iso,
+    literal_regex,
+    row_grant,
+    subject_of,
+    utcnow,
+)
+from ahp_backends.db import DatabaseError, Session, is_url, open_database
 from ahp_backends.patterns import Pattern, PatternError, compile_pattern
 from ahp_backends.serving import (
     SERVED_TIMEOUT_MS,
@@ -59,9 +79,13 @@ from ahp_backends.toml_lines import ConfigError, Locator, only_key, read_toml
 if TYPE_CHECKING:
     from ahp_protocol.server import Backend, InterceptRequest
 
+    from ahp_backends.approval_queue import Queue
+
 __all__ = [
     "DEFAULT_SUBSCRIPTIONS",
+    "DENIED_CODE",
     "DENY_CODE",
+    "HOLD_MARGIN_MS",
     "NAME",
     "SUBJECT_FIELDS",
     "Approvals",
@@ -71,30 +95,25 @@ __all__ = [
     "StoreError",
     "build_backend",
     "grant_command",
+    "insert_grant",
+    "literal_regex",
     "load_requirements",
     "main",
     "parse_duration",
     "parse_requirement",
+    "served_subscriptions",
     "subject_of",
 ]
 
 NAME: Final = "com.example.ahp.approval"
 DENY_CODE: Final = "com.example.ahp.approval.required"
+DENIED_CODE: Final = "com.example.ahp.approval.denied"  # a person denied the held call
+# With --hold-s S, the served deadline is S s plus this: the hold always ends (and the
+# answer is sent) inside the request's deadline, start-up and the answer included.
+HOLD_MARGIN_MS: Final = 3000
 EVENTS: Final = ("tool.before", "tool.permission.request")
-SUBJECT_FIELDS: Final = (
-    "command",
-    "cmd",
-    "path",
-    "file_path",
-    "filePath",
-    "url",
-    "uri",
-    "pattern",
-    "query",
-)
-SUBCOMMANDS: Final = ("serve", "grant", "list", "revoke")
+SUBCOMMANDS: Final = ("serve", "grant", "list", "revoke", "console")
 SUGGESTED_EXPIRY: Final = "1h"
-BUSY_TIMEOUT_MS: Final = 10_000
 SERVING_POOL_SIZE: Final = 2
 
 DEFAULT_SUBSCRIPTIONS: Final[list[dict[str, Any]]] = [
@@ -133,9 +152,17 @@ WHOLE subject, not expired or revoked) gets allow; else a required call gets ask
 when the harness accepts ask, otherwise a deny whose reason gives the exact
 'ahp-backend approval grant' command line to approve it.
 
+With --hold-s S (S > 0), such a call is first held up to S seconds for a person to
+decide (ahp-backend approval console, from any process sharing DB): approved -> allow
+(for this call only, or through a grant for its session or project); denied -> a deny
+saying who denied it and why; nobody decided -> the answer above. The served deadline
+is then S*1000 + %d ms; a registration giving its own timeoutMs must give at least
+that. Over stdio one request is served at a time: a held call stalls the ones behind it.
+
 manage grants (safe to use while servers run; --store is another name for --db):
   ahp-backend approval grant  --db DB --tool NAME --match REGEX [--expires 30m]
   ahp-backend approval list   --db DB [--json] [--all]
+  ahp-backend approval list   --db DB --receipts [--json] [--limit N]
   ahp-backend approval revoke --db DB ID [ID ...] | --all
 
 DB is a file path (SQLite, created on first use) or a postgresql://USER@HOST/DBNAME
@@ -143,16 +170,7 @@ URL (a shared PostgreSQL database; needs ahp-backends[postgres]). Every process 
 the same DB sees the same grants at once. A URL in a deny reason loses its password:
 give credentials through PGPASSWORD or ~/.pgpass rather than in the URL.
 """
-)
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
-def iso(moment: datetime) -> str:
-    """UTC ISO 8601 with milliseconds and ``Z``."""
-    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+) % HOLD_MARGIN_MS
 
 
 def _short(moment: datetime | None) -> str:
@@ -174,22 +192,6 @@ def parse_duration(text: str) -> timedelta | None:
     if seconds <= 0:
         raise ValueError("a duration must be positive")
     return timedelta(seconds=seconds)
-
-
-def subject_of(tool_input: Mapping[str, Any]) -> str:
-    """The call's main argument (see :data:`SUBJECT_FIELDS`), else the input as JSON."""
-    for name in SUBJECT_FIELDS:
-        value = tool_input.get(name)
-        if isinstance(value, str):
-            return value
-    if not tool_input:
-        return ""
-    return json.dumps(tool_input, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def literal_regex(text: str) -> str:
-    """``text`` as a regex matching exactly it (only regex syntax is escaped, not spaces)."""
-    return re.sub(r"([\\.^$*+?{}\[\]|()])", r"\\\1", text)
 
 
 def grant_command(store: str, tool: str, subject: str) -> str:
@@ -269,123 +271,6 @@ class StoreError(DatabaseError):
         return self.target
 
 
-@dataclass(frozen=True, slots=True)
-class Grant:
-    """One recorded grant. ``match`` is a regex over the whole subject."""
-
-    id: int
-    tool: str
-    match: str
-    created: datetime
-    expires: datetime | None
-    revoked: datetime | None = None
-    note: str | None = None
-
-    def status(self, now: datetime) -> str:
-        """``revoked``, ``expired`` or ``live``."""
-        if self.revoked is not None:
-            return "revoked"
-        if self.expires is not None and now >= self.expires:
-            return "expired"
-        return "live"
-
-    def covers(self, tool: str, subject: str) -> bool:
-        if self.tool != "*" and self.tool != tool:
-            return False
-        try:
-            return compile_pattern(self.match).fullmatch(subject)
-        except PatternError:
-            return False  # a corrupt row never grants anything
-
-    def to_json(self, now: datetime) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "tool": self.tool,
-            "match": self.match,
-            "created": iso(self.created),
-            "expires": None if self.expires is None else iso(self.expires),
-            "revoked": None if self.revoked is None else iso(self.revoked),
-            "status": self.status(now),
-            "note": self.note,
-        }
-
-
-def _legacy_version(session: Session, tables: set[str]) -> int | None:
-    """The version of an SQLite store made before ``ahp_schema``: its ``meta`` rows."""
-    if "meta" not in tables:
-        return None
-    meta = dict(session.rows("SELECT key, value FROM meta"))
-    if meta.get("app") != "ahp-approval":
-        return None
-    version = str(meta.get("schema"))
-    return int(version) if version.isdigit() else None
-
-
-# Version 1 is the schema of the first release, verbatim for SQLite (a ``meta`` table
-# held its version). Version 2 keeps the version in ``ahp_schema`` (that ``meta`` row now
-# says so, which older code refuses as an unsupported version) and indexes exactly what
-# candidates() reads: the unrevoked grants of a tool, in id order.
-_GRANTS_PG: Final = (
-    "CREATE TABLE grants ("
-    " id BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,"
-    " tool TEXT NOT NULL,"
-    " match TEXT NOT NULL,"
-    " created TEXT NOT NULL,"
-    " expires TEXT,"
-    " revoked TEXT,"
-    " note TEXT)"
-)
-SCHEMA: Final = Schema(
-    app="ahp-approval",
-    steps=(
-        Step(
-            sqlite=(
-                "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-                "CREATE TABLE IF NOT EXISTS grants ("
-                " id INTEGER PRIMARY KEY AUTOINCREMENT,"
-                " tool TEXT NOT NULL,"
-                " match TEXT NOT NULL,"
-                " created TEXT NOT NULL,"
-                " expires TEXT,"
-                " revoked TEXT,"
-                " note TEXT)",
-                "CREATE INDEX IF NOT EXISTS grants_by_tool ON grants (tool, revoked)",
-                "INSERT OR IGNORE INTO meta (key, value) VALUES ('app', 'ahp-approval')",
-                "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema', '1')",
-            ),
-            postgresql=(_GRANTS_PG, "CREATE INDEX grants_by_tool ON grants (tool, revoked)"),
-        ),
-        Step(
-            sqlite=(
-                "UPDATE meta SET value = 'see ahp_schema' WHERE key = 'schema'",
-                "DROP INDEX IF EXISTS grants_by_tool",
-                "CREATE INDEX grants_live ON grants (tool, id) WHERE revoked IS NULL",
-            ),
-            postgresql=(
-                "DROP INDEX IF EXISTS grants_by_tool",
-                "CREATE INDEX grants_live ON grants (tool, id) WHERE revoked IS NULL",
-            ),
-        ),
-    ),
-    tables=frozenset({"grants"}),
-    noun="approval store",
-    missing="no approval store here (a 'grant' creates one)",
-    legacy=_legacy_version,
-)
-SCHEMA_VERSION: Final = str(SCHEMA.version)
-_COLUMNS: Final = "id, tool, match, created, expires, revoked, note"
-
-
-def _moment(text: str | None) -> datetime | None:
-    return None if text is None else datetime.fromisoformat(text)
-
-
-def _row_grant(row: Sequence[Any]) -> Grant:
-    created = _moment(row[3])
-    assert created is not None
-    return Grant(int(row[0]), row[1], row[2], created, _moment(row[4]), _moment(row[5]), row[6])
-
-
 class Store:
     """The grant store: an SQLite file or a PostgreSQL database. Each call is its own
     transaction, and nothing is cached between calls: every process sharing the
@@ -444,29 +329,23 @@ class Store:
         created = self.clock()
         expires = None if expires_in is None else created + expires_in
         with self._transaction(write=True) as session:
-            row = session.one(
-                "INSERT INTO grants (tool, match, created, expires, note)"
-                " VALUES (?, ?, ?, ?, ?) RETURNING id",
-                (tool, match, iso(created), None if expires is None else iso(expires), note),
-            )
-        assert row is not None
-        return Grant(int(row[0]), tool, match, created, expires, None, note)
+            return insert_grant(session, tool, match, created, expires, note)
 
     def grants(self, *, include_revoked: bool = False) -> list[Grant]:
         where = "" if include_revoked else " WHERE revoked IS NULL"
         with self._transaction() as session:
-            rows = session.rows(f"SELECT {_COLUMNS} FROM grants{where} ORDER BY id")
-        return [_row_grant(row) for row in rows]
+            rows = session.rows(f"SELECT {GRANT_COLUMNS} FROM grants{where} ORDER BY id")
+        return [row_grant(row) for row in rows]
 
     def candidates(self, tool: str) -> list[Grant]:
         """Unrevoked grants for ``tool`` or for any tool (``*``), oldest first."""
         with self._transaction() as session:
             rows = session.rows(
-                f"SELECT {_COLUMNS} FROM grants WHERE revoked IS NULL AND tool IN (?, '*') "
+                f"SELECT {GRANT_COLUMNS} FROM grants WHERE revoked IS NULL AND tool IN (?, '*') "
                 "ORDER BY id",
                 (tool,),
             )
-        return [_row_grant(row) for row in rows]
+        return [row_grant(row) for row in rows]
 
     def revoke(self, ids: Iterable[int]) -> list[int]:
         """Revoke the grants ``ids`` (all or none: an unknown or revoked id refuses all)."""
@@ -497,8 +376,19 @@ class Store:
 # --------------------------------------------------------------------------- serving
 
 
+def _text_at(event: Mapping[str, Any], name: str, key: str) -> str | None:
+    """``event[name][key]`` when it is a string (``session.cwd``, ``harness.name``)."""
+    part = event.get(name)
+    value = part.get(key) if isinstance(part, dict) else None
+    return value if isinstance(value, str) else None
+
+
 class Approvals:
-    """The serving state: requirements, the store, and remembered answers (thread-safe)."""
+    """The serving state: requirements, the store, remembered answers, and (with
+    ``queue`` and ``hold_s`` > 0) the calls held for a person to decide (thread-safe).
+
+    A held call waits outside the lock: other requests are decided meanwhile (over
+    HTTP; stdio serves one request at a time, so a hold there stalls the stream)."""
 
     def __init__(
         self,
@@ -506,6 +396,8 @@ class Approvals:
         requirements: Sequence[Requirement],
         *,
         store_hint: str | None = None,
+        queue: Queue | None = None,
+        hold_s: float = 0,
     ) -> None:
         self.store = store
         self.requirements = tuple(requirements)
@@ -513,32 +405,143 @@ class Approvals:
             store.shown if is_url(store.path) else os.path.abspath(store.path)
         )
         self.replies = Replies()
+        self.queue = queue if hold_s > 0 else None
+        self.hold = timedelta(seconds=hold_s)
         self._lock = threading.Lock()
+        self._holding: dict[tuple[str, str], str] = {}  # (source, event.id) -> held call
 
     def decide(self, request: InterceptRequest) -> list[Any]:
         """The effects for one request, remembered by ``(source, event.id)``."""
+        event, tool, advertised = request.event, request.tool_name, request.advertised
+        session_id, cwd = request.session_id, _text_at(event, "session", "cwd")
+        key = Replies.key(event)
         with self._lock:
-            return self.replies.answer(
-                request.event,
-                lambda: self.effects(request.tool_name, request.tool_input, request.advertised),
+            cached = self.replies.get(event)
+            if cached is not None:
+                answer: list[Any] = cached
+                return answer
+            verdict = (
+                None if tool is None else self.verdict(tool, request.tool_input, session_id, cwd)
             )
+            if self.queue is None or not isinstance(verdict, Requirement):
+                effects = self.answer(tool, request.tool_input, advertised, verdict)
+                self.replies.put(event, effects)
+                return effects
+            from ahp_backends.approval_queue import QueueError
 
-    def effects(
-        self, tool: str | None, tool_input: Mapping[str, Any], advertised: frozenset[str]
+            assert tool is not None
+            kind = request.tool.get("kind")
+            held_id = self._holding.get(key)  # a duplicate delivery waits for the same call
+            if held_id is None:
+                try:
+                    held = self.queue.hold(
+                        tool=tool,
+                        kind=kind if isinstance(kind, str) else None,
+                        input=request.tool_input,
+                        session_id=session_id,
+                        harness=_text_at(event, "harness", "name"),
+                        cwd=cwd,
+                        rule=verdict.text,
+                        expires=self.queue.clock() + self.hold,
+                    )
+                except QueueError:
+                    _log("a call could not be held (the queue failed); answering without a hold")
+                    effects = self.answer(tool, request.tool_input, advertised, verdict)
+                    self.replies.put(event, effects)
+                    return effects
+                held_id = self._holding[key] = held.id
+        try:
+            effects = self._released(held_id, request, tool, session_id, cwd)
+        finally:
+            with self._lock:
+                self._holding.pop(key, None)
+        with self._lock:
+            self.replies.put(event, effects)
+        return effects
+
+    def _released(
+        self,
+        held_id: str,
+        request: InterceptRequest,
+        tool: str,
+        session_id: str | None,
+        cwd: str | None,
     ) -> list[Any]:
-        """What to answer for a call of ``tool`` with ``tool_input`` (see the module doc)."""
-        from ahp_protocol.wire.effects import AllowEffect, AskEffect, DenyEffect, MessageEffect
+        """The answer once a held call is decided or expired (outside the lock)."""
+        from ahp_protocol.wire.effects import AllowEffect, DenyEffect
 
-        if tool is None:
-            return []
+        from ahp_backends.approval_queue import QueueError, call_digest
+
+        assert self.queue is not None
+        advertised, tool_input = request.advertised, request.tool_input
+        try:
+            held = self.queue.await_decision(held_id)
+            receipt = self.queue.receipt_for(held_id) if held.status != "expired" else None
+        except QueueError:
+            _log("a held call could not be awaited (the queue failed); answering without it")
+            held, receipt = None, None
+        if held is not None and receipt is not None:
+            # Bound to what was approved: the receipt's digest is this very call's.
+            if receipt.digest == call_digest(tool, tool_input, session_id):
+                if receipt.decision == "approve":
+                    return [AllowEffect()] if "allow" in advertised else []
+                if "deny" in advertised:
+                    reason = f"Denied by {receipt.decided_by}"
+                    reason += f": {receipt.reason}" if receipt.reason else "."
+                    return [DenyEffect(reason=reason, code=DENIED_CODE)]
+            else:
+                _log("a receipt does not match its held call; it is ignored")
+        # Nobody decided (or the decision cannot apply here): today's answer, from the
+        # grants as they are now (one made meanwhile counts).
+        with self._lock:
+            verdict = self.verdict(tool, tool_input, session_id, cwd)
+            return self.answer(tool, tool_input, advertised, verdict)
+
+    def verdict(
+        self,
+        tool: str,
+        tool_input: Mapping[str, Any],
+        session_id: str | None = None,
+        cwd: str | None = None,
+    ) -> Grant | Requirement | None:
+        """The live grant that covers the call, else the requirement it meets, else None."""
         subject = subject_of(tool_input)
         now = self.store.clock()
         for grant in self.store.candidates(tool):
-            if grant.status(now) == "live" and grant.covers(tool, subject):
-                return [AllowEffect()] if "allow" in advertised else []
-        required = next((r for r in self.requirements if r.matches(tool, subject)), None)
-        if required is None:
+            if grant.status(now) == "live" and grant.covers(tool, subject, session_id, cwd):
+                return grant
+        return next((r for r in self.requirements if r.matches(tool, subject)), None)
+
+    def effects(
+        self,
+        tool: str | None,
+        tool_input: Mapping[str, Any],
+        advertised: frozenset[str],
+        session_id: str | None = None,
+        cwd: str | None = None,
+    ) -> list[Any]:
+        """What to answer without a hold for a call of ``tool`` (see the module doc)."""
+        if tool is None:
             return []
+        verdict = self.verdict(tool, tool_input, session_id, cwd)
+        return self.answer(tool, tool_input, advertised, verdict)
+
+    def answer(
+        self,
+        tool: str | None,
+        tool_input: Mapping[str, Any],
+        advertised: frozenset[str],
+        verdict: Grant | Requirement | None,
+    ) -> list[Any]:
+        """The effects for a verdict, without a hold: allow for a grant; ask, or a deny
+        giving the grant command, for a requirement; none otherwise."""
+        from ahp_protocol.wire.effects import AllowEffect, AskEffect, DenyEffect, MessageEffect
+
+        if tool is None or verdict is None:
+            return []
+        if isinstance(verdict, Grant):
+            return [AllowEffect()] if "allow" in advertised else []
+        required, subject = verdict, subject_of(tool_input)
         command = grant_command(self.store_hint, tool, subject)
         head = f"Approval required ({required.text})"
         if required.reason:
@@ -555,19 +558,29 @@ class Approvals:
         if "deny" in advertised:
             reason = f"{head}. No live grant covers this {tool} call; to approve it, run: {command}"
             return [DenyEffect(reason=reason, code=DENY_CODE)]
-        print(
-            "ahp-backend approval: a call requires approval, but this request accepts "
-            "neither ask nor deny",
-            file=sys.stderr,
-            flush=True,
-        )
+        _log("a call requires approval, but this request accepts neither ask nor deny")
         return []
+
+
+def _log(text: str) -> None:
+    print(f"ahp-backend approval: {text}", file=sys.stderr, flush=True)
+
+
+def served_subscriptions(hold_s: float = 0) -> list[dict[str, Any]]:
+    """The served ``hooks/configuration`` subscriptions: :data:`DEFAULT_SUBSCRIPTIONS`,
+    whose deadline, when calls are held ``hold_s`` seconds, is the hold plus
+    :data:`HOLD_MARGIN_MS` (so a hold always ends inside the request's deadline)."""
+    if hold_s <= 0:
+        return DEFAULT_SUBSCRIPTIONS
+    timeout_ms = math.ceil(hold_s * 1000) + HOLD_MARGIN_MS
+    return [{**entry, "timeoutMs": timeout_ms} for entry in DEFAULT_SUBSCRIPTIONS]
 
 
 def build_backend(approvals: Approvals) -> Backend:
     from ahp_protocol.server import Backend
 
-    backend = Backend(NAME, configuration=DEFAULT_SUBSCRIPTIONS)
+    hold_s = approvals.hold.total_seconds() if approvals.queue is not None else 0
+    backend = Backend(NAME, configuration=served_subscriptions(hold_s))
     for event_type in EVENTS:
         backend.intercept(event_type)(approvals.decide)
     return backend
@@ -595,7 +608,8 @@ def _serve_parser() -> argparse.ArgumentParser:
             "An approval service stub. Speaks AHP on stdin/stdout by default (one\n"
             "persistent process). Serves hooks/configuration (intercept tool.before,\n"
             f"fail-closed, {SERVED_TIMEOUT_MS} ms, content metadata), so a registration may\n"
-            "omit subscriptions. Subcommands: serve (the default), grant, list, revoke."
+            "omit subscriptions (with --hold-s S: S*1000 + 3000 ms). Subcommands: serve\n"
+            "(the default), grant, list, revoke, console."
         ),
         epilog=REQUIRE_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -610,10 +624,28 @@ def _serve_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--config", metavar="FILE", help="requirements file (TOML, [[require]])")
     parser.add_argument(
+        "--hold-s",
+        type=_hold_seconds,
+        default=0.0,
+        metavar="SECONDS",
+        help="hold a required call without a live grant up to SECONDS for a person to decide "
+        "(ahp-backend approval console); default 0: no hold",
+    )
+    parser.add_argument(
         "--check", action="store_true", help="validate the store and requirements, then exit"
     )
     add_transport_arguments(parser)
     return parser
+
+
+def _hold_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("expected a number of seconds, e.g. 120") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError("expected a number of seconds >= 0") from None
+    return value
 
 
 def _serve(argv: list[str]) -> int:
@@ -637,7 +669,16 @@ def _serve(argv: list[str]) -> int:
         store = Store(args.db, pool_size=SERVING_POOL_SIZE if pooled else 0)
     except StoreError as exc:
         return fail(str(exc))
-    approvals = Approvals(store, requirements)
+    queue = None
+    if args.hold_s > 0 and not args.check:
+        from ahp_backends.approval_queue import Queue, QueueError
+
+        try:
+            queue = Queue(args.db, pool_size=SERVING_POOL_SIZE if pooled else 0)
+        except QueueError as exc:
+            store.close()
+            return fail(str(exc))
+    approvals = Approvals(store, requirements, queue=queue, hold_s=args.hold_s)
     if args.check:
         try:
             live = [g for g in store.grants() if g.status(store.clock()) == "live"]
@@ -650,6 +691,8 @@ def _serve(argv: list[str]) -> int:
     try:
         return serve(build_backend(approvals), args)
     finally:
+        if queue is not None:
+            queue.close()
         store.close()
 
 
@@ -705,11 +748,22 @@ def _list(argv: list[str]) -> int:
     _store_argument(parser)
     parser.add_argument("--json", action="store_true", help="print a JSON array")
     parser.add_argument("--all", action="store_true", help="include revoked grants")
+    parser.add_argument(
+        "--receipts",
+        action="store_true",
+        help="list the decisions on held calls instead (newest first)",
+    )
+    parser.add_argument(
+        "--limit", type=int, default=100, metavar="N", help="with --receipts: at most N"
+    )
     args = parser.parse_args(argv)
     try:
         store = Store(args.db, create=False)
     except StoreError as exc:
         return fail(str(exc))
+    if args.receipts:
+        store.close()
+        return _list_receipts(args.db, args.limit, args.json)
     try:
         grants = store.grants(include_revoked=args.all)
     except StoreError as exc:
@@ -723,7 +777,7 @@ def _list(argv: list[str]) -> int:
     if not grants:
         print("no grants")
         return 0
-    rows = [("ID", "TOOL", "MATCH", "CREATED", "EXPIRES", "STATUS")]
+    rows = [("ID", "TOOL", "MATCH", "CREATED", "EXPIRES", "STATUS", "SCOPE")]
     rows += [
         (
             str(g.id),
@@ -732,13 +786,59 @@ def _list(argv: list[str]) -> int:
             _short(g.created),
             _short(g.expires),
             g.status(now),
+            g.scope,
         )
         for g in grants
     ]
+    _print_table(rows)
+    return 0
+
+
+def _print_table(rows: Sequence[Sequence[str]]) -> None:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     for row in rows:
         cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
-        print("  ".join([*cells, row[-1]]))
+        print("  ".join([*cells, row[-1]]).rstrip())
+
+
+RECEIPT_DIGEST_SHOWN: Final = 12  # hex digits of a receipt's digest in the table
+
+
+def _list_receipts(db: str, limit: int, as_json: bool) -> int:
+    from ahp_backends.approval_queue import Queue, QueueError
+
+    try:
+        queue = Queue(db, create=False)
+    except QueueError as exc:
+        return fail(str(exc))
+    try:
+        receipts = queue.receipts(limit=limit)
+    except QueueError as exc:
+        return fail(str(exc))
+    finally:
+        queue.close()
+    if as_json:
+        print(json.dumps([r.to_json() for r in receipts], indent=2, ensure_ascii=False))
+        return 0
+    if not receipts:
+        print("no receipts")
+        return 0
+    rows = [("ID", "DECIDED", "BY", "DECISION", "SCOPE", "TOOL", "SUBJECT", "DIGEST", "REASON")]
+    rows += [
+        (
+            str(r.id),
+            _short(r.decided_at),
+            r.decided_by,
+            r.decision,
+            r.scope,
+            r.tool,
+            json.dumps(r.subject, ensure_ascii=False)[1:-1],
+            r.digest[:RECEIPT_DIGEST_SHOWN],
+            r.reason or "",
+        )
+        for r in receipts
+    ]
+    _print_table(rows)
     return 0
 
 
@@ -769,6 +869,23 @@ def _revoke(argv: list[str]) -> int:
     return 0
 
 
+CONSOLE_MODULE: Final = "ahp_backends.approval_console"
+
+
+def _console(argv: list[str]) -> int:
+    """``approval console``: the web console, when it is installed (imported only here)."""
+    import importlib
+
+    try:
+        module = importlib.import_module(CONSOLE_MODULE)
+    except ModuleNotFoundError as exc:
+        if exc.name != CONSOLE_MODULE:
+            raise
+        return fail("the approval console is not installed")
+    code = module.main(argv)
+    return int(code) if code is not None else 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     command = "serve"
@@ -779,6 +896,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "grant": _grant_command,
         "list": _list,
         "revoke": _revoke,
+        "console": _console,
     }
     handler = handlers[command]
     return handler(args)

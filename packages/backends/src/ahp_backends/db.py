@@ -267,6 +267,8 @@ class Database:
         self._released = False
         self._reopening = threading.Lock()
         self._opening: int | None = None  # the thread running the opener (its schema check)
+        self._conninfo: str | None = None  # PostgreSQL: what a dedicated connection uses
+        self._busy_timeout_ms = 10_000
 
     def error(self, reason: str) -> DatabaseError:
         return DatabaseError(self.shown, reason)
@@ -357,6 +359,33 @@ class Database:
                 self._opening = None
             self._released = False
 
+    def dedicated_connection(self) -> Any:
+        """A new connection of its own to the same database, outside every transaction,
+        lock and pool, in autocommit mode (the caller uses it from one thread and closes
+        it): a PostgreSQL ``LISTEN``, or a watch on SQLite's ``PRAGMA data_version``.
+        It is not released before a fork: open it only in the process that uses it.
+        Raises :class:`DatabaseError` (a fixed reason) when it cannot connect."""
+        if self.engine == "sqlite":
+            import sqlite3
+
+            try:
+                return sqlite3.connect(
+                    self.target,
+                    timeout=self._busy_timeout_ms / 1000,
+                    isolation_level=None,
+                    check_same_thread=False,
+                )
+            except sqlite3.Error:
+                raise self.error(f"cannot open the {self.schema.noun}") from None
+        import psycopg
+
+        if self._conninfo is None:
+            raise self.error("the database is closed")
+        try:
+            return psycopg.connect(self._conninfo, autocommit=True)
+        except psycopg.Error as exc:
+            raise self.error(f"cannot connect ({type(exc).__name__})") from None
+
     # -- opening ------------------------------------------------------------------------
 
     def _open_sqlite(self, *, create: bool, busy_timeout_ms: int, synchronous: str) -> None:
@@ -380,6 +409,7 @@ class Database:
         except sqlite3.Error:
             raise self.error(f"cannot open the {noun}") from None
         self._sqlite = db
+        self._busy_timeout_ms = busy_timeout_ms
         try:
             db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
             db.execute(f"PRAGMA synchronous = {synchronous.upper()}")
@@ -414,6 +444,7 @@ class Database:
         with contextlib.suppress(TypeError, ValueError):
             self._wait_s = max(2, int(str(params["connect_timeout"])))
         conninfo = make_conninfo("", **params)
+        self._conninfo = conninfo
         statement_timeout = f"SET statement_timeout = {int(busy_timeout_ms)}"
         try:
             conn = psycopg.connect(conninfo, autocommit=True)

@@ -112,10 +112,22 @@ class Replies:
             cached: T = self._answers[key]
             return cached
         value = compute()
-        self._answers[key] = value
+        self.put(event, value)
+        return value
+
+    def get(self, event: dict[str, Any]) -> Any:
+        """The answer remembered for ``event``, or None."""
+        key = self.key(event)
+        if key not in self._answers:
+            return None
+        self._answers.move_to_end(key)
+        return self._answers[key]
+
+    def put(self, event: dict[str, Any], value: Any) -> None:
+        """Remember ``value`` (not None) as the answer for ``event``."""
+        self._answers[self.key(event)] = value
         if len(self._answers) > self.size:
             self._answers.popitem(last=False)
-        return value
 
 
 def database_target(text: str) -> str:

@@ -1,0 +1,359 @@
+"""The approval center (``ahp-backend approval console``) in a real browser.
+
+Real processes on one SQLite store: the approval backend holding ``Bash: git push``
+calls (``--hold-s``, HTTP) and the console; calls are held by ``hooks/intercept``
+requests sent from threads, and decided in headless Chromium (Debian's, driven by
+Playwright's sync API: one browser for the module). Requests a browser would never
+send (no CSRF token, a foreign Origin or Host) go through httpx with the session cookie.
+
+With ``AHP_SCREENSHOT=1`` the queue with a held call is saved to
+``docs/images/approval-console.png``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from kit_testing import StderrLines, intercept_request
+
+PY = sys.executable
+DEADLINE = 30.0
+HOLD_S = 10  # long enough to decide in the browser, short enough never to wait long
+NAME = "Ann Operator"
+ROOT = Path(__file__).resolve().parents[3]
+SCREENSHOT = ROOT / "docs" / "images" / "approval-console.png"
+INSTALL = (
+    "the approval console's tests need Debian's chromium: "
+    "apt-get update && apt-get install -y --no-install-recommends chromium"
+)
+
+pytestmark = pytest.mark.timeout(90)
+
+
+# --------------------------------------------------------------------------- processes
+
+
+class Process:
+    def __init__(self, argv: list[str], env: dict[str, str] | None = None) -> None:
+        self.process = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+        assert self.process.stderr is not None
+        self.stderr = StderrLines(self.process.stderr, DEADLINE)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=DEADLINE)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+@dataclass
+class Console:
+    url: str
+    secret: str
+    backend_url: str
+
+
+@pytest.fixture(scope="module")
+def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
+    db = str(tmp_path_factory.mktemp("console") / "approval.db")
+    cli = [PY, "-m", "ahp_backends.cli", "approval"]
+    backend = Process(
+        [*cli, "--db", db, "--require", "Bash:git push", "--hold-s", str(HOLD_S),
+         "--http", "127.0.0.1:0"]
+    )  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k != "AHP_APPROVAL_CONSOLE_SECRET"}
+    web = Process([*cli, "console", "--db", db], env=env)
+    try:
+        line = backend.stderr.wait_for("listening on http://")
+        backend_url = line.split("listening on ", 1)[1].strip() + "/"
+        shown = web.stderr.wait_for("approval console: ")
+        found = re.search(r"(http://127\.0\.0\.1:\d+/) \(login secret: (\S+)\)", shown)
+        assert found, shown
+        yield Console(found.group(1), found.group(2), backend_url)
+    finally:
+        web.stop()
+        backend.stop()
+
+
+def event(command: str, session: str = "sess_console", cwd: str = "/work/project") -> Any:
+    token = uuid.uuid4().hex
+    return {
+        "id": f"evt_{token}",
+        "source": "urn:example:console",
+        "type": "tool.before",
+        "time": "2026-08-24T08:51:14Z",
+        "harness": {"name": "console-tests", "version": "1.0"},
+        "session": {"id": session, "cwd": cwd},
+        "tool": {"name": "Bash", "kind": "shell", "input": {"command": command},
+                 "origin": "native"},
+        "call": {"id": f"call_{token}"},
+        "path": "native",
+    }  # fmt: skip
+
+
+_calls = ThreadPoolExecutor(max_workers=4)
+
+
+def send(console: Console, command: str, **where: str) -> Future[list[dict[str, Any]]]:
+    """Send a ``Bash`` call from a thread (a held call waits there); its effects later."""
+    message = intercept_request(event(command, **where), ("allow", "deny"))
+
+    def post() -> list[dict[str, Any]]:
+        response = httpx.post(console.backend_url, json=message, timeout=HOLD_S + DEADLINE)
+        assert response.status_code == 200, response.status_code
+        effects: list[dict[str, Any]] = response.json()["result"]["effects"]
+        return effects
+
+    return _calls.submit(post)
+
+
+def unique(text: str) -> str:
+    return f"{text}-{uuid.uuid4().hex[:8]}"
+
+
+# --------------------------------------------------------------------------- the browser
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    executable = shutil.which("chromium")
+    if executable is None:
+        pytest.fail(INSTALL)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=executable, headless=True)
+        yield launched
+        launched.close()
+
+
+def logged_in(browser: Any, console: Console, **options: Any) -> Any:
+    from playwright.sync_api import expect
+
+    page = browser.new_context(viewport={"width": 1100, "height": 800}, **options).new_page()
+    page.set_default_timeout(DEADLINE * 1000)
+    page.goto(console.url)
+    assert page.url.endswith("/login")
+    page.fill("input[name=name]", NAME)
+    page.fill("input[name=secret]", console.secret)
+    page.click("button[type=submit]")
+    expect(page.locator("header .who")).to_contain_text(NAME)
+    return page
+
+
+@pytest.fixture(scope="module")
+def page(browser: Any, console: Console) -> Any:
+    return logged_in(browser, console)
+
+
+def card(page: Any, text: str) -> Any:
+    from playwright.sync_api import expect
+
+    found = page.locator("article.held", has_text=text)
+    expect(found).to_be_visible()  # arrives without a reload (the page's event stream)
+    return found
+
+
+def fresh(page: Any, console: Console) -> None:
+    page.goto(console.url)
+    page.wait_for_function("() => document.getElementById('live') !== null")
+
+
+# --------------------------------------------------------------------------- tests
+
+
+def test_a_wrong_secret_is_refused(browser: Any, console: Console) -> None:
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(console.url + "login")
+    page.fill("input[name=name]", NAME)
+    page.fill("input[name=secret]", "not-the-secret")
+    page.click("button[type=submit]")
+    assert "not the login secret" in page.locator(".error").inner_text()
+    page.goto(console.url)
+    assert page.url.endswith("/login")
+    context.close()
+
+
+def test_approve_once(page: Any, console: Console) -> None:
+    fresh(page, console)
+    command = unique("git push origin main")
+    result = send(console, command)
+    held = card(page, command)
+    assert '"command": "' + command + '"' in held.locator("pre.input").inner_text()
+    facts = held.locator(".facts").inner_text()
+    assert "sess_console" in facts and "console-tests" in facts and "/work/project" in facts
+    assert "git push" in facts  # the rule that asked
+    assert re.search(r"\d+ s left", held.locator("[data-countdown]").inner_text())
+    if os.environ.get("AHP_SCREENSHOT") == "1":
+        SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOT), full_page=True)
+    held.get_by_role("button", name="Approve once").click()
+    assert [e["type"] for e in result.result(DEADLINE)] == ["allow"]
+    assert "Approved Bash once" in page.locator(".flash").inner_text()
+    row = page.locator("#recent tr", has_text=command)
+    assert NAME in row.inner_text() and "approve" in row.inner_text()
+    # once: the same call is held again
+    again = send(console, command)
+    card(page, command).get_by_role("button", name="Deny").click()
+    assert [e["type"] for e in again.result(DEADLINE)] == ["deny"]
+
+
+def test_deny_with_a_reason(page: Any, console: Console) -> None:
+    fresh(page, console)
+    command = unique("git push --force")
+    result = send(console, command)
+    held = card(page, command)
+    held.locator("input[name=reason]").fill("not on a Friday")
+    held.get_by_role("button", name="Deny").click()
+    effects = result.result(DEADLINE)
+    assert [e["type"] for e in effects] == ["deny"]
+    assert effects[0]["reason"] == f"Denied by {NAME}: not on a Friday"
+    page.goto(console.url + "decisions")
+    row = page.locator("tr", has_text=command)
+    assert "not on a Friday" in row.inner_text() and "deny" in row.inner_text()
+
+
+def test_approve_for_the_session(page: Any, console: Console) -> None:
+    fresh(page, console)
+    session = unique("sess_grant")
+    command = unique("git push origin release")
+    result = send(console, command, session=session)
+    held = card(page, command)
+    held.locator("select[name=duration]").select_option("15m")
+    held.get_by_role("button", name="Approve for this session").click()
+    assert [e["type"] for e in result.result(DEADLINE)] == ["allow"]
+    # the next identical call of the session passes without a hold (well within HOLD_S)
+    assert [e["type"] for e in send(console, command, session=session).result(3)] == ["allow"]
+    assert page.locator("article.held", has_text=command).count() == 0
+    # the session's timeline: the held call, approved, and its receipt
+    page.locator("#recent a", has_text=session).first.click()
+    timeline = page.locator(".timeline")
+    assert session in timeline.locator("h1").inner_text()
+    entry = timeline.locator("li.event", has_text=command)
+    assert "approved" in entry.inner_text() and "session" in entry.locator(".receipt").inner_text()
+
+
+def test_two_held_calls_decided_out_of_order(page: Any, console: Console) -> None:
+    fresh(page, console)
+    first, second = unique("git push a"), unique("git push b")
+    first_result = send(console, first)
+    card(page, first)
+    second_result = send(console, second)
+    card(page, second).get_by_role("button", name="Approve once").click()
+    assert [e["type"] for e in second_result.result(DEADLINE)] == ["allow"]
+    assert not first_result.done()
+    card(page, first).get_by_role("button", name="Deny").click()
+    assert [e["type"] for e in first_result.result(DEADLINE)] == ["deny"]
+
+
+def test_an_input_with_markup_is_shown_literally_and_never_runs(
+    page: Any, console: Console
+) -> None:
+    fresh(page, console)
+    payload = (
+        "git push '<script>window.__pwned = 1</script>"
+        '<img src=x onerror="window.__pwned = 2"><b>bold</b>\' '
+    ) + unique("x")
+    result = send(console, payload)
+    held = card(page, "window.__pwned = 1")
+    shown = held.locator("pre.input").inner_text()
+    assert "<script>window.__pwned = 1</script>" in shown
+    assert '<img src=x onerror=\\"window.__pwned = 2\\">' in shown  # JSON-escaped quotes
+    assert held.locator("pre.input script, pre.input img, pre.input b").count() == 0
+    page.reload()  # rendered by the server as well as merged in live
+    held = card(page, "window.__pwned = 1")
+    assert page.evaluate("() => window.__pwned") is None
+    held.get_by_role("button", name="Deny").click()
+    assert [e["type"] for e in result.result(DEADLINE)] == ["deny"]
+    assert page.evaluate("() => window.__pwned") is None
+
+
+def test_a_decision_already_made_shows_the_queue_message(
+    browser: Any, page: Any, console: Console
+) -> None:
+    fresh(page, console)
+    stale = logged_in(browser, console, java_script_enabled=False)  # a page never updated
+    command = unique("git push stale")
+    result = send(console, command)
+    card(page, command)
+    stale.goto(console.url)
+    card(stale, command).get_by_role("button", name="Approve once")  # shown there too
+    card(page, command).get_by_role("button", name="Approve once").click()
+    assert [e["type"] for e in result.result(DEADLINE)] == ["allow"]
+    response = stale.expect_navigation
+    with response() as navigation:
+        stale.locator("article.held", has_text=command).get_by_role("button", name="Deny").click()
+    assert navigation.value.status == 409
+    assert f"already decided by {NAME}" in stale.locator(".error").inner_text()
+    stale.context.close()
+
+
+def _cookie_client(page: Any, console: Console) -> httpx.Client:
+    cookies = {c["name"]: c["value"] for c in page.context.cookies()}
+    assert [name for name in cookies if name.startswith("ahp_console_")], cookies
+    return httpx.Client(base_url=console.url, cookies=cookies, timeout=DEADLINE)
+
+
+def test_forged_decisions_and_foreign_hosts_are_refused(page: Any, console: Console) -> None:
+    fresh(page, console)
+    command = unique("git push forged")
+    result = send(console, command)
+    held = card(page, command)
+    held_id = held.get_attribute("data-key")
+    token = held.locator("input[name=csrf]").get_attribute("value")
+    with _cookie_client(page, console) as client:
+        url = f"decide/{held_id}"
+        assert client.post(url, data={"action": "once"}).status_code == 403
+        assert client.post(url, data={"action": "once", "csrf": "x" + token}).status_code == 403
+        foreign = {"Origin": "http://evil.example"}
+        refused = client.post(url, data={"action": "once", "csrf": token}, headers=foreign)
+        assert refused.status_code == 403
+        assert client.get("/", headers={"Host": "evil.example"}).status_code == 421
+        assert client.get("/", headers={"Host": "evil.example:80"}).status_code == 421
+        assert not result.done()
+        home = client.get("/")
+        assert home.status_code == 200
+        assert "'self'" in home.headers["content-security-policy"]
+        assert "'unsafe-inline'" not in home.headers["content-security-policy"]
+        assert home.headers["x-frame-options"] == "DENY"
+        # the same request with its token and the console's own Origin decides it
+        own = {"Origin": console.url.rstrip("/")}
+        decided = client.post(url, data={"action": "once", "csrf": token}, headers=own)
+        assert decided.status_code == 303
+    assert [e["type"] for e in result.result(DEADLINE)] == ["allow"]
+    with httpx.Client(base_url=console.url, timeout=DEADLINE) as anonymous:
+        assert anonymous.get("/live").status_code == 401
+        assert anonymous.get("/").headers["location"] == "/login"
+
+
+def test_a_remote_address_needs_allow_remote(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [PY, "-m", "ahp_backends.cli", "approval", "console", "--db", str(tmp_path / "a.db"),
+         "--listen", "0.0.0.0:0"],
+        capture_output=True, text=True, timeout=DEADLINE, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "--listen '0.0.0.0:0': refusing a non-loopback address" in done.stderr
