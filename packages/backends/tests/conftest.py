@@ -49,6 +49,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO, Any, ClassVar
 
 import anyio
@@ -316,6 +317,38 @@ def hook_for(
 @pytest.fixture
 def hook() -> Callable[..., dict[str, Any]]:
     return hook_for
+
+
+def _tcp_inode(server_port: int, client_port: int) -> str | None:
+    """The inode of the accepted socket of a loopback connection (from ``/proc/net``)."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            local, remote = fields[1], fields[2]
+            if int(local.rsplit(":", 1)[1], 16) == server_port and (
+                int(remote.rsplit(":", 1)[1], 16) == client_port
+            ):
+                return fields[9]
+    return None
+
+
+def _connection_owner(pids: list[int], server_port: int, client_port: int) -> int | None:
+    """Which of ``pids`` (a server's workers) holds the accepted end of the connection
+    from ``client_port`` to ``server_port``; None if none does."""
+    wanted = f"socket:[{_tcp_inode(server_port, client_port)}]"
+    for pid in pids:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == wanted:
+                    return pid
+            except OSError:
+                continue
+    return None
+
+
+@pytest.fixture
+def connection_owner() -> Callable[[list[int], int, int], int | None]:
+    return _connection_owner
 
 
 # --------------------------------------------------------------------------- databases

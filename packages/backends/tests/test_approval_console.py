@@ -1,31 +1,43 @@
-"""The approval center (``ahp-backend approval console``) in a real browser.
+"""The approval center (``ahp-backend approval console``) in a real browser (issue #30).
 
-Real processes on one SQLite store: the approval backend holding ``Bash: git push``
-calls (``--hold-s``, HTTP) and the console; calls are held by ``hooks/intercept``
-requests sent from threads, and decided in headless Chromium (Debian's, driven by
-Playwright's sync API: one browser for the module). Requests a browser would never
-send (no CSRF token, a foreign Origin or Host) go through httpx with the session cookie.
+Real processes: the approval backend holding ``Bash: git push`` calls (``--hold-s``,
+HTTP) and the console, on one SQLite store (and, for ``--workers 2``, on PostgreSQL);
+calls are held by ``hooks/intercept`` requests whose answers are read on threads, and
+decided in headless Chromium (Debian's ``chromium``, driven by Playwright's sync API:
+one browser for the module; without it the tests fail saying how to install it).
+Each flow asserts the backend's answer to the held call, the receipt in the database
+and the page: approve once (held again next time), deny with a reason, approve for the
+session (the next call passes, a changed input is held again), nobody decides (today's
+answer), two calls decided out of order, markup shown literally and never run, a stale
+page's decision refused, forged decisions (no CSRF token, another Origin or Host)
+refused, two workers on PostgreSQL. Requests a browser would never send go through
+httpx with the session cookie.
 
 With ``AHP_SCREENSHOT=1`` the queue with a held call is saved to
-``docs/images/approval-console.png``.
+``docs/images/approval-console.png`` (shown in the backends README).
 """
 
 from __future__ import annotations
 
+import contextlib
+import http.client
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import threading
 import uuid
-from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from ahp_backends.approval_queue import Queue, call_digest
 
 from kit_testing import StderrLines, intercept_request
 
@@ -73,15 +85,18 @@ class Console:
     url: str
     secret: str
     backend_url: str
+    db: str
+    backend: Process
 
 
-@pytest.fixture(scope="module")
-def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
-    db = str(tmp_path_factory.mktemp("console") / "approval.db")
+@contextlib.contextmanager
+def running(db: str, hold_s: float, *extra: str) -> Iterator[Console]:
+    """The approval backend holding ``Bash: git push`` calls (``--hold-s``, HTTP, ``extra``
+    options) and the console, both on ``db``."""
     cli = [PY, "-m", "ahp_backends.cli", "approval"]
     backend = Process(
-        [*cli, "--db", db, "--require", "Bash:git push", "--hold-s", str(HOLD_S),
-         "--http", "127.0.0.1:0"]
+        [*cli, "--db", db, "--require", "Bash:git push", "--hold-s", str(hold_s),
+         "--http", "127.0.0.1:0", *extra]
     )  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k != "AHP_APPROVAL_CONSOLE_SECRET"}
     web = Process([*cli, "console", "--db", db], env=env)
@@ -91,10 +106,24 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
         shown = web.stderr.wait_for("approval console: ")
         found = re.search(r"(http://127\.0\.0\.1:\d+/) \(login secret: (\S+)\)", shown)
         assert found, shown
-        yield Console(found.group(1), found.group(2), backend_url)
+        yield Console(found.group(1), found.group(2), backend_url, db, backend)
     finally:
         web.stop()
         backend.stop()
+
+
+@pytest.fixture(scope="module")
+def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
+    with running(str(tmp_path_factory.mktemp("console") / "approval.db"), HOLD_S) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def queue(console: Console) -> Iterator[Queue]:
+    """The store as the tests read it: held calls and receipts, straight from the DB."""
+    opened = Queue(console.db)
+    yield opened
+    opened.close()
 
 
 def event(command: str, session: str = "sess_console", cwd: str = "/work/project") -> Any:
@@ -113,20 +142,43 @@ def event(command: str, session: str = "sess_console", cwd: str = "/work/project
     }  # fmt: skip
 
 
-_calls = ThreadPoolExecutor(max_workers=4)
+class Call:
+    """One ``hooks/intercept`` POST on its own connection, sent now; its answer is read on
+    a thread (a held call waits there). ``client_port`` tells which worker accepted it."""
+
+    def __init__(self, url: str, message: dict[str, Any]) -> None:
+        host, _, port = url.split("http://", 1)[1].rstrip("/").rpartition(":")
+        self.server_port = int(port)
+        self.conn = http.client.HTTPConnection(host, int(port), timeout=HOLD_S + DEADLINE)
+        self.conn.connect()
+        self.client_port: int = self.conn.sock.getsockname()[1]
+        self.conn.request("POST", "/", json.dumps(message), {"Content-Type": "application/json"})
+        self.future: Future[list[dict[str, Any]]] = Future()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        try:
+            response = self.conn.getresponse()
+            decoded = json.loads(response.read())
+            assert response.status == 200, decoded
+            self.future.set_result(decoded["result"]["effects"])
+        except BaseException as exc:
+            self.future.set_exception(exc)
+        finally:
+            self.conn.close()
+
+    def result(self, timeout: float) -> list[dict[str, Any]]:
+        return self.future.result(timeout)
+
+    def done(self) -> bool:
+        return self.future.done()
 
 
-def send(console: Console, command: str, **where: str) -> Future[list[dict[str, Any]]]:
-    """Send a ``Bash`` call from a thread (a held call waits there); its effects later."""
-    message = intercept_request(event(command, **where), ("allow", "deny"))
-
-    def post() -> list[dict[str, Any]]:
-        response = httpx.post(console.backend_url, json=message, timeout=HOLD_S + DEADLINE)
-        assert response.status_code == 200, response.status_code
-        effects: list[dict[str, Any]] = response.json()["result"]["effects"]
-        return effects
-
-    return _calls.submit(post)
+def send(
+    console: Console, command: str, effects: tuple[str, ...] = ("allow", "deny"), **where: str
+) -> Call:
+    """Send a ``Bash`` call whose request accepts ``effects``."""
+    return Call(console.backend_url, intercept_request(event(command, **where), effects))
 
 
 def unique(text: str) -> str:
@@ -197,11 +249,12 @@ def test_a_wrong_secret_is_refused(browser: Any, console: Console) -> None:
     context.close()
 
 
-def test_approve_once(page: Any, console: Console) -> None:
+def test_approve_once(page: Any, console: Console, queue: Queue) -> None:
     fresh(page, console)
     command = unique("git push origin main")
     result = send(console, command)
     held = card(page, command)
+    held_id = held.get_attribute("data-key")
     assert '"command": "' + command + '"' in held.locator("pre.input").inner_text()
     facts = held.locator(".facts").inner_text()
     assert "sess_console" in facts and "console-tests" in facts and "/work/project" in facts
@@ -212,6 +265,10 @@ def test_approve_once(page: Any, console: Console) -> None:
         page.screenshot(path=str(SCREENSHOT), full_page=True)
     held.get_by_role("button", name="Approve once").click()
     assert [e["type"] for e in result.result(DEADLINE)] == ["allow"]
+    receipt = queue.receipt_for(held_id)  # in the database: who, what, bound to this call
+    assert receipt is not None
+    assert (receipt.decided_by, receipt.decision, receipt.scope) == (NAME, "approve", "once")
+    assert receipt.digest == call_digest("Bash", {"command": command}, "sess_console")
     assert "Approved Bash once" in page.locator(".flash").inner_text()
     row = page.locator("#recent tr", has_text=command)
     assert NAME in row.inner_text() and "approve" in row.inner_text()
@@ -221,16 +278,24 @@ def test_approve_once(page: Any, console: Console) -> None:
     assert [e["type"] for e in again.result(DEADLINE)] == ["deny"]
 
 
-def test_deny_with_a_reason(page: Any, console: Console) -> None:
+def test_deny_with_a_reason(page: Any, console: Console, queue: Queue) -> None:
     fresh(page, console)
     command = unique("git push --force")
     result = send(console, command)
     held = card(page, command)
+    held_id = held.get_attribute("data-key")
     held.locator("input[name=reason]").fill("not on a Friday")
     held.get_by_role("button", name="Deny").click()
     effects = result.result(DEADLINE)
     assert [e["type"] for e in effects] == ["deny"]
     assert effects[0]["reason"] == f"Denied by {NAME}: not on a Friday"
+    receipt = queue.receipt_for(held_id)
+    assert receipt is not None
+    assert (receipt.decided_by, receipt.decision, receipt.reason) == (
+        NAME,
+        "deny",
+        "not on a Friday",
+    )
     page.goto(console.url + "decisions")
     row = page.locator("tr", has_text=command)
     assert "not on a Friday" in row.inner_text() and "deny" in row.inner_text()
@@ -248,12 +313,49 @@ def test_approve_for_the_session(page: Any, console: Console) -> None:
     # the next identical call of the session passes without a hold (well within HOLD_S)
     assert [e["type"] for e in send(console, command, session=session).result(3)] == ["allow"]
     assert page.locator("article.held", has_text=command).count() == 0
+    # a changed input, in the same session, is held again: the grant is for this input only
+    changed = send(console, command + " --force", session=session)
+    card(page, command + " --force").get_by_role("button", name="Deny").click()
+    assert [e["type"] for e in changed.result(DEADLINE)] == ["deny"]
     # the session's timeline: the held call, approved, and its receipt
     page.locator("#recent a", has_text=session).first.click()
     timeline = page.locator(".timeline")
     assert session in timeline.locator("h1").inner_text()
-    entry = timeline.locator("li.event", has_text=command)
+    entry = timeline.locator("li.event.approved", has_text=command)
     assert "approved" in entry.inner_text() and "session" in entry.locator(".receipt").inner_text()
+    assert "denied" in timeline.locator("li.event.denied", has_text="--force").inner_text()
+
+
+def test_nobody_decides_then_todays_answer(page: Any, console: Console, queue: Queue) -> None:
+    """A second backend on the same store holding for 2 s: its calls show in the console,
+    nobody decides, and each gets today's answer (ask where the request takes it, else
+    the deny that gives the grant command); the held rows end ``expired``."""
+    fresh(page, console)
+    short = Process(
+        [PY, "-m", "ahp_backends.cli", "approval", "--db", console.db, "--require",
+         "Bash:git push", "--hold-s", "2", "--http", "127.0.0.1:0"]
+    )  # fmt: skip
+    try:
+        line = short.stderr.wait_for("listening on http://")
+        url = line.split("listening on ", 1)[1].strip() + "/"
+        asked, denied = unique("git push asked"), unique("git push denied")
+        full = ("allow", "ask", "deny", "message")
+        ask = Call(url, intercept_request(event(asked), full))
+        deny = Call(url, intercept_request(event(denied), ("allow", "deny")))
+        ids = [card(page, text).get_attribute("data-key") for text in (asked, denied)]
+        ask_effects, deny_effects = ask.result(DEADLINE), deny.result(DEADLINE)
+    finally:
+        short.stop()
+    assert "ask" in [e["type"] for e in ask_effects]
+    assert [e["type"] for e in deny_effects] == ["deny"]
+    assert "ahp-backend approval grant" in deny_effects[0]["reason"]
+    statuses = [held.status for held in (queue.get(i) for i in ids) if held is not None]
+    assert statuses == ["expired", "expired"]
+    assert [queue.receipt_for(i) for i in ids] == [None, None]  # nobody decided
+    expect_gone = page.locator("article.held", has_text=asked)
+    from playwright.sync_api import expect
+
+    expect(expect_gone).to_have_count(0)  # the live queue drops it
 
 
 def test_two_held_calls_decided_out_of_order(page: Any, console: Console) -> None:
@@ -357,3 +459,41 @@ def test_a_remote_address_needs_allow_remote(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 2
     assert "--listen '0.0.0.0:0': refusing a non-loopback address" in done.stderr
+
+
+def test_two_workers_on_postgresql(
+    browser: Any,
+    postgres_url: str,
+    connection_owner: Callable[[list[int], int, int], int | None],
+) -> None:
+    """The backend with ``--workers 2`` and the console on one PostgreSQL database: calls
+    held in each worker (which worker holds a connection is read from ``/proc``) are all
+    released by decisions made in the browser, through the console's own process."""
+    with running(postgres_url, HOLD_S, "--workers", "2") as pg:
+        listed = pg.backend.stderr.wait_for(" workers: ")
+        pids = [int(p) for p in listed.split("workers: ", 1)[1].split(", ")]
+        page = logged_in(browser, pg)
+        calls: dict[str, Call] = {}
+        owners: set[int] = set()
+        for i in range(12):  # until a call is held in each worker
+            command = unique(f"git push origin w{i}")
+            call = send(pg, command)
+            card(page, command)
+            owner = connection_owner(pids, call.server_port, call.client_port)
+            assert owner is not None
+            calls[command], owners = call, owners | {owner}
+            if owners == set(pids):
+                break
+        assert owners == set(pids), "every call reached one worker"
+        queue = Queue(postgres_url)
+        try:
+            for command, call in calls.items():
+                held = card(page, command)
+                held_id = held.get_attribute("data-key")
+                held.get_by_role("button", name="Approve once").click()
+                assert [e["type"] for e in call.result(DEADLINE)] == ["allow"]
+                receipt = queue.receipt_for(held_id)
+                assert receipt is not None and receipt.decided_by == NAME
+        finally:
+            queue.close()
+        page.context.close()

@@ -25,7 +25,6 @@ from __future__ import annotations
 import hashlib
 import http.client
 import json
-import os
 import subprocess
 import threading
 import time
@@ -302,34 +301,11 @@ def test_two_held_calls_decided_out_of_order(
     assert "Traceback" not in server.stop()
 
 
-def _tcp_inode(server_port: int, client_port: int) -> str | None:
-    """The inode of the accepted socket of a connection (as test_workers reads it)."""
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            local, remote = fields[1], fields[2]
-            if int(local.rsplit(":", 1)[1], 16) == server_port and (
-                int(remote.rsplit(":", 1)[1], 16) == client_port
-            ):
-                return fields[9]
-    return None
-
-
-def _owner(pids: list[int], call: Call) -> int | None:
-    inode = _tcp_inode(call.server_port, call.client_port)
-    wanted = f"socket:[{inode}]"
-    for pid in pids:
-        for fd in os.listdir(f"/proc/{pid}/fd"):
-            try:
-                if os.readlink(f"/proc/{pid}/fd/{fd}") == wanted:
-                    return pid
-            except OSError:
-                continue
-    return None
-
-
 def test_two_workers_on_postgresql_release_calls_held_in_each(
-    postgres_url: str, http_backend: Any, queues: Callable[[str], Queue]
+    postgres_url: str,
+    http_backend: Any,
+    queues: Callable[[str], Queue],
+    connection_owner: Callable[[list[int], int, int], int | None],
 ) -> None:
     server = serve(http_backend, postgres_url, 5, "--workers", "2")
     listed = server.wait_for_stderr(" workers: ")
@@ -339,7 +315,7 @@ def test_two_workers_on_postgresql_release_calls_held_in_each(
     for i in range(12):  # until a call is held in each worker
         call = post(server, f"git push origin b{i}")
         (found,) = held(queue, 1, besides=tuple(calls))
-        owner = _owner(pids, call)
+        owner = connection_owner(pids, call.server_port, call.client_port)
         assert owner is not None
         calls[found.id] = (call, owner)
         if {pid for _, pid in calls.values()} == set(pids):
@@ -430,7 +406,7 @@ def test_a_decision_on_the_injected_clock(tmp_path: Path) -> None:
     try:
         call = queue.hold(tool="Bash", kind=None, input={"command": "git push"},
                           session_id=None, harness=None, cwd="/p", rule=PUSH,
-                          expires=now[0] + timedelta(seconds=30))  # fmt: skip
+                          wait=timedelta(seconds=30))  # fmt: skip
         assert [h.id for h in queue.pending()] == [call.id]
         with pytest.raises(QueueError, match="session id"):
             queue.decide(call.id, approve=True, by="a", scope="session", grant_for=timedelta(1))
@@ -448,7 +424,7 @@ def test_a_decision_on_the_injected_clock(tmp_path: Path) -> None:
         store.close()
         later = queue.hold(tool="Bash", kind=None, input={"command": "x"}, session_id=None,
                            harness=None, cwd=None, rule=PUSH,
-                           expires=now[0] + timedelta(seconds=30))  # fmt: skip
+                           wait=timedelta(seconds=30))  # fmt: skip
         now[0] += timedelta(seconds=31)
         assert queue.pending() == []
         assert queue.await_decision(later.id).status == "expired"  # at once: the clock says so

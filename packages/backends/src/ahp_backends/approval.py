@@ -442,7 +442,7 @@ class Approvals:
                         harness=_text_at(event, "harness", "name"),
                         cwd=cwd,
                         rule=verdict.text,
-                        expires=self.queue.clock() + self.hold,
+                        wait=self.hold,
                     )
                 except QueueError:
                     _log("a call could not be held (the queue failed); answering without a hold")

@@ -321,13 +321,15 @@ class Queue:
         harness: str | None,
         cwd: str | None,
         rule: str,
-        expires: datetime,
+        wait: timedelta,
     ) -> Held:
-        """Record a pending held call (and announce it)."""
+        """Record a pending held call, expiring ``wait`` after it is created (one clock
+        reading for both), and announce it."""
         input_json = canonical_json(input)
         subject = subject_of(input) if isinstance(input, Mapping) else input_json
         held_id = uuid.uuid4().hex
         created = self.clock()
+        expires = created + wait
         digest = call_digest(tool, input, session_id)
         with self._transaction(write=True) as session:
             session.run(
