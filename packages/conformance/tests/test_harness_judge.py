@@ -50,8 +50,13 @@ SDK_SUBSET = (
 """A spread of the official tags for the SDK (its client costs ~0.3 s of CPU per scenario)."""
 
 
+PROGRESS: list[str] = []
+"""The last judge run's progress lines (its stderr)."""
+
+
 def judge(tmp_path: Path, *args: str) -> tuple[int, dict[str, Any]]:
-    """Run ``python -m ahp_conformance.harness_judge ... --json``; exit status and report."""
+    """Run ``python -m ahp_conformance.harness_judge ... --json``; exit status and report
+    (its stderr lines in :data:`PROGRESS`)."""
     done = subprocess.run(
         [sys.executable, "-m", "ahp_conformance.harness_judge", "--json", *args],
         capture_output=True,
@@ -62,6 +67,7 @@ def judge(tmp_path: Path, *args: str) -> tuple[int, dict[str, Any]]:
         env={**os.environ, "AHP_FIXTURES_DIR": str(kit_testing.fixtures_root())},
     )
     assert done.stdout, done.stderr
+    PROGRESS[:] = done.stderr.splitlines()
     return done.returncode, json.loads(done.stdout)
 
 
@@ -137,6 +143,12 @@ def test_the_kits_client_passes_every_failure_class_deadline_and_short_circuit(
         assert report["requirements"]["AHP-FAIL-002"]["status"] == "pass"
     for requirement in ("AHP-FAIL-001", "AHP-COMP-001", "AHP-DEC-002"):
         assert report["requirements"][requirement]["status"] == "pass"
+    # a long phase says how far it has come, run by run (waiting) or a pool at a time
+    runs = 2 * len(classes)
+    unit = "waiting run" if "timeout" in classes else "failure run"
+    counted = [line for line in PROGRESS if f": {unit} " in line]
+    assert counted[-1].endswith(f"{unit} {runs}/{runs} done"), PROGRESS
+    assert len(counted) == (runs if unit == "waiting run" else -(-runs // 3)), PROGRESS
 
 
 def test_the_kits_client_passes_the_failure_classes_over_http_hooks(tmp_path: Path) -> None:

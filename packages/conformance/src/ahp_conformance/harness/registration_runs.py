@@ -423,13 +423,20 @@ def binding_checks(
         f"registration runs over {binding}: {len(waiting)} waiting runs one at a time, "
         f"{len(rest)} other failure runs {jobs} at a time"
     )
-    outcomes = {i: failure_run(i) for i in waiting}
+    outcomes = {}
+    for done, item in enumerate(waiting, 1):
+        outcomes[item] = failure_run(item)
+        progress(f"registration runs over {binding}: waiting run {done}/{len(waiting)} done")
     short_hooks = [
         (first, ("--fault", "deny"), "fail-closed", LONG_DEADLINE_MS),
         ("org.ahp.fake.second", (), "fail-closed", LONG_DEADLINE_MS),
     ]
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        outcomes.update(zip(rest, pool.map(failure_run, rest), strict=True))
+        ran = zip(rest, pool.map(failure_run, rest), strict=True)
+        for done, (item, outcome) in enumerate(ran, 1):
+            outcomes[item] = outcome
+            if done % jobs == 0 or done == len(rest):
+                progress(f"registration runs over {binding}: failure run {done}/{len(rest)} done")
         short = pool.submit(
             run_registration,
             adapter,
