@@ -417,3 +417,73 @@ def test_an_unknown_guard_is_refused() -> None:
     )
     assert done.returncode == 2
     assert "--guard" in done.stderr and "'denylist', 'policy'" in done.stderr
+
+
+@pytest.mark.timeout(120)
+def test_the_demo_shows_the_approval_center_and_a_person_denies_the_push(
+    tmp_path: Path,
+) -> None:
+    """``ahp-harness demo --console 20``: the approval center's URL and login secret are
+    printed, the push is held there (seen in headless Chromium, Debian's ``chromium``
+    through Playwright), a person denies it with a reason, and the session goes on: the
+    push never ran, the deny names who and why, and the summary says so."""
+    import shutil
+
+    executable = shutil.which("chromium")
+    if executable is None:
+        pytest.fail(
+            "this test needs Debian's chromium: "
+            "apt-get update && apt-get install -y --no-install-recommends chromium"
+        )
+    from playwright.sync_api import expect, sync_playwright
+
+    work = tmp_path / "work"
+    env = {**os.environ, "COLUMNS": "220", "NO_COLOR": "1"}
+    demo_process = subprocess.Popen(
+        [sys.executable, "-m", "ahp_harness.cli", "demo", "--dir", str(work), "--console", "20"],
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert demo_process.stdout is not None
+        printed: list[str] = []
+        for line in demo_process.stdout:
+            printed.append(line)
+            found = re.search(r"approval center: (http://\S+) \(login secret: (\S+)\)", line)
+            if found:
+                url, secret = found.groups()
+                break
+        else:
+            raise AssertionError("".join(printed) + demo_process.communicate()[1])
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=executable, headless=True)
+            try:
+                page = browser.new_page()
+                page.set_default_timeout(30_000)
+                page.goto(url + "login")
+                page.fill("input[name=name]", "Demo Tester")
+                page.fill("input[name=secret]", secret)
+                page.click("button[type=submit]")
+                held = page.locator("article.held", has_text="git push origin main")
+                expect(held).to_be_visible()  # the session waits on it
+                held.locator("input[name=reason]").fill("not from the demo")
+                held.get_by_role("button", name="Deny").click()
+                expect(page.locator(".flash")).to_be_visible()
+            finally:
+                browser.close()
+        out, err = demo_process.communicate(timeout=90)
+    finally:
+        if demo_process.poll() is None:
+            demo_process.kill()
+            demo_process.wait()
+    out = "".join(printed) + out
+    assert demo_process.returncode == 0, f"{out}\n{err}"
+    lines = (work / "transcript.jsonl").read_text().splitlines()
+    push = {r["call_id"]: r for r in map(json.loads, lines)}["call_5"]
+    assert push["denied_by"] == demo.APPROVAL_ID and push["executed"] is False
+    assert push["reason"] == "Denied by Demo Tester: not from the demo"
+    assert "a person denied it in the approval center: Denied by Demo Tester" in out

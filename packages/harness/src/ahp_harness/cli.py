@@ -261,6 +261,15 @@ def build_parser() -> argparse.ArgumentParser:
         "rules; the default) or policy (ahp-backend policy, the same rules in CEL); the "
         "outcomes are the same",
     )
+    demo.add_argument(
+        "--console",
+        type=float,
+        default=0,
+        metavar="SECONDS",
+        help="also run the approval center (ahp-backend approval console; needs "
+        "ahp-backends[console]): its URL and login secret are printed, and the push is "
+        "held there up to SECONDS for you to decide (nobody deciding: the usual deny)",
+    )
     demo.set_defaults(func=_demo_command)
     return parser
 

@@ -25,13 +25,20 @@ asked, so the approval backend denies and says how to grant), writes a note
 effect is not permission). Then it prints what happened per call and where the
 audit database, transcript and logs are.
 
+With ``--console S`` the approval center (``ahp-backend approval console``, on the
+demo's grants) runs too: its URL and login secret are printed, and the approval backend
+holds the push up to S seconds (``--hold-s S``; the registration's deadline for it is
+raised to cover the hold) so a person can approve or deny it in the browser; nobody
+deciding, the push gets the usual deny. Without it, nothing waits for anyone.
+
 Owns only the orchestration: the work folder (``--dir``, else a new temporary folder;
 never the current folder), the demo's files copied into it (``files/``), the
 workspace's files, the localized registration (commands and paths made absolute, the
-approval URL filled in), the approval process's lifetime and the summary. The harness
-never imports the backends: they are found as the ``ahp-backend`` command next to this
-Python, else ``python -P -m ahp_backends.cli`` (never imported from the folder the demo
-runs in); missing, the error says what to install.
+approval URL filled in), the approval (and approval center) processes' lifetimes and
+the summary. The harness never imports the backends: they are found as the
+``ahp-backend`` command next to this Python, else ``python -P -m ahp_backends.cli``
+(never imported from the folder the demo runs in); missing, the error says what to
+install.
 Everything stays in the work folder (kept, so the paths printed at the end can be
 opened); nothing leaves loopback.
 """
@@ -78,6 +85,7 @@ AUDIT_ID: Final = "com.example.ahp.audit"
 START_TIMEOUT_S: Final = 30.0
 STOP_TIMEOUT_S: Final = 10.0
 PRE_GRANT: Final = ("write_file", r"notes/.*")
+HOLD_MARGIN_MS: Final = 3000  # ahp-backend approval's margin over a hold (HOLD_MARGIN_MS)
 
 #: The files the demo ships (package data in ``ahp_harness/demo_files``).
 DEMO_FILES: Final = (
@@ -159,6 +167,10 @@ class DemoPaths:
     @property
     def approval_log(self) -> Path:
         return self.work / "approval-backend.log"
+
+    @property
+    def console_log(self) -> Path:
+        return self.work / "approval-center.log"
 
 
 # -- finding things ------------------------------------------------------------------
@@ -272,23 +284,15 @@ def localize(
 # -- the approval service ------------------------------------------------------------
 
 
-class ApprovalServer:
-    """``ahp-backend approval ... --http 127.0.0.1:0`` as a separate process."""
+class _Served:
+    """A backend process started here, its stderr copied to ``log`` by a thread; the
+    constructor returns once a stderr line contains ``marker`` (:attr:`line`)."""
 
-    def __init__(self, backend: Sequence[str], paths: DemoPaths) -> None:
-        argv = [
-            *backend,
-            "approval",
-            "--db",
-            str(paths.grants),
-            "--config",
-            str(paths.files / "approval.toml"),
-            "--http",
-            "127.0.0.1:0",
-        ]
-        self._log = paths.approval_log.open("w", encoding="utf-8")
+    def __init__(self, argv: Sequence[str], log: Path, what: str, marker: str) -> None:
+        self._what = what
+        self._log = log.open("w", encoding="utf-8")
         self.process = subprocess.Popen(
-            argv,
+            list(argv),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -298,7 +302,7 @@ class ApprovalServer:
         self._pump = threading.Thread(target=self._read, args=(self.process.stderr,), daemon=True)
         self._pump.start()
         try:
-            self.url = self._wait_for_address()
+            self.line = self._wait_for(marker)
         except BaseException:
             self.stop()
             raise
@@ -311,18 +315,16 @@ class ApprovalServer:
             self._lines.put(text)
         self._lines.put("")
 
-    def _wait_for_address(self) -> str:
+    def _wait_for(self, marker: str) -> str:
         while True:
             try:
                 text = self._lines.get(timeout=START_TIMEOUT_S)
             except queue.Empty:
-                raise DemoError("the approval backend did not start listening in time") from None
+                raise DemoError(f"the {self._what} did not start listening in time") from None
             if not text:
-                raise DemoError(
-                    "the approval backend exited at start-up; see " + str(self._log.name)
-                )
-            if "listening on " in text:
-                return text.split("listening on ", 1)[1].strip().rstrip("/") + "/"
+                raise DemoError(f"the {self._what} exited at start-up; see " + str(self._log.name))
+            if marker in text:
+                return text.strip()
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -336,6 +338,47 @@ class ApprovalServer:
         if self.process.stderr is not None:
             self.process.stderr.close()
         self._log.close()
+
+
+class ApprovalServer(_Served):
+    """``ahp-backend approval ... --http 127.0.0.1:0`` as a separate process; with
+    ``hold_s`` > 0 it holds a required call that long for a person to decide."""
+
+    def __init__(self, backend: Sequence[str], paths: DemoPaths, hold_s: float = 0) -> None:
+        argv = [
+            *backend,
+            "approval",
+            "--db",
+            str(paths.grants),
+            "--config",
+            str(paths.files / "approval.toml"),
+            *(["--hold-s", f"{hold_s:g}"] if hold_s > 0 else []),
+            "--http",
+            "127.0.0.1:0",
+        ]
+        super().__init__(argv, paths.approval_log, "approval backend", "listening on ")
+        self.url = self.line.split("listening on ", 1)[1].strip().rstrip("/") + "/"
+
+
+class ApprovalCenter(_Served):
+    """``ahp-backend approval console`` on the demo's grants: the approval center, whose
+    first line (:attr:`line`) gives its URL and login secret."""
+
+    def __init__(self, backend: Sequence[str], paths: DemoPaths) -> None:
+        argv = [*backend, "approval", "console", "--db", str(paths.grants)]
+        super().__init__(argv, paths.console_log, "approval center", "approval console: ")
+        self.shown = self.line.split("approval console: ", 1)[1]
+
+
+def hold_deadline(registration: dict[str, Any], hold_s: float) -> None:
+    """Give the approval hook's subscriptions a deadline that covers a ``hold_s`` hold
+    (the approval backend's own rule: S*1000 + its margin of 3000 ms)."""
+    for hook in registration["hooks"]:
+        if hook["id"] == APPROVAL_ID:
+            for subscription in hook.get("subscriptions", []):
+                subscription["timeoutMs"] = max(
+                    int(subscription.get("timeoutMs", 0)), int(hold_s * 1000) + HOLD_MARGIN_MS
+                )
 
 
 # -- the run -------------------------------------------------------------------------
@@ -412,9 +455,11 @@ async def run_session(paths: DemoPaths, registration: Path | None = None) -> int
     return 0
 
 
-def run(directory: str | None = None, guard: str = "denylist") -> int:
+def run(directory: str | None = None, guard: str = "denylist", console_s: float = 0) -> int:
     """Play the demo with ``guard`` (a :data:`GUARDS` key) as the guard; the exit code
-    (0: the session ran and the audit has it)."""
+    (0: the session ran and the audit has it). With ``console_s`` > 0 the approval center
+    runs too (its URL and login secret printed) and the approval backend holds the push
+    that long: decide it in the browser, or let it expire into the usual deny."""
     import anyio
 
     if guard not in GUARDS:
@@ -427,20 +472,31 @@ def run(directory: str | None = None, guard: str = "denylist") -> int:
     _say("AHP demo: one scripted session, three backends, each a separate process.")
     _say(f"  work folder: {paths.work}")
     _say(f"  {chosen.label:<13}{chosen.id}: stdio, persistent, fail-closed (the harness starts it)")
+    if console_s < 0:
+        raise DemoError("--console: a number of seconds > 0 (how long the push is held)")
     granted = grant(backend, paths)
-    server = ApprovalServer(backend, paths)
+    server = ApprovalServer(backend, paths, console_s)
+    center: ApprovalCenter | None = None
     try:
         _say(f"  approval     {APPROVAL_ID}: HTTP at {server.url}, fail-closed")
         _say(f"               pre-approved: {granted}")
+        if console_s > 0:
+            center = ApprovalCenter(backend, paths)
+            _say(f"  approval center: {center.shown}")
+            _say(f"               the push is held there for {console_s:g} s: approve or deny it")
         _say(f"  audit        {AUDIT_ID}: stdio, persistent, observes every event")
         template = json.loads((paths.files / "registration.json").read_text("utf-8"))
         registration = localize(
             template, backend=backend, paths=paths, approval_url=server.url, guard=guard
         )
+        if console_s > 0:
+            hold_deadline(registration, console_s)
         paths.registration.write_text(json.dumps(registration, indent=2) + "\n", "utf-8")
         _say()
         code: int = anyio.run(run_session, paths)
     finally:
+        if center is not None:
+            center.stop()
         server.stop()
     if code != 0:
         _say(f"the session did not run (exit {code}); see the messages above")
@@ -531,6 +587,8 @@ def _story(call: Mapping[str, Any], guard: Guard = GUARDS["denylist"]) -> str:
     reason = str(call.get("reason", ""))
     if denied_by == guard.id:
         return f"the {guard.label} refused it ({reason}); it never ran"
+    if denied_by == APPROVAL_ID and reason.startswith("Denied by "):
+        return f"a person denied it in the approval center: {reason}"
     if denied_by == APPROVAL_ID:
         return (
             "it needs approval and nobody can be asked in a non-interactive session, so the "
@@ -628,9 +686,9 @@ def _report(paths: DemoPaths, backend: Sequence[str], guard: Guard = GUARDS["den
 
 
 def command(args: Any) -> int:
-    """The ``demo`` subcommand's entry point (``args.dir``, ``args.guard``)."""
+    """The ``demo`` subcommand's entry point (``args.dir``, ``args.guard``, ``args.console``)."""
     try:
-        return run(args.dir, getattr(args, "guard", "denylist"))
+        return run(args.dir, getattr(args, "guard", "denylist"), getattr(args, "console", 0))
     except DemoError as exc:
         print(f"ahp-harness demo: error: {exc}", file=sys.stderr)
         return 2
