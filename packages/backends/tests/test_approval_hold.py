@@ -9,7 +9,8 @@ own :class:`Queue` on the same ``--db``:
 
 - approve once -> allow, and the next identical call is held again; deny with a
   reason -> the deny names who and why; receipts carry who, when and the call's digest,
-  and ``approval list --receipts`` shows them; on both engines (``database``);
+  and ``approval list --receipts`` and ``audit show --approvals`` show them; on both
+  engines (``database``);
 - approve for the session -> the session's next identical call passes without a hold,
   another session's and a changed input are held; ``approval list`` shows the scope;
 - nobody decides -> today's answer (ask where advertised, else the deny with the grant
@@ -43,6 +44,7 @@ from ahp_backends.approval import (
     served_subscriptions,
 )
 from ahp_backends.approval_queue import Held, Queue, QueueError, call_digest, canonical_json
+from ahp_backends.audit import AuditStore
 from ahp_backends.db import Schema, open_database
 
 from kit_testing import intercept_request
@@ -155,7 +157,11 @@ def ok(done: subprocess.CompletedProcess[bytes]) -> str:
 
 
 def test_approve_once_deny_with_a_reason_and_the_receipts(
-    database: str, http_backend: Any, queues: Callable[[str], Queue], run_backend: Run
+    database: str,
+    http_backend: Any,
+    queues: Callable[[str], Queue],
+    run_backend: Run,
+    tmp_path: Path,
 ) -> None:
     server = serve(http_backend, database, 5)
     queue = queues(database)
@@ -207,6 +213,21 @@ def test_approve_once_deny_with_a_reason_and_the_receipts(
     ]  # fmt: skip
     assert table[1].split()[2:6] == ["bob", "deny", "once", "Bash"]
     assert call.digest[:12] in table[1] and "not before the release" in table[1]
+    # audit show --approvals: the same receipts beside the audit timeline (here empty).
+    audit_db = str(tmp_path / "audit.db")
+    AuditStore(audit_db).close()
+    shown = ok(run_backend("audit", "show", "--db", audit_db, "--approvals", database))
+    lines = shown.splitlines()
+    start = lines.index(next(x for x in lines if x.startswith("approval receipts in ")))
+    assert lines[start + 1 :] == table
+    documented = json.loads(
+        ok(run_backend("audit", "show", "--db", audit_db, "--approvals", database, "--json"))
+    )
+    assert documented == {"events": [], "receipts": listed}
+    other = ok(
+        run_backend("audit", "show", "--db", audit_db, "--approvals", database, "--session", "x")
+    )
+    assert other.splitlines()[-1] == "no receipts"  # --session filters the receipts too
     assert "Traceback" not in server.stop()
 
 

@@ -79,7 +79,7 @@ from ahp_backends.toml_lines import ConfigError, Locator, only_key, read_toml
 if TYPE_CHECKING:
     from ahp_protocol.server import Backend, InterceptRequest
 
-    from ahp_backends.approval_queue import Queue
+    from ahp_backends.approval_queue import Queue, Receipt
 
 __all__ = [
     "DEFAULT_SUBSCRIPTIONS",
@@ -101,6 +101,8 @@ __all__ = [
     "main",
     "parse_duration",
     "parse_requirement",
+    "print_receipts",
+    "read_receipts",
     "served_subscriptions",
     "subject_of",
 ]
@@ -804,25 +806,24 @@ def _print_table(rows: Sequence[Sequence[str]]) -> None:
 RECEIPT_DIGEST_SHOWN: Final = 12  # hex digits of a receipt's digest in the table
 
 
-def _list_receipts(db: str, limit: int, as_json: bool) -> int:
-    from ahp_backends.approval_queue import Queue, QueueError
+def read_receipts(db: str, *, limit: int, session_id: str | None = None) -> list[Receipt]:
+    """The newest receipts of the store ``db`` (never created here); :class:`QueueError`
+    in fixed words when it cannot be read."""
+    from ahp_backends.approval_queue import Queue
 
+    queue = Queue(db, create=False)
     try:
-        queue = Queue(db, create=False)
-    except QueueError as exc:
-        return fail(str(exc))
-    try:
-        receipts = queue.receipts(limit=limit)
-    except QueueError as exc:
-        return fail(str(exc))
+        return queue.receipts(limit=limit, session_id=session_id)
     finally:
         queue.close()
-    if as_json:
-        print(json.dumps([r.to_json() for r in receipts], indent=2, ensure_ascii=False))
-        return 0
+
+
+def print_receipts(receipts: Sequence[Receipt]) -> None:
+    """The receipts as the one plain table (``approval list --receipts``, ``audit show
+    --approvals``): who decided what, when, in which scope, the digest's prefix, why."""
     if not receipts:
         print("no receipts")
-        return 0
+        return
     rows = [("ID", "DECIDED", "BY", "DECISION", "SCOPE", "TOOL", "SUBJECT", "DIGEST", "REASON")]
     rows += [
         (
@@ -839,6 +840,19 @@ def _list_receipts(db: str, limit: int, as_json: bool) -> int:
         for r in receipts
     ]
     _print_table(rows)
+
+
+def _list_receipts(db: str, limit: int, as_json: bool) -> int:
+    from ahp_backends.approval_queue import QueueError
+
+    try:
+        receipts = read_receipts(db, limit=limit)
+    except QueueError as exc:
+        return fail(str(exc))
+    if as_json:
+        print(json.dumps([r.to_json() for r in receipts], indent=2, ensure_ascii=False))
+        return 0
+    print_receipts(receipts)
     return 0
 
 

@@ -3,7 +3,8 @@
 ``ahp-backend audit [serve] --db FILE`` serves ``hooks/observe`` for ``*`` (any
 transport flag of :mod:`ahp_backends.serving`) and answers ``hooks/configuration``
 with one observe subscription for ``*``. ``ahp-backend audit show --db FILE``
-prints the recorded timeline (a table, or ``--json``).
+prints the recorded timeline (a table, or ``--json``); ``--approvals DB`` adds the
+approval receipts of that approval store (:mod:`ahp_backends.approval`, read only).
 
 Owns the database (``--db``: an SQLite file, or a ``postgresql://`` URL that any
 number of audit processes share; the versioned :data:`SCHEMA` is opened through
@@ -545,6 +546,9 @@ def _serve_parser() -> argparse.ArgumentParser:
     return parser
 
 
+RECEIPTS_SHOWN: Final = 100  # approval receipts ``show --approvals`` prints, newest first
+
+
 def _show_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ahp-backend audit show",
@@ -566,6 +570,13 @@ def _show_parser() -> argparse.ArgumentParser:
         help="only this event type, or a family such as 'tool.*' (repeatable)",
     )
     parser.add_argument("--json", action="store_true", help="print a JSON list of the events")
+    parser.add_argument(
+        "--approvals",
+        type=database_target,
+        metavar="DB",
+        help="also the approval receipts of this approval store (ahp-backend approval --db), "
+        'of --session when given; with --json: {"events": [...], "receipts": [...]}',
+    )
     return parser
 
 
@@ -615,15 +626,36 @@ def _show(argv: Sequence[str]) -> int:
         return fail(f"--db {shown(args.db)}: no such database")
     except DatabaseError as exc:
         return fail(f"--db {exc}")
+    receipts: list[Any] | None = None
+    if args.approvals is not None:
+        from ahp_backends.approval import read_receipts
+        from ahp_backends.approval_queue import QueueError
+
+        try:
+            receipts = read_receipts(args.approvals, limit=RECEIPTS_SHOWN, session_id=args.session)
+        except QueueError as exc:
+            return fail(f"--approvals: {exc}")
     where = shown(args.db)
     try:
         if args.json:
-            print(json.dumps([r.event for r in records], ensure_ascii=False, indent=2))
-        elif not records:
-            filtered = " (with these filters)" if args.session or args.type else ""
-            print(f"no events recorded in {where}{filtered}")
+            events = [r.event for r in records]
+            document: Any = (
+                events
+                if receipts is None
+                else {"events": events, "receipts": [r.to_json() for r in receipts]}
+            )
+            print(json.dumps(document, ensure_ascii=False, indent=2))
         else:
-            _print_table(records, f"{len(records)} events in {where}")
+            if not records:
+                filtered = " (with these filters)" if args.session or args.type else ""
+                print(f"no events recorded in {where}{filtered}")
+            else:
+                _print_table(records, f"{len(records)} events in {where}")
+            if receipts is not None:
+                from ahp_backends.approval import print_receipts
+
+                print(f"\napproval receipts in {shown(args.approvals)} (newest first):")
+                print_receipts(receipts)
         sys.stdout.flush()
     except BrokenPipeError:  # `... | head`: the reader left; that is not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
