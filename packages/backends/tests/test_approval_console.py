@@ -445,6 +445,10 @@ def test_forged_decisions_and_foreign_hosts_are_refused(page: Any, console: Cons
         own = {"Origin": console.url.rstrip("/")}
         decided = client.post(url, data={"action": "once", "csrf": token}, headers=own)
         assert decided.status_code == 303
+        # the live fragment, fetched on the change before the page the decision redirects
+        # to, leaves that page its confirmation
+        assert client.get("/live").status_code == 200
+        assert "Approved Bash once." in client.get("/").text
     assert [e["type"] for e in result.result(DEADLINE)] == ["allow"]
     with httpx.Client(base_url=console.url, timeout=DEADLINE) as anonymous:
         assert anonymous.get("/live").status_code == 401

@@ -342,11 +342,16 @@ def build_app(
             return None
         return {key: value for key, value in form.items() if isinstance(value, str)}
 
-    def page(request: Request, name: str, status: int = 200, **context: Any) -> Response:
+    def page(
+        request: Request, name: str, status: int = 200, *, fragment: bool = False, **context: Any
+    ) -> Response:
+        """A page, or (``fragment``) the live queue's fragment, which leaves the flash of a
+        decision to the page the decision redirects to (the fragment is fetched on every
+        change, often before that page: it would take the flash with it)."""
         context.setdefault("error", None)
         context["user"] = who(request)
         context["csrf"] = csrf(request)
-        context["flash"] = request.session.pop("flash", None)
+        context["flash"] = None if fragment else request.session.pop("flash", None)
         return templates.TemplateResponse(request, name, context, status_code=status)
 
     async def live_context() -> dict[str, Any]:
@@ -365,7 +370,7 @@ def build_app(
     async def live(request: Request) -> Response:
         if who(request) is None:
             return PlainTextResponse("log in first\n", status_code=401)
-        return page(request, "_live.html", **(await live_context()))
+        return page(request, "_live.html", fragment=True, **(await live_context()))
 
     async def events(request: Request) -> Response:
         if who(request) is None:
