@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -56,6 +57,57 @@ def official_schema() -> Callable[[str, Any], list[str]]:
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+MODULE_TIMES = Path(__file__).parent / "tests" / "module_times.json"
+"""Each test module's seconds (all its tests, setup and teardown included) in a full run:
+the order the suite schedules modules in. ``uv run pytest --record-module-times``
+rewrites the entries of the modules it ran."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--record-module-times",
+        action="store_true",
+        help=f"write each module's seconds in this run to {MODULE_TIMES.name}",
+    )
+
+
+def _module(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest modules first, each kept whole in pytest's own order (its module
+    fixtures stay grouped). With ``--dist load`` an idle worker takes the next test, so
+    the judges and end-to-end modules start at once and the last minute is in-memory
+    tests, not one long judge keeping a single CPU busy while the other waits. A module
+    not yet timed goes last."""
+    times = json.loads(MODULE_TIMES.read_text()) if MODULE_TIMES.is_file() else {}
+    first: dict[str, int] = {}
+    for index, item in enumerate(items):
+        first.setdefault(_module(item.nodeid), index)
+    items.sort(
+        key=lambda item: (-times.get(_module(item.nodeid), 0.0), first[_module(item.nodeid)])
+    )
+
+
+_measured: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _measured[_module(report.nodeid)] = _measured.get(_module(report.nodeid), 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if not session.config.getoption("--record-module-times") or hasattr(
+        session.config, "workerinput"
+    ):
+        return
+    times = json.loads(MODULE_TIMES.read_text()) if MODULE_TIMES.is_file() else {}
+    times.update({module: round(seconds, 1) for module, seconds in _measured.items()})
+    ordered = dict(sorted(times.items(), key=lambda entry: (-entry[1], entry[0])))
+    MODULE_TIMES.write_text(json.dumps(ordered, indent=1) + "\n")
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
