@@ -25,35 +25,11 @@ ATTEMPTS = 300
 EFFECTS = ["allow", "ask", "deny", "message"]
 
 
-def _tcp_inode(server_port: int, client_port: int) -> str | None:
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            local, remote = fields[1], fields[2]
-            if int(local.rsplit(":", 1)[1], 16) == server_port and (
-                int(remote.rsplit(":", 1)[1], 16) == client_port
-            ):
-                return fields[9]
-    return None
-
-
-def _owner(pids: list[int], inode: str) -> int | None:
-    wanted = f"socket:[{inode}]"
-    for pid in pids:
-        for fd in os.listdir(f"/proc/{pid}/fd"):
-            try:
-                if os.readlink(f"/proc/{pid}/fd/{fd}") == wanted:
-                    return pid
-            except OSError:
-                continue
-    return None
-
-
 class Workers:
     """A running ``--workers 2`` backend: post on fresh connections, see who answered."""
 
-    def __init__(self, server: Any) -> None:
-        self.server = server
+    def __init__(self, server: Any, owner: Callable[[list[int], int, int], int | None]) -> None:
+        self.server, self.owner = server, owner
         listed = server.wait_for_stderr(" workers: ")
         self.pids = [int(p) for p in listed.split("workers: ", 1)[1].split(", ")]
         address = server.url.split("http://", 1)[1].rstrip("/")
@@ -69,8 +45,7 @@ class Workers:
             conn.request("POST", "/", json.dumps(message), {"Content-Type": "application/json"})
             response = conn.getresponse()
             body = response.read()
-            inode = _tcp_inode(self.port, client_port)
-            pid = None if inode is None else _owner(self.pids, inode)
+            pid = self.owner(self.pids, self.port, client_port)
         finally:
             conn.close()
         assert pid is not None, "no worker holds the connection"
@@ -103,10 +78,10 @@ def _effects(answer: tuple[int, bytes]) -> list[str]:
 
 
 def test_a_grant_is_seen_by_every_worker(
-    database: str, http_backend: Any, run_backend: Any, clients: Any
+    database: str, http_backend: Any, run_backend: Any, clients: Any, connection_owner: Any
 ) -> None:
     server = Workers(http_backend("approval", "--db", database, "--require", r"Bash:\bgit\s+push\b",
-                                  "--workers", "2"))  # fmt: skip
+                                  "--workers", "2"), connection_owner)  # fmt: skip
     push = "git push origin main"
     before = list(server.on_every_worker(lambda i: _intercept(clients, push)))
     assert {pid for pid, _ in before} == set(server.pids)
@@ -119,9 +94,9 @@ def test_a_grant_is_seen_by_every_worker(
 
 
 def test_an_event_posted_to_two_workers_is_stored_once(
-    database: str, http_backend: Any, query: Any, clients: Any
+    database: str, http_backend: Any, query: Any, clients: Any, connection_owner: Any
 ) -> None:
-    server = Workers(http_backend("audit", "--db", database, "--workers", "2"))
+    server = Workers(http_backend("audit", "--db", database, "--workers", "2"), connection_owner)
     event = _intercept(clients, "ls")["params"]["event"]
     notification = {
         "jsonrpc": "2.0",
@@ -244,7 +219,7 @@ def _burst(server: Workers, event: dict[str, Any], tag: str) -> list[tuple[str, 
 
 
 def test_a_204_means_stored_on_fresh_and_replaced_workers(
-    database: str, http_backend: Any, query: Any, clients: Any
+    database: str, http_backend: Any, query: Any, clients: Any, connection_owner: Any
 ) -> None:
     """A burst at workers that have just forked (their database not yet reopened), then
     at a worker that replaced a SIGKILLed one: every event answered 204 is in the
@@ -252,7 +227,7 @@ def test_a_204_means_stored_on_fresh_and_replaced_workers(
     "closed")."""
     import signal
 
-    server = Workers(http_backend("audit", "--db", database, "--workers", "2"))
+    server = Workers(http_backend("audit", "--db", database, "--workers", "2"), connection_owner)
     event = _intercept(clients, "ls")["params"]["event"]
     fresh = _burst(server, event, "fresh")
     killed = server.pids[0]
