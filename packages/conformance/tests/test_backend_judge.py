@@ -266,6 +266,27 @@ def test_a_backend_that_exits_at_once_fails_every_check_with_its_exit_status_and
     assert "exited with status 2 before answering" in later["detail"]
 
 
+LAST_WORDS_LATE = """
+import os, sys, time
+if os.fork() == 0:  # keeps stderr a moment after the backend has exited (a wrapper's child)
+    os.close(1)
+    time.sleep(0.3)
+    sys.stderr.write("cannot read the rules: nope.toml\\n")
+    os._exit(0)
+sys.exit(2)
+"""
+
+
+def test_an_exit_reason_waits_for_the_last_words_on_stderr() -> None:
+    """The exit is often seen before stderr's last bytes are read (a loaded machine, or
+    a process that shares the pipe): the reason still quotes them."""
+    status, report, _ = judge("--", PY, "-c", LAST_WORDS_LATE)
+    assert status == 1
+    discovery = next(c for c in report["checks"] if c["id"] == "discovery.capabilities")
+    assert "exited with status 2 before answering" in discovery["detail"]
+    assert "nope.toml" in discovery["detail"], discovery["detail"]
+
+
 def test_a_per_event_backend_that_exits_at_once_says_its_exit_status_and_stderr(
     tmp_path: Path,
 ) -> None:

@@ -121,7 +121,8 @@ class StdioLink:
         """How the process ended, with the tail of its stderr (``fresh``: before it had
         answered anything at all)."""
         status = proc.exit_status(wait=1.0)
-        tail = " | ".join(proc.stderr_text().strip().splitlines()[-3:])
+        stderr = proc.stderr_text(wait=1.0 if status is not None else 0.0)
+        tail = " | ".join(stderr.strip().splitlines()[-3:])
         if fresh:
             text = (
                 f"the backend exited with status {status} before answering"

@@ -216,7 +216,12 @@ class StdioProcess:
         except subprocess.TimeoutExpired:
             return None
 
-    def stderr_text(self) -> str:
+    def stderr_text(self, wait: float = 0.0) -> str:
+        """What the process wrote on stderr (the last bytes). ``wait``: for a process
+        that has ended, up to how long to let the reader reach the end of the pipe
+        first (its last words are often read after the exit is seen)."""
+        if wait > 0:
+            self._stderr.join(wait)
         return self._stderr.text()
 
     def close(self) -> None:
