@@ -43,7 +43,10 @@ from ahp_protocol.wire import jsonrpc, routing
 from ahp_protocol.wire.state import Candidate, Permission
 
 if TYPE_CHECKING:
+    import httpx
+
     from ahp_protocol.client.transports import Transport
+    from ahp_protocol.client.uploads import Attachment, Uploads
     from ahp_protocol.wire.effects import Grants
     from ahp_protocol.wire.registration import Hook, Registration, Subscription
 
@@ -116,11 +119,14 @@ class Dispatcher:
         self.source = source or f"urn:uuid:{uuid.uuid4()}"
         self.harness = dict(harness or {"name": "ahp-protocol", "version": "0"})
         self.configuration_diagnostics: list[Diagnostic] = []
+        self.upload_failures: list[tuple[str, int, FailureClass]] = []
+        """(backend, subscription index, failure class) of each upload that did not confirm."""
         self._transports: dict[str, Transport] = {}
         self._stderr: dict[str, Callable[[], bytes]] = {}
         self._subscriptions: dict[str, Sequence[Subscription]] = {}
         self._routes: dict[tuple[str, str], list[Route]] = {}
         self._grants: dict[tuple[str, str, int], tuple[dict[str, Any], Grants]] = {}
+        self._upload_client: httpx.AsyncClient | None = None
         self._started = False
         self._start_lock = anyio.Lock()
         self._closed = False
@@ -183,6 +189,10 @@ class Dispatcher:
         for transport in transports:
             with anyio.CancelScope(shield=True):
                 await transport.aclose()
+        client, self._upload_client = self._upload_client, None
+        if client is not None:
+            with anyio.CancelScope(shield=True):
+                await client.aclose()
 
     def stderr_tail(self, backend_id: str) -> str:
         """The most recent stderr of a stdio backend's processes (``""`` for HTTP, or none yet):
@@ -316,8 +326,13 @@ class Dispatcher:
         *,
         initial_permission: Permission = "none",
         initial_candidate: Candidate | None = None,
+        attachments: Sequence[Attachment] = (),
     ) -> HookResult:
         """Run one interceptable event through the chain, then deliver observations.
+
+        ``attachments`` hold the bytes of the event's attachment parts
+        (:class:`~ahp_protocol.client.uploads.Attachment`): every upload a subscription
+        selects is finished before the event is sent to anyone.
 
         ``initial_permission`` and ``initial_candidate`` are the first interceptor's
         ``params.state``: what an earlier run for the same operation settled and carried
@@ -329,12 +344,15 @@ class Dispatcher:
             raise RuntimeError("dispatcher is closed")
         await self.start()
         event_type = str(event.get("type"))
+        routes = self.routes(event_type, "intercept")
+        uploads = await self._uploads(attachments, event_type, routes)
         chain = Chain(
             event,
-            self.routes(event_type, "intercept"),
+            routes,
             self._granted,
             permission=initial_permission,
             candidate=initial_candidate,
+            view=uploads.view if uploads is not None else None,
         )
         while (send := chain.send()) is not None:
             params = send.message["params"]
@@ -345,7 +363,25 @@ class Dispatcher:
             self.routes("hook.failure", "observe"),
             lambda route, failure: self.failure_event(chain.state.event, route, failure),
         )
-        return chain.result(await self._deliver(deliveries))
+        return chain.result(await self._deliver(deliveries, uploads))
+
+    async def _uploads(
+        self, attachments: Sequence[Attachment], event_type: str, routes: Sequence[Route]
+    ) -> Uploads | None:
+        """The event's uploads, all finished, or ``None`` when it has no attachments."""
+        if not attachments:
+            return None
+        from ahp_protocol.client.uploads import Uploads
+
+        if self._upload_client is None:
+            self._upload_client = Uploads.client()
+        uploads = Uploads(attachments, self._upload_client, self.environ)
+        observers = self.routes(event_type, "observe")
+        await uploads.prepare([*routes, *observers])
+        for (backend, index), _part, failure in uploads.failures:
+            log.info("upload for backend %s failed: %s", backend, failure)
+            self.upload_failures.append((backend, index, failure))
+        return uploads
 
     async def _drive(self, chain: Chain, send: Send) -> Diagnostic:
         """Send the chain's pending request until the chain has its answer or its failure
@@ -374,11 +410,17 @@ class Dispatcher:
             )
         return diagnostic
 
-    async def observe(self, event: Mapping[str, Any]) -> list[Diagnostic]:
-        """Deliver one event to its observe subscriptions (bounded; never a decision)."""
+    async def observe(
+        self, event: Mapping[str, Any], *, attachments: Sequence[Attachment] = ()
+    ) -> list[Diagnostic]:
+        """Deliver one event to its observe subscriptions (bounded; never a decision),
+        after the uploads of its ``attachments`` they select."""
         await self.start()
-        routes = self.routes(str(event.get("type")), "observe")
-        return await self._deliver([Delivery(route, event, "observe") for route in routes])
+        event_type = str(event.get("type"))
+        routes = self.routes(event_type, "observe")
+        uploads = await self._uploads(attachments, event_type, ())
+        deliveries = [Delivery(route, event, "observe") for route in routes]
+        return await self._deliver(deliveries, uploads)
 
     def failure_event(
         self, parent: Mapping[str, Any], route: Route, failure: FailureClass
@@ -396,7 +438,9 @@ class Dispatcher:
             event["session"] = parent["session"]
         return event
 
-    async def _deliver(self, deliveries: Sequence[Delivery]) -> list[Diagnostic]:
+    async def _deliver(
+        self, deliveries: Sequence[Delivery], uploads: Uploads | None = None
+    ) -> list[Diagnostic]:
         """Observations after settlement, concurrently, each bounded by ``observe_timeout``."""
         diagnostics: list[Diagnostic] = []
         if not self.deliver_observations or not deliveries:
@@ -404,7 +448,8 @@ class Dispatcher:
 
         async def deliver(route: Route, payload: Mapping[str, Any], mode: Mode) -> None:
             started = time.perf_counter()
-            params = {"protocolVersion": jsonrpc.PROTOCOL_VERSION, "event": route.view(payload)}
+            view = route.view(payload) if uploads is None else uploads.view(route, payload)
+            params = {"protocolVersion": jsonrpc.PROTOCOL_VERSION, "event": view}
             span = start_hook_span(params, route.hook.id, str(payload.get("type")), "observe")
             message = jsonrpc.notification(jsonrpc.OBSERVE, params)
             failure: FailureClass | None = None

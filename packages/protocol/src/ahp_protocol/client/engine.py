@@ -190,7 +190,9 @@ class Chain:
     Drive it as ``while (send := chain.send()) is not None: chain.receive(...) or
     chain.fail(...)``, then read :attr:`state`, :attr:`diagnostics` and
     :meth:`deliveries`. ``carried`` params (a trace context) may be added to
-    ``send.message["params"]`` before it goes out.
+    ``send.message["params"]`` before it goes out. ``view`` (default
+    :meth:`Route.view`) gives each route's view of the event, e.g. with its uploaded
+    attachment refs (:class:`~ahp_protocol.client.uploads.Uploads`).
     """
 
     __slots__ = (
@@ -200,6 +202,7 @@ class Chain:
         "_pending",
         "_routes",
         "_started",
+        "_view",
         "diagnostics",
         "event_type",
         "failures",
@@ -216,7 +219,9 @@ class Chain:
         permission: Permission = "none",
         candidate: Candidate | None = None,
         clock: Callable[[], float] = time.perf_counter,
+        view: Callable[[Route, Mapping[str, Any]], Mapping[str, Any]] | None = None,
     ) -> None:
+        self._view = view
         self.event_type = str(event.get("type"))
         self.state = ChainState(event=dict(event), permission=permission, candidate=candidate)
         self.diagnostics: list[Diagnostic] = []
@@ -247,9 +252,10 @@ class Chain:
                 continue
             self._started = self._clock()
             grant, judge = self._grants(self.event_type, route)
+            event = self.state.event
             params: dict[str, Any] = {
                 "protocolVersion": jsonrpc.PROTOCOL_VERSION,
-                "event": route.view(self.state.event),
+                "event": route.view(event) if self._view is None else self._view(route, event),
                 "capabilities": grant,
                 "state": self.state.wire_state(),
             }

@@ -38,6 +38,7 @@ from ahp_protocol.wire.state import Candidate, Permission
 
 if TYPE_CHECKING:
     from ahp_protocol.client.transports import Transport
+    from ahp_protocol.client.uploads import Attachment
     from ahp_protocol.wire.registration import Hook, Registration
 
 __all__ = [
@@ -277,9 +278,17 @@ class Hooks:
         )
 
     async def send(
-        self, event: Mapping[str, Any], *, initial_permission: Permission = "none"
+        self,
+        event: Mapping[str, Any],
+        *,
+        initial_permission: Permission = "none",
+        attachments: Sequence[Attachment] = (),
     ) -> HookResult:
         """Run one complete event: intercepted where subscribed, else observed.
+
+        ``attachments`` are the bytes of the event's attachment parts (each
+        :meth:`~ahp_protocol.client.uploads.Attachment.part` is in the event): uploaded
+        for each subscription that selects them and has ``upload``, before it is sent.
 
         Always a settled result (for an event nobody intercepts: ``initial_permission``,
         the event unchanged, observation diagnostics only). With ``validate`` on, an event
@@ -296,8 +305,10 @@ class Hooks:
                 if self.validate:
                     self.check(event)
                 if intercepted:
-                    return await dispatcher.intercept(event, initial_permission=initial_permission)
-                diagnostics = await dispatcher.observe(event)
+                    return await dispatcher.intercept(
+                        event, initial_permission=initial_permission, attachments=attachments
+                    )
+                diagnostics = await dispatcher.observe(event, attachments=attachments)
         state = ChainState(event=dict(event), permission=initial_permission)
         return HookResult.settle(event_type, state, diagnostics)
 
@@ -429,10 +440,17 @@ class ToolCall:
         return self.session.event(event_type, tool=tool, call=call, path=self.path, **fields)
 
     async def _send(
-        self, event_type: str, *, initial_permission: Permission = "none", **fields: Any
+        self,
+        event_type: str,
+        *,
+        initial_permission: Permission = "none",
+        attachments: Sequence[Attachment] = (),
+        **fields: Any,
     ) -> HookResult:
         event = self.event(event_type, **fields)
-        return await self.session.hooks.send(event, initial_permission=initial_permission)
+        return await self.session.hooks.send(
+            event, initial_permission=initial_permission, attachments=attachments
+        )
 
     async def before(self, input: Any = _SAME) -> HookResult:
         """``tool.before`` for ``input`` (default: the call's current input).
@@ -491,6 +509,7 @@ class ToolCall:
         error: str | None = None,
         error_class: str = "tool_error",
         file_changes: Sequence[FileChange] = (),
+        attachments: Sequence[Attachment] = (),
     ) -> HookResult:
         """``tool.after`` of a call that ran (or whose result a backend supplied), then
         ``file.changed`` (observed; its result kept as :attr:`file_changed`) for
@@ -498,9 +517,16 @@ class ToolCall:
 
         ``output`` is the text the model would see; a backend may ``modify`` it:
         read ``message_text(result.event["items"])`` when ``result.event_changed``.
+        ``attachments`` (binary media the tool produced) follow the text as parts of the
+        same tool message, uploaded where a subscription selects them.
         """
         fields: dict[str, Any] = {"outcome": outcome}
-        fields["items"] = [message("tool", output)] if output is not None else []
+        items = [message("tool", output)] if output is not None else []
+        if attachments:
+            if not items:
+                items = [{"id": new_id("msg"), "role": "tool", "parts": []}]
+            items[0]["parts"] += [a.part() for a in attachments]
+        fields["items"] = items
         if supplied:
             fields["execution"] = {"status": "skipped", "reason": "supplied_result"}
         else:
@@ -511,7 +537,7 @@ class ToolCall:
                 fields["fileChanges"] = [c.in_tool_after() for c in file_changes]
         if outcome == "error":
             fields["error"] = {"message": error or "tool failed", "class": error_class}
-        result = await self._send("tool.after", **fields)
+        result = await self._send("tool.after", attachments=attachments, **fields)
         if file_changes and not supplied:
             self.file_changed = await self.session.send(
                 "file.changed",

@@ -412,7 +412,9 @@ class App:
     """ASGI 3 application answering AHP JSON-RPC POSTs with ``backend``.
 
     ``bearer_token``: when given, every request must carry it (``Authorization:
-    Bearer``). ``allow_hosts``, ``allow_origins``: more of what :class:`RebindingGuard`
+    Bearer``). ``oauth``: a :class:`~ahp_protocol.server.oauth.ResourceServer` instead,
+    which serves its protected-resource metadata on ``GET`` and lets in only requests
+    with a valid access token (at most one of the two). ``allow_hosts``, ``allow_origins``: more of what :class:`RebindingGuard`
     accepts, which every request passes first. ``body_timeout``: seconds to read a body.
     ``judge_in_thread_bytes``: frames larger than this are judged in a worker thread
     (see the module docstring).
@@ -428,8 +430,11 @@ class App:
         judge_in_thread_bytes: int = JUDGE_IN_THREAD_BYTES,
         allow_hosts: Iterable[str] = (),
         allow_origins: Iterable[str] = (),
+        oauth: ResourceServer | None = None,
     ) -> None:
         limit = backend.max_frame_bytes if max_frame_bytes is None else max_frame_bytes
+        if oauth is not None and bearer_token is not None:
+            raise ValueError("give at most one of bearer_token and oauth")
         if limit < 1:
             raise ValueError("max_frame_bytes must be positive")
         if body_timeout <= 0:
@@ -443,6 +448,7 @@ class App:
         self.body_timeout = body_timeout
         self.judge_in_thread_bytes = judge_in_thread_bytes
         self.guard = RebindingGuard(allow_hosts, allow_origins)
+        self.oauth = oauth
         self._expected = (
             None if bearer_token is None else b"Bearer " + bearer_token.encode("latin-1")
         )
@@ -450,7 +456,8 @@ class App:
         self._judge_limiter = anyio.CapacityLimiter(1)
 
     def __repr__(self) -> str:  # never shows the token
-        return f"App({self.backend.name!r}, authenticated={self._expected is not None})"
+        authenticated = self._expected is not None or self.oauth is not None
+        return f"App({self.backend.name!r}, authenticated={authenticated})"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope.get("type")
@@ -463,6 +470,12 @@ class App:
             refused = self.guard.refusal(scope)
             if refused is not None:
                 raise _Refusal(*refused, [])
+            if self.oauth is not None:
+                if scope.get("method") == "GET" and scope.get("path") == self.oauth.metadata_path:
+                    document = self.oauth.metadata_document()
+                    await self._send(send, 200, document, [_JSON])
+                    return
+                await self._authorize(scope, self.oauth)
             self._authenticate(scope)
             body = await self._read(scope, receive)
         except _Refusal as refusal:
@@ -497,6 +510,13 @@ class App:
         given = b"Bearer " + credentials.strip(b" \t")
         if not hmac.compare_digest(given, expected):
             raise _INVALID
+
+    @staticmethod
+    async def _authorize(scope: Scope, oauth: ResourceServer) -> None:
+        values = [v for k, v in scope.get("headers") or () if k.lower() == b"authorization"]
+        refused = await oauth.refusal(values)
+        if refused is not None:
+            raise _Refusal(*refused)
 
     async def _read(self, scope: Scope, receive: Receive) -> bytes | None:
         """The whole body within ``body_timeout``, ``None`` if the client went away."""
@@ -743,8 +763,12 @@ def serve_http(
     workers: int = 1,
     allow_hosts: Iterable[str] = (),
     allow_origins: Iterable[str] = (),
+    uploads: Any = None,
 ) -> None:
     """Serve ``backend`` over HTTP with uvicorn until interrupted (SIGINT/SIGTERM).
+
+    ``uploads``: an :class:`~ahp_protocol.server.uploads.UploadReceiver` served on the
+    same port at its ``path`` (:func:`~ahp_protocol.server.uploads.with_uploads`).
 
     It binds any address it is given: :func:`http_address` decides which may be given.
     :class:`ServeFailed` (one line, no traceback needed) when uvicorn is missing or the
@@ -760,6 +784,10 @@ def serve_http(
         backend, max_frame_bytes=max_frame_bytes, bearer_token=bearer_token,
         body_timeout=body_timeout, allow_hosts=allow_hosts, allow_origins=allow_origins,
     )  # fmt: skip
+    if uploads is not None:
+        from ahp_protocol.server.uploads import with_uploads
+
+        app = with_uploads(app, uploads)
     config = server_config(app, header_timeout=header_timeout, max_connections=max_connections)
     sock = listen(host, port)
     try:
