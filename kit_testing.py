@@ -12,12 +12,16 @@ cross-checked against.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import queue
+import subprocess
 import sys
 import threading
+import time
 from collections.abc import Sequence
+from concurrent.futures import Future
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -84,6 +88,62 @@ def intercept_request(event: dict[str, Any], effects: Sequence[str]) -> dict[str
             "capabilities": {"effects": list(effects)},
         },
     }
+
+
+class HeldCall:
+    """One POST of ``message`` to ``url`` on its own connection, sent now; the answer is
+    read on a thread, so a call the backend holds waits there. ``client_port`` and
+    ``server_port`` tell which worker accepted it (``connection_owner`` in the backends'
+    conftest); ``timeout`` bounds the connection and every wait for the answer."""
+
+    def __init__(self, url: str, message: dict[str, Any], timeout: float) -> None:
+        host, _, port = url.split("http://", 1)[1].rstrip("/").rpartition(":")
+        self.timeout = timeout
+        self.server_port = int(port)
+        self.conn = http.client.HTTPConnection(host, int(port), timeout=timeout)
+        self.conn.connect()
+        self.client_port: int = self.conn.sock.getsockname()[1]
+        self.conn.request("POST", "/", json.dumps(message), {"Content-Type": "application/json"})
+        self.started = time.monotonic()
+        self.future: Future[tuple[dict[str, Any], float]] = Future()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        try:
+            response = self.conn.getresponse()
+            decoded = json.loads(response.read())
+            assert response.status == 200, decoded
+            self.future.set_result((decoded, time.monotonic() - self.started))
+        except BaseException as exc:
+            self.future.set_exception(exc)
+        finally:
+            self.conn.close()
+
+    def effects(self, timeout: float | None = None) -> list[dict[str, Any]]:
+        """The answer's effects (waiting at most ``timeout``, else the call's own)."""
+        decoded, _ = self.future.result(self.timeout if timeout is None else timeout)
+        assert "result" in decoded, decoded
+        found: list[dict[str, Any]] = decoded["result"]["effects"]
+        return found
+
+    def took(self) -> float:
+        """Seconds from the request to its answer."""
+        return self.future.result(self.timeout)[1]
+
+    def done(self) -> bool:
+        return self.future.done()
+
+
+def stop(process: subprocess.Popen[Any], timeout: float) -> None:
+    """End a child the test started: SIGTERM, then SIGKILL if it is still there after
+    ``timeout`` seconds."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=timeout)
 
 
 class StderrLines:

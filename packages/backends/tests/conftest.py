@@ -55,6 +55,8 @@ from typing import IO, Any, ClassVar
 import anyio
 import pytest
 
+from kit_testing import stop
+
 PY = sys.executable
 DEADLINE = 30.0  # seconds: bound on any single wait in these helpers
 HARNESS = {"name": "backends-tests", "version": "1.0"}
@@ -235,13 +237,7 @@ class HttpBackend:
 
     def stop(self) -> str:
         """Stop the process; everything it wrote, stdout then stderr."""
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=DEADLINE)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=DEADLINE)
+        stop(self.process, DEADLINE)
         return self.stdout.until_closed() + self.stderr.until_closed()
 
 

@@ -20,17 +20,13 @@ With ``AHP_SCREENSHOT=1`` the queue with a held call is saved to
 from __future__ import annotations
 
 import contextlib
-import http.client
-import json
 import os
 import re
 import shutil
 import subprocess
 import sys
-import threading
 import uuid
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,12 +34,15 @@ from typing import Any
 import httpx
 import pytest
 from ahp_backends.approval_queue import Queue, call_digest
+from ahp_protocol.testing.events import tool_before
 
-from kit_testing import StderrLines, intercept_request
+from kit_testing import HeldCall, StderrLines, intercept_request, stop
 
 PY = sys.executable
 DEADLINE = 30.0
 HOLD_S = 10  # long enough to decide in the browser, short enough never to wait long
+WAIT_S = HOLD_S + DEADLINE
+"""The longest a held call's answer may take."""
 NAME = "Ann Operator"
 ROOT = Path(__file__).resolve().parents[3]
 SCREENSHOT = ROOT / "docs" / "images" / "approval-console.png"
@@ -71,13 +70,7 @@ class Process:
         self.stderr = StderrLines(self.process.stderr, DEADLINE)
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=DEADLINE)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop(self.process, DEADLINE)
 
 
 @dataclass
@@ -126,59 +119,20 @@ def queue(console: Console) -> Iterator[Queue]:
     opened.close()
 
 
+HARNESS = {"name": "console-tests", "version": "1.0"}
+
+
 def event(command: str, session: str = "sess_console", cwd: str = "/work/project") -> Any:
-    token = uuid.uuid4().hex
-    return {
-        "id": f"evt_{token}",
-        "source": "urn:example:console",
-        "type": "tool.before",
-        "time": "2026-08-24T08:51:14Z",
-        "harness": {"name": "console-tests", "version": "1.0"},
-        "session": {"id": session, "cwd": cwd},
-        "tool": {"name": "Bash", "kind": "shell", "input": {"command": command},
-                 "origin": "native"},
-        "call": {"id": f"call_{token}"},
-        "path": "native",
-    }  # fmt: skip
-
-
-class Call:
-    """One ``hooks/intercept`` POST on its own connection, sent now; its answer is read on
-    a thread (a held call waits there). ``client_port`` tells which worker accepted it."""
-
-    def __init__(self, url: str, message: dict[str, Any]) -> None:
-        host, _, port = url.split("http://", 1)[1].rstrip("/").rpartition(":")
-        self.server_port = int(port)
-        self.conn = http.client.HTTPConnection(host, int(port), timeout=HOLD_S + DEADLINE)
-        self.conn.connect()
-        self.client_port: int = self.conn.sock.getsockname()[1]
-        self.conn.request("POST", "/", json.dumps(message), {"Content-Type": "application/json"})
-        self.future: Future[list[dict[str, Any]]] = Future()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        try:
-            response = self.conn.getresponse()
-            decoded = json.loads(response.read())
-            assert response.status == 200, decoded
-            self.future.set_result(decoded["result"]["effects"])
-        except BaseException as exc:
-            self.future.set_exception(exc)
-        finally:
-            self.conn.close()
-
-    def result(self, timeout: float) -> list[dict[str, Any]]:
-        return self.future.result(timeout)
-
-    def done(self) -> bool:
-        return self.future.done()
+    return tool_before(command, harness=HARNESS, session={"id": session, "cwd": cwd})
 
 
 def send(
     console: Console, command: str, effects: tuple[str, ...] = ("allow", "deny"), **where: str
-) -> Call:
+) -> HeldCall:
     """Send a ``Bash`` call whose request accepts ``effects``."""
-    return Call(console.backend_url, intercept_request(event(command, **where), effects))
+    return HeldCall(
+        console.backend_url, intercept_request(event(command, **where), effects), WAIT_S
+    )
 
 
 def unique(text: str) -> str:
@@ -264,7 +218,7 @@ def test_approve_once(page: Any, console: Console, queue: Queue) -> None:
         SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SCREENSHOT), full_page=True)
     held.get_by_role("button", name="Approve once").click()
-    assert [e["type"] for e in result.result(DEADLINE)] == ["allow"]
+    assert [e["type"] for e in result.effects(DEADLINE)] == ["allow"]
     receipt = queue.receipt_for(held_id)  # in the database: who, what, bound to this call
     assert receipt is not None
     assert (receipt.decided_by, receipt.decision, receipt.scope) == (NAME, "approve", "once")
@@ -275,7 +229,7 @@ def test_approve_once(page: Any, console: Console, queue: Queue) -> None:
     # once: the same call is held again
     again = send(console, command)
     card(page, command).get_by_role("button", name="Deny").click()
-    assert [e["type"] for e in again.result(DEADLINE)] == ["deny"]
+    assert [e["type"] for e in again.effects(DEADLINE)] == ["deny"]
 
 
 def test_deny_with_a_reason(page: Any, console: Console, queue: Queue) -> None:
@@ -286,7 +240,7 @@ def test_deny_with_a_reason(page: Any, console: Console, queue: Queue) -> None:
     held_id = held.get_attribute("data-key")
     held.locator("input[name=reason]").fill("not on a Friday")
     held.get_by_role("button", name="Deny").click()
-    effects = result.result(DEADLINE)
+    effects = result.effects(DEADLINE)
     assert [e["type"] for e in effects] == ["deny"]
     assert effects[0]["reason"] == f"Denied by {NAME}: not on a Friday"
     receipt = queue.receipt_for(held_id)
@@ -309,14 +263,14 @@ def test_approve_for_the_session(page: Any, console: Console) -> None:
     held = card(page, command)
     held.locator("select[name=duration]").select_option("15m")
     held.get_by_role("button", name="Approve for this session").click()
-    assert [e["type"] for e in result.result(DEADLINE)] == ["allow"]
+    assert [e["type"] for e in result.effects(DEADLINE)] == ["allow"]
     # the next identical call of the session passes without a hold (well within HOLD_S)
-    assert [e["type"] for e in send(console, command, session=session).result(3)] == ["allow"]
+    assert [e["type"] for e in send(console, command, session=session).effects(3)] == ["allow"]
     assert page.locator("article.held", has_text=command).count() == 0
     # a changed input, in the same session, is held again: the grant is for this input only
     changed = send(console, command + " --force", session=session)
     card(page, command + " --force").get_by_role("button", name="Deny").click()
-    assert [e["type"] for e in changed.result(DEADLINE)] == ["deny"]
+    assert [e["type"] for e in changed.effects(DEADLINE)] == ["deny"]
     # the session's timeline: the held call, approved, and its receipt
     page.locator("#recent a", has_text=session).first.click()
     timeline = page.locator(".timeline")
@@ -340,10 +294,10 @@ def test_nobody_decides_then_todays_answer(page: Any, console: Console, queue: Q
         url = line.split("listening on ", 1)[1].strip() + "/"
         asked, denied = unique("git push asked"), unique("git push denied")
         full = ("allow", "ask", "deny", "message")
-        ask = Call(url, intercept_request(event(asked), full))
-        deny = Call(url, intercept_request(event(denied), ("allow", "deny")))
+        ask = HeldCall(url, intercept_request(event(asked), full), WAIT_S)
+        deny = HeldCall(url, intercept_request(event(denied), ("allow", "deny")), WAIT_S)
         ids = [card(page, text).get_attribute("data-key") for text in (asked, denied)]
-        ask_effects, deny_effects = ask.result(DEADLINE), deny.result(DEADLINE)
+        ask_effects, deny_effects = ask.effects(DEADLINE), deny.effects(DEADLINE)
     finally:
         short.stop()
     assert "ask" in [e["type"] for e in ask_effects]
@@ -365,10 +319,10 @@ def test_two_held_calls_decided_out_of_order(page: Any, console: Console) -> Non
     card(page, first)
     second_result = send(console, second)
     card(page, second).get_by_role("button", name="Approve once").click()
-    assert [e["type"] for e in second_result.result(DEADLINE)] == ["allow"]
+    assert [e["type"] for e in second_result.effects(DEADLINE)] == ["allow"]
     assert not first_result.done()
     card(page, first).get_by_role("button", name="Deny").click()
-    assert [e["type"] for e in first_result.result(DEADLINE)] == ["deny"]
+    assert [e["type"] for e in first_result.effects(DEADLINE)] == ["deny"]
 
 
 def test_an_input_with_markup_is_shown_literally_and_never_runs(
@@ -389,7 +343,7 @@ def test_an_input_with_markup_is_shown_literally_and_never_runs(
     held = card(page, "window.__pwned = 1")
     assert page.evaluate("() => window.__pwned") is None
     held.get_by_role("button", name="Deny").click()
-    assert [e["type"] for e in result.result(DEADLINE)] == ["deny"]
+    assert [e["type"] for e in result.effects(DEADLINE)] == ["deny"]
     assert page.evaluate("() => window.__pwned") is None
 
 
@@ -404,7 +358,7 @@ def test_a_decision_already_made_shows_the_queue_message(
     stale.goto(console.url)
     card(stale, command).get_by_role("button", name="Approve once")  # shown there too
     card(page, command).get_by_role("button", name="Approve once").click()
-    assert [e["type"] for e in result.result(DEADLINE)] == ["allow"]
+    assert [e["type"] for e in result.effects(DEADLINE)] == ["allow"]
     response = stale.expect_navigation
     with response() as navigation:
         stale.locator("article.held", has_text=command).get_by_role("button", name="Deny").click()
@@ -449,7 +403,7 @@ def test_forged_decisions_and_foreign_hosts_are_refused(page: Any, console: Cons
         # to, leaves that page its confirmation
         assert client.get("/live").status_code == 200
         assert "Approved Bash once." in client.get("/").text
-    assert [e["type"] for e in result.result(DEADLINE)] == ["allow"]
+    assert [e["type"] for e in result.effects(DEADLINE)] == ["allow"]
     with httpx.Client(base_url=console.url, timeout=DEADLINE) as anonymous:
         assert anonymous.get("/live").status_code == 401
         assert anonymous.get("/").headers["location"] == "/login"
@@ -477,7 +431,7 @@ def test_two_workers_on_postgresql(
         listed = pg.backend.stderr.wait_for(" workers: ")
         pids = [int(p) for p in listed.split("workers: ", 1)[1].split(", ")]
         page = logged_in(browser, pg)
-        calls: dict[str, Call] = {}
+        calls: dict[str, HeldCall] = {}
         owners: set[int] = set()
         for i in range(12):  # until a call is held in each worker
             command = unique(f"git push origin w{i}")
@@ -495,7 +449,7 @@ def test_two_workers_on_postgresql(
                 held = card(page, command)
                 held_id = held.get_attribute("data-key")
                 held.get_by_role("button", name="Approve once").click()
-                assert [e["type"] for e in call.result(DEADLINE)] == ["allow"]
+                assert [e["type"] for e in call.effects(DEADLINE)] == ["allow"]
                 receipt = queue.receipt_for(held_id)
                 assert receipt is not None and receipt.decided_by == NAME
         finally:

@@ -24,14 +24,10 @@ own :class:`Queue` on the same ``--db``:
 from __future__ import annotations
 
 import hashlib
-import http.client
 import json
 import subprocess
-import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -46,8 +42,9 @@ from ahp_backends.approval import (
 from ahp_backends.approval_queue import Held, Queue, QueueError, call_digest, canonical_json
 from ahp_backends.audit import AuditStore
 from ahp_backends.db import Schema, open_database
+from ahp_protocol.testing.events import tool_before
 
-from kit_testing import intercept_request
+from kit_testing import HeldCall, intercept_request
 
 pytestmark = pytest.mark.timeout(60)
 PUSH = "Bash:git push"
@@ -58,64 +55,15 @@ DEADLINE = 30.0
 Run = Callable[..., subprocess.CompletedProcess[bytes]]
 
 
+HARNESS = {"name": "backends-tests", "version": "1.0"}
+
+
 def event(command: str, session: str = "sess_a", cwd: str = "/repo") -> dict[str, Any]:
-    return {
-        "id": f"evt_{uuid.uuid4().hex}",
-        "source": "urn:example:hold-tests",
-        "type": "tool.before",
-        "time": "2026-08-24T08:51:14Z",
-        "harness": {"name": "backends-tests", "version": "1.0"},
-        "session": {"id": session, "cwd": cwd},
-        "tool": {
-            "name": "Bash",
-            "kind": "shell",
-            "input": {"command": command},
-            "origin": "native",
-        },
-        "call": {"id": f"call_{uuid.uuid4().hex}"},
-        "path": "native",
-    }
+    return tool_before(command, harness=HARNESS, session={"id": session, "cwd": cwd})
 
 
-class Call:
-    """One POST on its own connection: sent now, its answer read on a thread."""
-
-    def __init__(self, url: str, message: dict[str, Any]) -> None:
-        address = url.split("http://", 1)[1].rstrip("/")
-        host, _, port = address.rpartition(":")
-        self.server_port = int(port)
-        self.conn = http.client.HTTPConnection(host, int(port), timeout=DEADLINE)
-        self.conn.connect()
-        self.client_port: int = self.conn.sock.getsockname()[1]
-        body = json.dumps(message)
-        self.conn.request("POST", "/", body, {"Content-Type": "application/json"})
-        self.started = time.monotonic()
-        self.future: Future[tuple[dict[str, Any], float]] = Future()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        try:
-            response = self.conn.getresponse()
-            decoded = json.loads(response.read())
-            assert response.status == 200, decoded
-            self.future.set_result((decoded, time.monotonic() - self.started))
-        except BaseException as exc:
-            self.future.set_exception(exc)
-        finally:
-            self.conn.close()
-
-    def effects(self) -> list[dict[str, Any]]:
-        decoded, _ = self.future.result(timeout=DEADLINE)
-        assert "result" in decoded, decoded
-        found: list[dict[str, Any]] = decoded["result"]["effects"]
-        return found
-
-    def took(self) -> float:
-        return self.future.result(timeout=DEADLINE)[1]
-
-
-def post(server: Any, command: str, effects: tuple[str, ...] = FULL, **where: str) -> Call:
-    return Call(server.url, intercept_request(event(command, **where), effects))
+def post(server: Any, command: str, effects: tuple[str, ...] = FULL, **where: str) -> HeldCall:
+    return HeldCall(server.url, intercept_request(event(command, **where), effects), DEADLINE)
 
 
 def held(queue: Queue, count: int, *, besides: tuple[str, ...] = ()) -> list[Held]:
@@ -316,7 +264,7 @@ def test_two_held_calls_decided_out_of_order(
     (second,) = held(queue, 1, besides=(first.id,))
     queue.decide(second.id, approve=False, by="ann", reason="two is wrong")
     assert two.effects()[0]["reason"] == "Denied by ann: two is wrong"
-    assert not one.future.done()  # still held while the other was answered
+    assert not one.done()  # still held while the other was answered
     queue.decide(first.id, approve=True, by="ann")
     assert one.effects() == [{"type": "allow"}]
     assert "Traceback" not in server.stop()
@@ -332,7 +280,7 @@ def test_two_workers_on_postgresql_release_calls_held_in_each(
     listed = server.wait_for_stderr(" workers: ")
     pids = [int(p) for p in listed.split("workers: ", 1)[1].split(", ")]
     queue = queues(postgres_url)
-    calls: dict[str, tuple[Call, int]] = {}  # held id -> (the call, the worker holding it)
+    calls: dict[str, tuple[HeldCall, int]] = {}  # held id -> (the call, the worker holding it)
     for i in range(12):  # until a call is held in each worker
         call = post(server, f"git push origin b{i}")
         (found,) = held(queue, 1, besides=tuple(calls))
