@@ -314,7 +314,8 @@ def test_the_manifest_is_a_valid_capabilities_result_with_gaps(
     assert official_schema("capabilities-response.schema.json", response) == []
     gaps = {gap["path"]: gap["reason"] for gap in manifest["gaps"]}
     assert all(gaps.values())
-    assert "toolPaths.mcp" in gaps
+    assert "toolPaths.mcp" not in gaps  # MCP tools go through the same gate
+    assert manifest["toolPaths"] == ["native", "mcp"]
     assert "capabilities.flow.continue" in gaps
     assert "events.tool.progress" in gaps  # an event it never emits is a gap, not a claim
     events = {entry["event"]: entry for entry in manifest["events"]}

@@ -125,6 +125,7 @@ async def _run(args: argparse.Namespace) -> int:
                     reporter=ui,
                     transcript=args.transcript,
                     audit_log=args.audit_log,
+                    mcp_config=args.mcp_config,
                 ) as harness:
                     if harness.dispatcher is None:
                         ui.note(
@@ -208,6 +209,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--permissions", metavar="FILE", help="user permission rules (TOML)")
     run.add_argument("--managed", metavar="FILE", help="managed rules nothing can relax (TOML)")
     run.add_argument("--mode", choices=MODES, default="default", help="permission mode")
+    run.add_argument(
+        "--mcp-config",
+        metavar="FILE",
+        help='MCP servers ({"mcpServers": {...}} JSON): their tools are offered as '
+        "mcp__<server>__<tool>, through the same gate",
+    )
     run.add_argument(
         "--model",
         default="manual",

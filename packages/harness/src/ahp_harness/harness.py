@@ -32,7 +32,7 @@ current folder. The host pieces keep their own contracts: :mod:`ahp_harness.perm
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from ahp_protocol.client import Dispatcher, Hooks
 
     from ahp_harness.hooks import Approver, CallRecord, Gate, Reporter
+    from ahp_harness.mcp_config import McpServerConfig
     from ahp_harness.models.base import ModelDriver
     from ahp_harness.permissions import Permissions
     from ahp_harness.sandbox import Sandbox
@@ -168,6 +169,34 @@ def _permissions(permissions: PathLike | None, managed: PathLike | None, mode: s
         raise ConfigError(str(exc)) from None
 
 
+def _mcp_config(path: PathLike | None) -> list[McpServerConfig]:
+    """The ``--mcp-config`` servers (``None``: none); nothing of the ``mcp`` SDK is imported."""
+    if path is None:
+        return []
+    from ahp_harness.mcp_config import McpConfigError, load_mcp_config
+
+    try:
+        return load_mcp_config(path)
+    except McpConfigError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+async def _open_mcp(
+    stack: AsyncExitStack, path: PathLike | None, configs: list[McpServerConfig], cwd: str
+) -> tuple[dict[str, Any], list[str]]:
+    """Start and connect the MCP servers (closed by ``stack``): their tools by name, and
+    notes on tools that could not be offered."""
+    if not configs:
+        return {}, []
+    from ahp_harness.mcp_tools import McpConnectError, open_mcp
+
+    try:
+        servers = await stack.enter_async_context(open_mcp(configs, cwd=cwd))
+    except McpConnectError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    return dict(servers.tools), servers.notes
+
+
 @asynccontextmanager
 async def open_harness(
     workspace: PathLike,
@@ -183,6 +212,7 @@ async def open_harness(
     reporter: Reporter | None = None,
     transcript: PathLike | None = None,
     audit_log: PathLike | None = None,
+    mcp_config: PathLike | None = None,
 ) -> AsyncIterator[Harness]:
     """One session of the harness in ``workspace`` (see the module docstring).
 
@@ -193,7 +223,10 @@ async def open_harness(
     and the capabilities: ``ask`` only when interactive); ``approver`` answers the
     host's prompts (default: refuse); ``ui`` shows what the model says and notes,
     ``reporter`` each resolved call (default: nothing); ``transcript`` and
-    ``audit_log`` are JSON-lines files appended to (default: none kept).
+    ``audit_log`` are JSON-lines files appended to (default: none kept); ``mcp_config``
+    an ``mcpServers`` JSON file (:mod:`ahp_harness.mcp_config`): its servers are started
+    and connected before ``session.start`` and closed after ``session.end``, and their
+    tools are offered beside the harness's own (default: none).
     """
     from ahp_harness.sandbox import Sandbox
 
@@ -202,6 +235,7 @@ async def open_harness(
         if not root.is_dir():
             raise ConfigError(f"{workspace}: not a directory", option="workspace")
         host = _permissions(permissions, managed, mode)
+        mcp_servers = _mcp_config(mcp_config)
         sandbox = Sandbox(
             [root], fetch_hosts=host.fetch_allowed, search_hides=host.hidden_from_search
         )
@@ -213,9 +247,16 @@ async def open_harness(
     records = Transcript(transcript)
     hooks: Hooks | None = None
     shown = ui or UI()
+    stack = AsyncExitStack()
     try:
         hooks = _hooks(registration, interactive=interactive)
         root_text = str(sandbox.roots[0])
+        mcp_tools, mcp_notes = await _open_mcp(stack, mcp_config, mcp_servers, root_text)
+        for note in mcp_notes:
+            shown.note(f"warning: {note}")
+        offer = getattr(driver, "offer_tools", None)
+        if mcp_tools and callable(offer):
+            offer(mcp_tools)  # a driver that lists tools to its model lists these too
         gate = build_gate(
             hooks.session(cwd=root_text, roots=[str(r) for r in sandbox.roots]),
             permissions=host,
@@ -223,6 +264,7 @@ async def open_harness(
             approve=approver or _Refuse(),
             reporter=reporter or _Silent(),
             audit=audit.record,
+            extra_tools=mcp_tools,
         )
         session = Session(
             gate=gate,
@@ -250,10 +292,15 @@ async def open_harness(
             with anyio.move_on_after(END_TIMEOUT_S, shield=True):
                 await session.end(outcome, reason)
     finally:
-        with anyio.CancelScope(shield=True):
-            if hooks is not None:
-                await hooks.aclose()
-            await driver.aclose()
+        try:
+            # Not inside the shield below: the MCP servers' task group was entered before
+            # it; their close is shielded and bounded by its own (ahp_harness.mcp_tools).
+            await stack.aclose()
+        finally:
+            with anyio.CancelScope(shield=True):
+                if hooks is not None:
+                    await hooks.aclose()
+                await driver.aclose()
         audit.close()
         records.close()
         sandbox.close()

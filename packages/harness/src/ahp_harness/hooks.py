@@ -53,15 +53,23 @@ every time.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from ahp_protocol.client.hooks import FileChange, SessionHooks, message, message_text, new_id
+from ahp_protocol.client.hooks import (
+    FileChange,
+    SessionHooks,
+    ToolCall,
+    message,
+    message_text,
+    new_id,
+)
 
 if TYPE_CHECKING:
-    from ahp_protocol.client import Diagnostic, HookResult, ToolCall
+    from ahp_protocol.client import Diagnostic, HookResult
     from ahp_protocol.client.chain import Permission
 
 __all__ = [
@@ -72,6 +80,7 @@ __all__ = [
     "FileChange",
     "Gate",
     "HostPolicy",
+    "McpToolCall",
     "Reporter",
     "Tool",
     "ToolInputError",
@@ -81,6 +90,7 @@ __all__ = [
     "message",
     "message_text",
     "new_id",
+    "tool_call",
 ]
 
 Decision = Literal["allow", "ask", "deny"]
@@ -143,6 +153,34 @@ class Tool(Protocol):
     async def run(self, parsed: Any) -> ToolOutcome:
         """Run the call; tool-level failures come back as an ``error`` outcome, not raised."""
         ...
+
+    # Optional: ``mcp``, the draft's ``tool.mcp`` identity (``{server:{id,name?}, toolName,
+    # provenance, connection}``, credentials stripped) of an MCP server's tool. A tool
+    # that has it is sent with ``origin: "mcp"`` and ``path: "mcp"``; one without (or
+    # ``None``) is native.
+
+
+@dataclass(eq=False, repr=False)
+class McpToolCall(ToolCall):
+    """A call of an MCP server's tool: every event's ``tool`` carries ``mcp``."""
+
+    mcp: Mapping[str, Any] = field(default_factory=dict)
+
+    def event(self, event_type: str, **fields: Any) -> dict[str, Any]:
+        event = super().event(event_type, **fields)
+        event["tool"]["mcp"] = copy.deepcopy(dict(self.mcp))
+        return event
+
+
+def tool_call(session: SessionHooks, tool: Tool, raw_input: Any, call_id: str) -> ToolCall:
+    """The events of one call of ``tool``: native, or MCP when the tool has an ``mcp``."""
+    mcp = getattr(tool, "mcp", None)
+    if mcp is None:
+        return session.tool_call(tool.name, raw_input, kind=tool.kind, call_id=call_id)
+    session.hooks.note_kind(tool.kind)
+    return McpToolCall(
+        session, call_id, tool.name, tool.kind, raw_input, "mcp", "mcp", mcp=dict(mcp)
+    )
 
 
 class ToolTable(Protocol):
@@ -345,7 +383,7 @@ class Gate:
         except ValueError as exc:
             record.reason, record.outcome = f"invalid input: {exc}", "error"
             return self._finish(record)
-        call = self.session.tool_call(tool.name, raw_input, kind=tool.kind, call_id=record.call_id)
+        call = tool_call(self.session, tool, raw_input, record.call_id)
 
         # 2. tool.before; 3. the host's decision, folded with it.
         hook = self._settled(record, await call.before())

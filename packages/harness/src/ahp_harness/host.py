@@ -60,6 +60,12 @@ class HostTool:
     def kind(self) -> str | None:
         return self.tool.kind
 
+    @property
+    def mcp(self) -> Mapping[str, Any] | None:
+        """The ``tool.mcp`` identity of an MCP server's tool (``None``: a native tool)."""
+        identity: Mapping[str, Any] | None = getattr(self.tool, "identity", None)
+        return identity
+
     def parse(self, raw: Any) -> Any:
         return self.tool.parse_input(raw)  # ToolInputError is a ValueError
 
@@ -88,10 +94,12 @@ class HostTool:
 
 
 class HostTools:
-    """``hooks.ToolTable`` over :data:`ahp_harness.tools.TOOLS`, each run in ``sandbox``."""
+    """``hooks.ToolTable`` over :data:`ahp_harness.tools.TOOLS` and ``extra`` (the MCP
+    servers' tools, :mod:`ahp_harness.mcp_tools`), each run in ``sandbox``."""
 
-    def __init__(self, sandbox: Sandbox) -> None:
-        self._tools = {name: HostTool(tool, sandbox) for name, tool in TOOLS.items()}
+    def __init__(self, sandbox: Sandbox, extra: Mapping[str, HarnessTool] | None = None) -> None:
+        tools = {**TOOLS, **(extra or {})}
+        self._tools = {name: HostTool(tool, sandbox) for name, tool in tools.items()}
 
     def get(self, name: str, /) -> HostTool | None:
         return self._tools.get(name)
@@ -134,17 +142,19 @@ def build_gate(
     approve: Approver,
     reporter: Reporter | None = None,
     audit: Callable[[str, Mapping[str, Any]], None] = _no_audit,
+    extra_tools: Mapping[str, HarnessTool] | None = None,
 ) -> Gate:
     """The gate of one session: this harness's tools, ``permissions`` and ``sandbox``.
 
     ``session`` carries the envelope and the backends (``session.hooks``); ``approve``
     answers prompts; ``reporter`` shows the user each resolved call and every backend
     message; ``audit(kind, record)`` receives the ``hook``/``call``/``exchange`` records.
+    ``extra_tools`` are offered beside the harness's own (the MCP servers' tools).
     The caller closes ``sandbox`` (and the ``Hooks``) when the session is over.
     """
     return Gate(
         session=session,
-        tools=HostTools(sandbox),
+        tools=HostTools(sandbox, extra_tools),
         policy=HostLayers(permissions, sandbox),
         approve=approve,
         audit=audit,

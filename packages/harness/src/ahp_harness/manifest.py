@@ -110,7 +110,6 @@ def manifest(*, interactive: bool) -> dict[str, Any]:
         if event not in covered
     ]
     gaps += [
-        {"path": "toolPaths.mcp", "reason": "MCP tools are not supported"},
         {"path": "capabilities.flow.continue", "reason": "no continuation loop"},
         {"path": "authentication.oauth", "reason": "only bearer tokenEnv credentials"},
         {"path": "content.upload", "reason": "content uploads are not supported"},
@@ -122,7 +121,7 @@ def manifest(*, interactive: bool) -> dict[str, Any]:
         "gaps": gaps,
         "transports": ["stdio", "http"],
         "authentication": ["bearer"],
-        "toolPaths": ["native"],
+        "toolPaths": ["native", "mcp"],
         "contentCategories": ["text"],
         "limits": {"minTimeoutMs": 1, "maxTimeoutMs": 600000},
         "managedPolicy": {"scopes": ["user", "managed"], "disableable": False},

@@ -39,6 +39,15 @@ Among the matching rules of one source, ``deny`` beats ``ask`` beats ``allow``
     glob = "secrets/*"             # optional: fnmatch pattern on each path the call touches
     reason = "no pushes from here" # optional: shown to the user and the model
 
+**MCP tools** (``--mcp-config``) are named ``mcp__<server>__<tool>`` (kind ``mcp``). In a
+rule, ``tool = "mcp__files__delete"`` names one; ``tool = "mcp__files"`` or
+``"mcp__files__*"`` every tool of the server ``files``; ``*`` and ``?`` are globs within
+the server id and within the tool name (``"mcp__*__delete*"``); ``kind = "mcp"`` every
+MCP tool. A rule naming an MCP tool is checked for its shape at load time (the server
+need not be running). An MCP tool's main argument, for ``pattern``, is its input as
+compact JSON with sorted keys (``{"path":"a.txt"}``); it has no paths, so ``glob`` never
+matches it.
+
 A rule with neither ``tool`` nor ``kind`` applies to every tool; with neither
 ``pattern`` nor ``glob`` to every call of its tools; with both, both must match.
 The main argument is the command, path, url or search pattern
@@ -87,6 +96,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
+from ahp_harness.mcp_config import TOOL_PREFIX, split_tool_name
 from ahp_harness.modes import MODES, Mode
 from ahp_harness.sandbox import SandboxViolation
 from ahp_harness.tools import KINDS, TOOLS
@@ -160,6 +170,34 @@ def _glob_regex(glob: str) -> re.Pattern[str]:
     return re.compile(fnmatch.translate(glob), re.DOTALL)
 
 
+_MCP_SERVER_GLOB = re.compile(r"[A-Za-z0-9_*?-]+\Z")
+_MCP_TOOL_GLOB = re.compile(r"[A-Za-z0-9_.*?-]+\Z")
+MCP_RULE_SHAPE = (
+    "an MCP tool is mcp__<server> or mcp__<server>__<tool> ('*' and '?' are globs; "
+    "server: letters, digits, '_', '-'; tool: also '.'), e.g. mcp__files__delete"
+)
+
+
+def mcp_tool_globs(name: str) -> tuple[str, str]:
+    """``(server glob, tool glob)`` of an ``mcp__...`` rule ``tool``; ``ValueError`` if bad."""
+    server, sep, tool = name[len(TOOL_PREFIX) :].partition("__")
+    if (
+        not server
+        or "__" in server
+        or not _MCP_SERVER_GLOB.match(server)
+        or (sep and not _MCP_TOOL_GLOB.match(tool))
+    ):
+        raise ValueError(MCP_RULE_SHAPE)
+    return server, tool or "*"
+
+
+def _mcp_matches(globs: tuple[str, str], name: str) -> bool:
+    parts = split_tool_name(name)
+    if parts is None:
+        return False
+    return fnmatch.fnmatchcase(parts[0], globs[0]) and fnmatch.fnmatchcase(parts[1], globs[1])
+
+
 @dataclass(frozen=True)
 class Rule:
     """One rule. ``source`` says where it came from (``file:rules[i]``)."""
@@ -173,12 +211,18 @@ class Rule:
     source: str = "<rules>"
     _regex: re.Pattern[str] | None = field(init=False, repr=False, compare=False, default=None)
     _glob: re.Pattern[str] | None = field(init=False, repr=False, compare=False, default=None)
+    _mcp: tuple[str, str] | None = field(init=False, repr=False, compare=False, default=None)
 
     def __post_init__(self) -> None:
         if self.decision not in _STRENGTH:
             raise _RuleProblem("decision", "must be one of allow, ask, deny")
         if self.tool is not None and (not isinstance(self.tool, str) or not self.tool):
             raise _RuleProblem("tool", "must be a non-empty string")
+        if self.tool is not None and self.tool.startswith(TOOL_PREFIX):
+            try:
+                object.__setattr__(self, "_mcp", mcp_tool_globs(self.tool))
+            except ValueError as exc:
+                raise _RuleProblem("tool", str(exc)) from None
         if self.kind is not None and self.kind not in KINDS:
             raise _RuleProblem("kind", f"must be one of {', '.join(sorted(KINDS))}")
         if self.pattern is not None:
@@ -200,7 +244,10 @@ class Rule:
 
     def matches(self, tool: Tool, inp: BaseModel) -> bool:
         """Whether this rule applies to the call ``tool(inp)``."""
-        if self.tool is not None and self.tool != tool.name:
+        if self._mcp is not None:
+            if not _mcp_matches(self._mcp, tool.name):
+                return False
+        elif self.tool is not None and self.tool != tool.name:
             return False
         if self.kind is not None and self.kind != tool.kind:
             return False
@@ -408,7 +455,7 @@ def _load_rule(
         if key in table and not isinstance(table[key], str):
             raise error(key, "must be a string")
     tool = table.get("tool")
-    if tool is not None and tool not in known_tools:
+    if tool is not None and tool not in known_tools and not tool.startswith(TOOL_PREFIX):
         raise error("tool", f"unknown tool {tool!r} (known: {', '.join(sorted(known_tools))})")
     try:
         return Rule(

@@ -274,6 +274,10 @@ class OpenAIDriver:
             trust_env=False, follow_redirects=False, timeout=httpx.Timeout(self.timeout)
         )
 
+    def offer_tools(self, tools: Mapping[str, Any]) -> None:
+        """Offer ``tools`` too (the MCP servers' tools, known once the session connects)."""
+        self._tools += tool_schemas(tools)
+
     def request_body(self, conversation: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         """The JSON body :meth:`respond` would send for ``conversation``."""
         body: dict[str, Any] = {

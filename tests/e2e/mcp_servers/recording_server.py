@@ -1,0 +1,100 @@
+"""A real MCP server for the end-to-end tests, written with the SDK's ``MCPServer``.
+
+``python recording_server.py --record FILE [--transport stdio|http] [--name NAME]``.
+Every tool call it receives is appended to ``FILE`` as one JSON line
+(``{"tool": NAME, "arguments": {...}}``) *before* the tool runs, so a test can prove
+a refused call never reached the server. Over HTTP it binds ``127.0.0.1:0`` and
+prints ``listening on http://127.0.0.1:PORT/mcp`` on stderr once it accepts
+connections; it also records the ``Authorization`` header's presence (never its
+value) for the first call.
+
+Tools: ``echo(text)``, ``delete_file(path)`` (deletes nothing: it only says it did),
+``add(a, b)`` (structured output), ``crash()`` (the process exits mid-call) and
+``nap(seconds)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+import time
+
+from mcp.server.mcpserver import MCPServer
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--record", required=True)
+    parser.add_argument("--transport", choices=("stdio", "http"), default="stdio")
+    parser.add_argument("--name", default="recording-server")
+    parser.add_argument("--api-key", default=None)  # accepted (and ignored): a secret arg
+    args = parser.parse_args()
+
+    def record(tool: str, arguments: dict[str, object]) -> None:
+        with open(args.record, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps({"tool": tool, "arguments": arguments}) + "\n")
+            handle.flush()
+
+    server = MCPServer(args.name, log_level="WARNING")
+
+    @server.tool()
+    def echo(text: str) -> str:
+        """Say the text back."""
+        record("echo", {"text": text})
+        return f"echo: {text}"
+
+    @server.tool()
+    def delete_file(path: str) -> str:
+        """Pretend to delete a file (records the call)."""
+        record("delete_file", {"path": path})
+        return f"deleted {path}"
+
+    @server.tool()
+    def add(a: int, b: int) -> dict[str, int]:
+        """Add two integers."""
+        record("add", {"a": a, "b": b})
+        return {"sum": a + b}
+
+    @server.tool()
+    def crash() -> str:
+        """Exit the server process in the middle of the call."""
+        record("crash", {})
+        os._exit(3)
+
+    @server.tool()
+    def nap(seconds: float) -> str:
+        """Sleep, then answer."""
+        record("nap", {"seconds": seconds})
+        time.sleep(seconds)
+        return "awake"
+
+    if args.transport == "stdio":
+        server.run("stdio")
+        return
+
+    import anyio
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    app = server.streamable_http_app(host="127.0.0.1")
+    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    http = uvicorn.Server(config)
+
+    async def serve() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(http.serve, [sock])
+            while not http.started:
+                await anyio.sleep(0.01)
+            print(f"listening on http://127.0.0.1:{port}/mcp", file=sys.stderr, flush=True)
+
+    anyio.run(serve)
+
+
+if __name__ == "__main__":
+    main()
