@@ -721,6 +721,28 @@ def test_mcp_server_matches_id_or_name_and_needs_mcp() -> None:
     assert not rules.first_match("tool.before", native)
 
 
+def test_mcp_tool_matches_the_servers_own_tool_name_and_needs_mcp() -> None:
+    rules = loaded(
+        '[[rules]]\nreason = "r"\ncode = "com.example.r"\nmcp_server = "files"\n'
+        'mcp_tool = ["delete", "move"]\n'
+    )
+
+    def event(server: str, tool: str) -> dict[str, Any]:
+        mcp = {"server": {"id": server}, "toolName": tool}
+        return {"tool": {"name": f"mcp__{server}__{tool}", "origin": "mcp", "mcp": mcp}}
+
+    assert rules.first_match("tool.before", event("files", "delete"))
+    assert rules.first_match("tool.before", event("files", "move"))
+    assert not rules.first_match("tool.before", event("files", "read"))
+    assert not rules.first_match("tool.before", event("other", "delete"))
+    native = {"tool": {"name": "delete", "origin": "native", "input": {}}}
+    assert not rules.first_match("tool.before", native)
+    with pytest.raises(ConfigError, match="origin"):
+        loaded(
+            '[[rules]]\nreason = "r"\ncode = "com.example.r"\nmcp_tool = "x"\norigin = "native"\n'
+        )
+
+
 def test_every_kind_of_the_draft_loads_and_matches() -> None:
     for kind in TOOL_KINDS:
         rules = loaded(f'[[rules]]\nreason = "r"\ncode = "com.example.r"\nkind = "{kind}"\n')

@@ -106,11 +106,12 @@ RULE_KEYS: Final = (
     "tool",
     "origin",
     "mcp_server",
+    "mcp_tool",
     "paths",
     "input",
     "events",
 )
-CONDITIONS: Final = ("kind", "tool", "origin", "mcp_server", "paths", "input")
+CONDITIONS: Final = ("kind", "tool", "origin", "mcp_server", "mcp_tool", "paths", "input")
 
 _PATHS_HELP: Final = textwrap.fill(
     "paths       globs matched against path-like inputs (the input fields "
@@ -138,6 +139,8 @@ file order, denies with its reason and code. Keys:
   tool        tool.name, exact (a string or a list)
   origin      tool.origin: "native" or "mcp"
   mcp_server  the MCP server's id or name (tool.mcp.server), a string or a list
+  mcp_tool    the tool's own name on its MCP server (tool.mcp.toolName, not the
+              harness's tool.name), exact, a string or a list
 <paths>
   [rules.input] field = "regex"  found anywhere in tool.input.<field> (RE2 syntax, as
               CEL's matches(); linear in the input; no backreferences or lookaround)
@@ -188,6 +191,7 @@ class Rule:
     tools: frozenset[str] | None = None
     origin: str | None = None
     mcp_servers: frozenset[str] | None = None
+    mcp_tools: frozenset[str] | None = None
     paths: tuple[PathGlob, ...] = ()
     inputs: tuple[tuple[str, Pattern], ...] = ()
     events: frozenset[str] = frozenset(EVENTS)
@@ -205,6 +209,8 @@ class Rule:
         if self.origin is not None and tool.get("origin") != self.origin:
             return False
         if self.mcp_servers is not None and not (_mcp_server_ids(tool) & self.mcp_servers):
+            return False
+        if self.mcp_tools is not None and _mcp_tool_name(tool) not in self.mcp_tools:
             return False
         tool_input = tool.get("input")
         values: Mapping[str, Any] = tool_input if isinstance(tool_input, Mapping) else {}
@@ -224,6 +230,12 @@ def _mcp_server_ids(tool: Mapping[str, Any]) -> set[str]:
     if not isinstance(server, Mapping):
         return set()
     return {v for v in (server.get("id"), server.get("name")) if isinstance(v, str)}
+
+
+def _mcp_tool_name(tool: Mapping[str, Any]) -> str | None:
+    mcp = tool.get("mcp")
+    name = mcp.get("toolName") if isinstance(mcp, Mapping) else None
+    return name if isinstance(name, str) else None
 
 
 def _texts(value: Any) -> Iterator[str]:
@@ -299,8 +311,9 @@ def _rule(loc: Locator, i: int, table: Any) -> Rule:
     origin = table.get("origin")
     if origin is not None and origin not in ("native", "mcp"):
         raise loc.error(i, 'must be "native" or "mcp"', "origin")
-    if "mcp_server" in table and origin == "native":
-        raise loc.error(i, 'an MCP server condition needs origin "mcp" (or no origin)', "origin")
+    for key in ("mcp_server", "mcp_tool"):
+        if key in table and origin == "native":
+            raise loc.error(i, f'an {key} condition needs origin "mcp" (or no origin)', "origin")
     paths: list[PathGlob] = []
     if "paths" in table:
         for glob in _names(loc, i, "paths", table["paths"]):
@@ -331,6 +344,7 @@ def _rule(loc: Locator, i: int, table: Any) -> Rule:
         mcp_servers=(
             _names(loc, i, "mcp_server", table["mcp_server"]) if "mcp_server" in table else None
         ),
+        mcp_tools=(_names(loc, i, "mcp_tool", table["mcp_tool"]) if "mcp_tool" in table else None),
         paths=tuple(paths),
         inputs=tuple(inputs),
         events=(
