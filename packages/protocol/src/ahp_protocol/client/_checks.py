@@ -94,11 +94,13 @@ def check_registration(
                 f"hooks[{i}].authentication.tokenEnv: environment variable {token_env} "
                 "is not set (or empty); set it or remove the binding"
             )
-        if getattr(auth, "token_ref", None) or getattr(auth, "type", None) == "oauth":
+        if getattr(auth, "token_ref", None):
             raise RegistrationError(
-                f"hooks[{i}].authentication: only bearer tokenEnv credentials are supported "
-                "by this harness"
+                f"hooks[{i}].authentication.tokenRef: bearer secret references are not "
+                "supported by this harness; use tokenEnv"
             )
+        if getattr(auth, "type", None) == "oauth":
+            check_oauth(auth, f"hooks[{i}].authentication", environ)
         headers = getattr(hook.transport, "headers", None) or {}
         for name, value in headers.items():
             env = getattr(value, "value_env", None)
@@ -114,6 +116,40 @@ def check_registration(
                 )
         for j, sub in enumerate(hook.subscriptions or ()):
             check_subscription(sub, f"hooks[{i}].subscriptions[{j}]", declared)
+
+
+def check_oauth(auth: Any, where: str, environ: Mapping[str, str]) -> None:
+    """An ``oauth`` binding this harness can use: ``client_credentials`` (the interactive
+    ``authorization_code_pkce`` flow needs a person, which this harness cannot ask: draft
+    §9 item 6), a ``clientSecretRef`` of the form ``env:NAME`` with ``NAME`` set, and a
+    loadable ``AHP_CA_BUNDLE`` when one is named."""
+    if auth.flow != "client_credentials":
+        raise RegistrationError(
+            f"{where}.flow: {auth.flow} is interactive (a person signs in) and this harness "
+            'runs non-interactively; use "client_credentials"'
+        )
+    ref = auth.client_secret_ref
+    if ref is not None:
+        if not ref.startswith("env:") or not ref[4:]:
+            raise RegistrationError(
+                f"{where}.clientSecretRef: this harness resolves only env:NAME references "
+                "(the secret in environment variable NAME)"
+            )
+        if not environ.get(ref[4:]):
+            raise RegistrationError(
+                f"{where}.clientSecretRef: environment variable {ref[4:]} is not set "
+                "(or empty); set it to the client secret"
+            )
+    bundle = environ.get("AHP_CA_BUNDLE")
+    if bundle:
+        import ssl
+
+        try:
+            ssl.create_default_context(cafile=bundle)
+        except (OSError, ssl.SSLError):
+            raise RegistrationError(
+                "AHP_CA_BUNDLE: the CA bundle it names cannot be loaded as PEM certificates"
+            ) from None
 
 
 def check_subscription(sub: Subscription, where: str, declared: Mapping[str, object]) -> None:

@@ -17,6 +17,10 @@
   like), else ``403``, unless ``allow_hosts`` / ``allow_origins`` add names
   (:class:`RebindingGuard`, THE rule, which ``ahp-adapter serve`` applies too): a web
   page cannot reach a loopback backend through DNS rebinding. This comes first;
+- with an OAuth resource server (``oauth``, :mod:`ahp_protocol.server.oauth`), a ``GET``
+  of its protected-resource metadata path gets that document, and a request without a
+  valid access token gets its ``401``/``403`` challenge (``WWW-Authenticate: Bearer
+  resource_metadata=...``) before anything else is looked at;
 - with a bearer token (``bearer_token``), a request without exactly one
   ``Authorization: Bearer <that token>`` header gets ``401`` with
   ``WWW-Authenticate: Bearer`` (``error="invalid_token"`` when a token was sent) before
@@ -84,6 +88,7 @@ from ahp_protocol.wire.names import is_loopback_host as is_loopback
 
 if TYPE_CHECKING:
     from ahp_protocol.server.backend import Backend
+    from ahp_protocol.server.oauth import ResourceServer
 
 __all__ = [
     "BODY_TIMEOUT_S",
@@ -414,8 +419,9 @@ class App:
     ``bearer_token``: when given, every request must carry it (``Authorization:
     Bearer``). ``oauth``: a :class:`~ahp_protocol.server.oauth.ResourceServer` instead,
     which serves its protected-resource metadata on ``GET`` and lets in only requests
-    with a valid access token (at most one of the two). ``allow_hosts``, ``allow_origins``: more of what :class:`RebindingGuard`
-    accepts, which every request passes first. ``body_timeout``: seconds to read a body.
+    with a valid access token (at most one of the two). ``allow_hosts``,
+    ``allow_origins``: more of what :class:`RebindingGuard` accepts, which every request
+    passes first. ``body_timeout``: seconds to read a body.
     ``judge_in_thread_bytes``: frames larger than this are judged in a worker thread
     (see the module docstring).
     """
@@ -764,8 +770,12 @@ def serve_http(
     allow_hosts: Iterable[str] = (),
     allow_origins: Iterable[str] = (),
     uploads: Any = None,
+    oauth: ResourceServer | None = None,
 ) -> None:
     """Serve ``backend`` over HTTP with uvicorn until interrupted (SIGINT/SIGTERM).
+
+    ``oauth``: a :class:`~ahp_protocol.server.oauth.ResourceServer` (instead of
+    ``bearer_token``) that every request's access token must satisfy.
 
     ``uploads``: an :class:`~ahp_protocol.server.uploads.UploadReceiver` served on the
     same port at its ``path`` (:func:`~ahp_protocol.server.uploads.with_uploads`).
@@ -783,6 +793,7 @@ def serve_http(
     app = App(
         backend, max_frame_bytes=max_frame_bytes, bearer_token=bearer_token,
         body_timeout=body_timeout, allow_hosts=allow_hosts, allow_origins=allow_origins,
+        oauth=oauth,
     )  # fmt: skip
     if uploads is not None:
         from ahp_protocol.server.uploads import with_uploads

@@ -19,6 +19,7 @@ from ahp_protocol.client.transports.stdio import StdioTransport, child_environme
 from ahp_protocol.wire.jsonrpc import MAX_FRAME_BYTES
 
 if TYPE_CHECKING:
+    from ahp_protocol.client.oauth import SecretResolver
     from ahp_protocol.client.transports.http import (
         AuthUnsupported,
         HeaderSource,
@@ -84,14 +85,21 @@ def open_transport(
     *,
     environ: Mapping[str, str] | None = None,
     max_frame_bytes: int = MAX_FRAME_BYTES,
+    resolve_secret: SecretResolver | None = None,
 ) -> Transport:
     """The transport for ``hook``; nothing is spawned or connected until first use.
 
-    ``environ`` (default ``os.environ``) is the host environment: the stdio allowlist
-    and HTTP credentials (``tokenEnv``, ``valueEnv``, read at each send) come from it. A
-    bearer ``tokenRef`` or OAuth binding fails every send with ``AUTH_FAILED`` (unless a
-    registration ``Authorization`` header replaces the binding).
+    ``environ`` (default ``os.environ``) is the host environment: the stdio allowlist,
+    HTTP credentials (``tokenEnv``, ``valueEnv``, read at each send), an OAuth
+    ``clientSecretRef`` of the form ``env:NAME`` (unless ``resolve_secret`` resolves
+    references) and ``AHP_CA_BUNDLE`` (the CAs trusted for https backends and their
+    OAuth servers) come from it. An ``oauth`` binding gets an
+    :class:`~ahp_protocol.client.oauth.OAuthSession` (tokens shared process-wide by
+    issuer, client, resource and scopes). A bearer ``tokenRef`` fails every send with
+    ``AUTH_FAILED``. A registration ``Authorization`` header replaces any binding.
     """
+    import os
+
     from ahp_protocol.wire import registration as reg
 
     spec = hook.transport
@@ -108,12 +116,18 @@ def open_transport(
             environ=environ,
             max_frame_bytes=max_frame_bytes,
         )
-    from ahp_protocol.client.transports.http import HttpTransport
+    from ahp_protocol.client.transports.http import CA_BUNDLE_ENV, HttpTransport
 
+    env = os.environ if environ is None else environ
     bearer_env = (auth.token_env or None) if isinstance(auth, reg.BearerAuthentication) else None
     unsupported: AuthUnsupported | None = None
-    if auth is not None and bearer_env is None:
-        unsupported = "token_ref" if isinstance(auth, reg.BearerAuthentication) else "oauth"
+    oauth = None
+    if isinstance(auth, reg.OAuthAuthentication):
+        from ahp_protocol.client.oauth import OAuthSession
+
+        oauth = OAuthSession(auth, environ=env, resolve_secret=resolve_secret)
+    elif auth is not None and bearer_env is None:
+        unsupported = "token_ref"
     return HttpTransport(
         spec.url,
         headers=spec.headers,
@@ -121,4 +135,6 @@ def open_transport(
         auth_unsupported=unsupported,
         environ=environ,
         max_frame_bytes=max_frame_bytes,
+        oauth=oauth,
+        ca_bundle=env.get(CA_BUNDLE_ENV),
     )

@@ -29,12 +29,14 @@ module's ``ImportError`` says so, and stdio backends still work.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
+import ssl
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from http.cookiejar import CookieJar, DefaultCookiePolicy
-from typing import Any, Final, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 from urllib.parse import urlsplit
 
 try:
@@ -50,7 +52,21 @@ from ahp_protocol.client.transports.exchange import Exchange
 from ahp_protocol.wire import jsonrpc
 from ahp_protocol.wire.names import HEADER_NAME, is_loopback_host
 
-__all__ = ["AuthUnsupported", "HeaderSource", "HeaderValue", "HttpTransport", "is_loopback_host"]
+if TYPE_CHECKING:
+    from ahp_protocol.client.oauth import OAuthSession
+
+__all__ = [
+    "CA_BUNDLE_ENV",
+    "AuthUnsupported",
+    "HeaderSource",
+    "HeaderValue",
+    "HttpTransport",
+    "check_endpoint_url",
+    "is_loopback_host",
+    "tls_verify",
+]
+
+_RETRYABLE: Final = frozenset({"hooks/intercept", "hooks/configuration"})
 
 AuthUnsupported = Literal["token_ref", "oauth"]
 
@@ -87,7 +103,9 @@ class HeaderValue:
         return f"HeaderValue({which}=...)"
 
 
-def _check_url(url: str) -> None:
+def check_endpoint_url(url: str) -> None:
+    """THE URL rule for an HTTP endpoint (and every OAuth URL the client discovers):
+    https, or http to a loopback host; a host; no userinfo. ``ValueError`` otherwise."""
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme not in ("http", "https"):
@@ -103,6 +121,30 @@ def _check_url(url: str) -> None:
             f"plain http is allowed only to a loopback host, not {host!r}: "
             "a remote AHP endpoint must use https"
         )
+
+
+CA_BUNDLE_ENV: Final = "AHP_CA_BUNDLE"
+"""Host environment variable naming a PEM file of CA certificates that *replaces* the
+default trust store for https backends and the OAuth servers they use (a private or test
+CA). Verification is never disabled."""
+
+
+@functools.lru_cache(maxsize=8)
+def _ssl_context(cafile: str) -> ssl.SSLContext:
+    return ssl.create_default_context(cafile=cafile)
+
+
+def tls_verify(ca_bundle: str | None) -> ssl.SSLContext | bool:
+    """THE TLS trust rule: httpx ``verify`` for ``ca_bundle`` (a PEM path; ``None``: the
+    default store). A bundle that cannot be loaded is ``CONNECT_FAILED``."""
+    if not ca_bundle:
+        return True
+    try:
+        return _ssl_context(ca_bundle)
+    except (OSError, ssl.SSLError):
+        raise OperationalFailure(
+            FailureClass.CONNECT_FAILED, f"the CA bundle named by {CA_BUNDLE_ENV} cannot be loaded"
+        ) from None
 
 
 def _header_bytes(value: str) -> bytes | None:
@@ -137,10 +179,12 @@ class HttpTransport:
         auth_unsupported: AuthUnsupported | None = None,
         environ: Mapping[str, str] | None = None,
         max_frame_bytes: int = jsonrpc.MAX_FRAME_BYTES,
+        oauth: OAuthSession | None = None,
+        ca_bundle: str | None = None,
     ) -> None:
-        _check_url(url)
-        if bearer_env is not None and auth_unsupported is not None:
-            raise ValueError("give at most one of bearer_env and auth_unsupported")
+        check_endpoint_url(url)
+        if sum(x is not None for x in (bearer_env, auth_unsupported, oauth)) > 1:
+            raise ValueError("give at most one of bearer_env, auth_unsupported and oauth")
         if auth_unsupported is not None and auth_unsupported not in _AUTH_DETAILS:
             raise ValueError("auth_unsupported must be 'token_ref' or 'oauth'")
         if max_frame_bytes < 1:
@@ -148,6 +192,8 @@ class HttpTransport:
         self.url = url
         self.bearer_env = bearer_env
         self.auth_unsupported = auth_unsupported
+        self.oauth = oauth
+        self.ca_bundle = ca_bundle or None
         self.max_frame_bytes = max_frame_bytes
         self._environ: Mapping[str, str] = os.environ if environ is None else environ
         self._headers: list[tuple[str, str | HeaderSource]] = []
@@ -175,7 +221,10 @@ class HttpTransport:
 
     def __repr__(self) -> str:  # header names only: literal values may be credentials
         names = [name for name, _ in self._headers]
-        return f"HttpTransport(url={self.url!r}, headers={names!r}, bearer_env={self.bearer_env!r})"
+        return (
+            f"HttpTransport(url={self.url!r}, headers={names!r}, bearer_env={self.bearer_env!r}"
+            f", oauth={self.oauth is not None})"
+        )
 
     # -- the Transport contract ---------------------------------------------------
 
@@ -184,11 +233,16 @@ class HttpTransport:
     ) -> dict[str, Any]:
         key = request_key(message)
         record = Exchange() if exchange is None else exchange
-        async with self._post(message, record) as response:
-            return await self._response(response, key, record)
+        retry = message.get("method") in _RETRYABLE
+        while True:
+            async with self._post(message, record) as response:
+                if not await self._challenged(response, retry):
+                    return await self._response(response, key, record)
+            retry = False  # one bounded retry, with the token the challenge led to
 
     async def notify(self, message: dict[str, Any]) -> None:
         async with self._post(message) as response:
+            await self._challenged(response, False)  # a notification never replays
             if response.status_code not in (202, 204):
                 raise OperationalFailure(
                     FailureClass.HTTP_STATUS, "notification was not acknowledged with 202/204"
@@ -202,6 +256,25 @@ class HttpTransport:
     async def prepare(self) -> None:
         with contextlib.suppress(OperationalFailure):
             self._ready()
+
+    def _uses_oauth(self) -> bool:
+        return self.oauth is not None and not self._explicit_authorization
+
+    async def _challenged(self, response: httpx.Response, retry: bool) -> bool:
+        """Whether to send the request again after an OAuth refusal (``401`` with a
+        ``Bearer`` challenge the session accepts, when ``retry``); ``AUTH_FAILED`` for
+        any other ``401``/``403`` of an OAuth binding. Without OAuth: ``False``."""
+        oauth = self.oauth
+        if oauth is None or not self._uses_oauth() or response.status_code not in (401, 403):
+            return False
+        if response.status_code == 403 or not retry:
+            oauth.invalidate()
+            raise OperationalFailure(
+                FailureClass.AUTH_FAILED, "the backend refused the OAuth access token"
+            )
+        challenge = response.headers.get("www-authenticate", "")
+        await oauth.challenged(self._ready(), self.url, challenge)
+        return True
 
     async def aclose(self) -> None:
         self._closed = True
@@ -255,6 +328,7 @@ class HttpTransport:
             raise OperationalFailure(FailureClass.CONNECT_FAILED, "transport is closed")
         if self._client is None:
             self._client = httpx.AsyncClient(
+                verify=tls_verify(self.ca_bundle),
                 follow_redirects=False,
                 trust_env=False,
                 timeout=httpx.Timeout(None),
@@ -269,6 +343,9 @@ class HttpTransport:
         """One streamed POST of ``message``; httpx errors become ``CONNECT_FAILED``."""
         headers = self._resolve_headers()  # before anything is sent
         client = self._ready()
+        if self.oauth is not None and self._uses_oauth():
+            value = await self.oauth.authorization(client)
+            headers.insert(0, (b"Authorization", _credential_bytes(value)))
         body = jsonrpc.encode(message)[:-1]
         if exchange is not None:
             exchange.sent(len(body))

@@ -1,0 +1,543 @@
+"""OAuth for HTTP backends: the draft's ``oauth`` preset and the 401 discovery (§8.2).
+
+Owns :class:`OAuthSession` (one per backend binding: acquire, cache, refresh and
+re-acquire a resource-bound access token; handle a ``401`` challenge),
+:func:`authorization` (the one call other code uses for an ``Authorization`` value,
+e.g. an upload's own ``auth``), the discovery steps (RFC 9728 protected-resource
+metadata, RFC 8414 / OpenID authorization-server metadata, in the order MCP 2025-11-25
+uses), the destination rule for every discovered URL and the client-secret reference
+rule. Authlib does the token requests; it is imported only here, and this module only
+when a binding uses OAuth.
+
+The procedure, all inside the caller's deadline (no step resets or extends it; the
+transport's caller wraps the whole exchange in ``anyio.fail_after``, and
+:func:`authorization` takes an absolute ``deadline``):
+
+1. authorization-server metadata of the configured ``issuer``: ``/.well-known/
+   oauth-authorization-server`` (path inserted after the host), then the OpenID
+   ``openid-configuration`` forms. The document's ``issuer`` must equal the configured
+   one exactly, its ``token_endpoint`` must pass the destination rule;
+2. a token request to that endpoint (``client_credentials``, the secret sent only
+   there with ``client_secret_basic``, or none without ``clientSecretRef``) with
+   ``resource=<resource>`` (RFC 8707) and the configured ``scopes``;
+3. the token is cached per (issuer, clientId, resource, scopes) in :data:`TOKENS` and
+   used until shortly before ``expires_in`` runs out (a tenth of its life, at least 5 s,
+   at most 60 s), then re-acquired (with its refresh token when the server gave one);
+4. on a ``401`` with a ``Bearer`` challenge (the transport decides whether the message
+   may be retried: only intercept and configuration requests, once) the
+   protected-resource metadata is read (the challenge's ``resource_metadata``, else the
+   path-specific then the root well-known URL of the endpoint); its ``resource`` must
+   equal the configured ``resource`` and its ``authorization_servers`` must name the
+   configured issuer, else the challenge is refused: a backend never switches the
+   client to another identity, issuer or resource. The cached token is dropped and a
+   new one acquired.
+
+Destination rule (:func:`check_destination`, the endpoint rule of the HTTP transport):
+``https``, or plain ``http`` to a loopback host only; no userinfo. Redirects are never
+followed (a ``3xx`` at any step is a refusal). TLS is verified against the system's
+CAs, or only against the PEM bundle named by ``AHP_CA_BUNDLE`` (:data:`CA_BUNDLE_ENV`)
+in the host environment when set; verification is never disabled.
+
+Client secrets: ``clientSecretRef`` is a reference, ``env:NAME`` (environment variable
+``NAME`` of the host environment) unless the host passes its own ``resolve_secret``.
+
+Every problem is an ``OperationalFailure(AUTH_FAILED, <fixed phrase>)``; a token,
+secret, authorization code or server-supplied text appears in no failure, log or
+``repr``. Never: falls back to another binding or to no authentication, retries on its
+own, follows a redirect, or asks for scopes the binding did not name. The interactive
+``authorization_code_pkce`` flow is not implemented: a session for it fails with
+``AUTH_FAILED`` (and the harness refuses such a registration at load time).
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+
+from ahp_protocol.client._failures import FailureClass, OperationalFailure
+
+if TYPE_CHECKING:
+    from ahp_protocol.wire.registration import OAuthAuthentication
+
+__all__ = [
+    "CA_BUNDLE_ENV",
+    "TOKENS",
+    "OAuthSession",
+    "SecretResolver",
+    "TokenCache",
+    "authorization",
+    "authorization_server_metadata_urls",
+    "check_destination",
+    "parse_bearer_challenge",
+    "protected_resource_metadata_urls",
+    "resolve_secret_ref",
+    "verify_setting",
+]
+
+CA_BUNDLE_ENV: Final = "AHP_CA_BUNDLE"
+"""Host environment variable naming a PEM CA bundle that replaces the default CAs for
+https backends and the OAuth servers they use (e.g. a test CA). Never disables checks.
+(The same name as ``transports.http.CA_BUNDLE_ENV``.)"""
+
+SecretResolver = Callable[[str], "str | Awaitable[str | None] | None"]
+"""Resolves a ``clientSecretRef``; ``None`` means unresolvable (nothing is sent)."""
+
+_MAX_METADATA_BYTES: Final = 64 * 1024
+_REFRESH_MARGIN_MIN_S: Final = 5.0
+_REFRESH_MARGIN_MAX_S: Final = 60.0
+
+
+def _fail(detail: str) -> OperationalFailure:
+    return OperationalFailure(FailureClass.AUTH_FAILED, detail)
+
+
+# --------------------------------------------------------------------------- rules
+
+
+def check_destination(url: str) -> str:
+    """``url`` if it may be contacted (https, or http to loopback; no userinfo), else
+    ``AUTH_FAILED``. The same rule as the transport's endpoint URLs."""
+    from ahp_protocol.client.transports.http import check_endpoint_url
+
+    try:
+        check_endpoint_url(url)
+    except ValueError:
+        raise _fail("a discovered OAuth URL is not an allowed destination") from None
+    if urlsplit(url).fragment:
+        raise _fail("a discovered OAuth URL is not an allowed destination")
+    return url
+
+
+def resolve_secret_ref(ref: str, environ: Mapping[str, str]) -> str | None:
+    """The default ``clientSecretRef`` rule: ``env:NAME`` is environment variable ``NAME``
+    (``None`` when unset, empty or another form of reference)."""
+    if not ref.startswith("env:"):
+        return None
+    return environ.get(ref[4:]) or None
+
+
+def verify_setting(environ: Mapping[str, str]) -> ssl.SSLContext | bool:
+    """What httpx ``verify`` is for this host: the ``AHP_CA_BUNDLE`` CAs when set, else
+    the default (``True``); the transport's rule (``tls_verify``)."""
+    from ahp_protocol.client.transports.http import tls_verify
+
+    return tls_verify(environ.get(CA_BUNDLE_ENV))
+
+
+def parse_bearer_challenge(header: str) -> dict[str, str] | None:
+    """The parameters of the ``Bearer`` challenge in a ``WWW-Authenticate`` value (keys
+    lower-cased), or ``None`` when there is no Bearer challenge. Tolerates other schemes
+    before or after it and quoted strings with escapes."""
+    i, n = 0, len(header)
+    found: dict[str, str] | None = None
+    current: dict[str, str] | None = None
+    while i < n:
+        while i < n and header[i] in " \t,":
+            i += 1
+        start = i
+        while i < n and header[i] not in " \t,=":
+            i += 1
+        token = header[start:i]
+        if not token:
+            break
+        j = i
+        while j < n and header[j] in " \t":
+            j += 1
+        if j < n and header[j] == "=" and current is not None:  # auth-param
+            j += 1
+            while j < n and header[j] in " \t":
+                j += 1
+            if j < n and header[j] == '"':
+                j += 1
+                value = []
+                while j < n and header[j] != '"':
+                    if header[j] == "\\" and j + 1 < n:
+                        j += 1
+                    value.append(header[j])
+                    j += 1
+                j += 1
+                current[token.lower()] = "".join(value)
+            else:
+                vstart = j
+                while j < n and header[j] not in " \t,":
+                    j += 1
+                current[token.lower()] = header[vstart:j]
+            i = j
+            continue
+        # a new scheme (a token68 after it is skipped by the loop: it has no "=" param)
+        current = {} if token.lower() == "bearer" else None
+        if current is not None and found is None:
+            found = current
+        elif token.lower() != "bearer":
+            current = None
+        i = j if j > i else i
+    return found
+
+
+def _origin_and_path(url: str) -> tuple[str, str, str]:
+    parts = urlsplit(url)
+    return parts.scheme, parts.netloc, parts.path.rstrip("/")
+
+
+def authorization_server_metadata_urls(issuer: str) -> list[str]:
+    """Where an issuer's metadata is looked for, in order (MCP 2025-11-25): RFC 8414
+    with the path inserted, then OpenID Connect with it inserted, then appended."""
+    scheme, netloc, path = _origin_and_path(issuer)
+
+    def at(p: str) -> str:
+        return urlunsplit((scheme, netloc, p, "", ""))
+
+    if not path:
+        return [
+            at("/.well-known/oauth-authorization-server"),
+            at("/.well-known/openid-configuration"),
+        ]
+    return [
+        at(f"/.well-known/oauth-authorization-server{path}"),
+        at(f"/.well-known/openid-configuration{path}"),
+        at(f"{path}/.well-known/openid-configuration"),
+    ]
+
+
+def protected_resource_metadata_urls(endpoint: str) -> list[str]:
+    """RFC 9728 well-known URLs for ``endpoint``: path-specific, then the root."""
+    scheme, netloc, path = _origin_and_path(endpoint)
+    root = urlunsplit((scheme, netloc, "/.well-known/oauth-protected-resource", "", ""))
+    if not path:
+        return [root]
+    return [
+        urlunsplit((scheme, netloc, f"/.well-known/oauth-protected-resource{path}", "", "")),
+        root,
+    ]
+
+
+async def _get_json(http: httpx.AsyncClient, url: str) -> dict[str, Any] | None:
+    """GET a metadata document: the JSON object, ``None`` for 404/410 (try the next
+    place), else ``AUTH_FAILED`` (a redirect, another status, a bad or large body)."""
+    check_destination(url)
+    try:
+        async with http.stream(
+            "GET", url, headers={"Accept": "application/json"}, follow_redirects=False
+        ) as response:
+            if 300 <= response.status_code < 400:
+                raise _fail("an OAuth metadata request was redirected (not followed)")
+            if response.status_code in (404, 410):
+                return None
+            if response.status_code != 200:
+                raise _fail("an OAuth metadata request failed")
+            body = bytearray()
+            async for chunk in response.aiter_bytes():
+                body += chunk
+                if len(body) > _MAX_METADATA_BYTES:
+                    raise _fail("an OAuth metadata document is too large")
+    except httpx.HTTPError:
+        raise _fail("an OAuth metadata server could not be reached over verified TLS") from None
+    try:
+        document = json.loads(bytes(body))
+    except (ValueError, UnicodeDecodeError):
+        raise _fail("an OAuth metadata document is not JSON") from None
+    if not isinstance(document, dict):
+        raise _fail("an OAuth metadata document is not a JSON object")
+    return document
+
+
+async def discover_authorization_server(http: httpx.AsyncClient, issuer: str) -> dict[str, Any]:
+    """The metadata of ``issuer`` (issuer equal, token endpoint allowed), or ``AUTH_FAILED``."""
+    check_destination(issuer)
+    if urlsplit(issuer).scheme != "https":
+        raise _fail("an OAuth issuer must use https")
+    for url in authorization_server_metadata_urls(issuer):
+        document = await _get_json(http, url)
+        if document is None:
+            continue
+        if document.get("issuer") != issuer:
+            raise _fail("the authorization server metadata names another issuer")
+        endpoint = document.get("token_endpoint")
+        if not isinstance(endpoint, str):
+            raise _fail("the authorization server metadata has no token endpoint")
+        check_destination(endpoint)
+        return document
+    raise _fail("no authorization server metadata found for the issuer")
+
+
+async def discover_protected_resource(
+    http: httpx.AsyncClient, endpoint: str, challenge: Mapping[str, str]
+) -> dict[str, Any]:
+    """The endpoint's RFC 9728 metadata: the challenge's ``resource_metadata`` URL, else
+    the well-known URLs; ``AUTH_FAILED`` when there is none or it is not usable."""
+    given = challenge.get("resource_metadata")
+    urls = [given] if given else protected_resource_metadata_urls(endpoint)
+    for url in urls:
+        document = await _get_json(http, url)
+        if document is None:
+            continue
+        resource = document.get("resource")
+        servers = document.get("authorization_servers")
+        if not isinstance(resource, str) or not (
+            isinstance(servers, list) and all(isinstance(s, str) for s in servers)
+        ):
+            raise _fail("the protected resource metadata is malformed")
+        return document
+    raise _fail("the backend asks for OAuth but publishes no protected resource metadata")
+
+
+# --------------------------------------------------------------------------- tokens
+
+
+@dataclass
+class _Token:
+    value: str = field(repr=False)
+    refresh_at: float | None
+    refresh_token: str | None = field(default=None, repr=False)
+
+
+class TokenCache:
+    """Access tokens by (issuer, clientId, resource, scopes); values never shown."""
+
+    def __init__(self) -> None:
+        self._tokens: dict[tuple[str, str, str, tuple[str, ...]], _Token] = {}
+
+    def __repr__(self) -> str:
+        return f"TokenCache({len(self._tokens)} tokens)"
+
+    def get(self, key: tuple[str, str, str, tuple[str, ...]]) -> _Token | None:
+        return self._tokens.get(key)
+
+    def put(self, key: tuple[str, str, str, tuple[str, ...]], token: _Token) -> None:
+        self._tokens[key] = token
+
+    def drop(self, key: tuple[str, str, str, tuple[str, ...]]) -> None:
+        self._tokens.pop(key, None)
+
+    def clear(self) -> None:
+        self._tokens.clear()
+
+
+TOKENS: Final = TokenCache()
+"""The process's token cache (the default of every :class:`OAuthSession`)."""
+
+
+def _is_token(value: object) -> bool:
+    return (
+        isinstance(value, str)
+        and 0 < len(value) <= 16384
+        and value.isascii()
+        and (value.isprintable() and " " not in value)
+    )
+
+
+class OAuthSession:
+    """One OAuth binding's tokens (see the module docstring); safe to share by tasks."""
+
+    def __init__(
+        self,
+        auth: OAuthAuthentication,
+        *,
+        environ: Mapping[str, str],
+        resolve_secret: SecretResolver | None = None,
+        verify: ssl.SSLContext | bool | None = None,
+        cache: TokenCache = TOKENS,
+    ) -> None:
+        self.auth = auth
+        self._environ = environ
+        self._resolve_secret = resolve_secret
+        self._verify = verify
+        """TLS trust of the token request (default: ``AHP_CA_BUNDLE`` of ``environ``)."""
+        self._cache = cache
+        scopes = tuple(sorted(set(auth.scopes or ())))
+        self._key = (auth.issuer, auth.client_id, auth.resource, scopes)
+        self._scopes = scopes
+        self._metadata: dict[str, Any] | None = None
+        import anyio
+
+        self._lock = anyio.Lock()
+
+    def __repr__(self) -> str:
+        a = self.auth
+        return (
+            f"OAuthSession(issuer={a.issuer!r}, client_id={a.client_id!r}, resource={a.resource!r})"
+        )
+
+    async def authorization(self, http: httpx.AsyncClient) -> str:
+        """``Bearer <token>`` for the binding, from the cache or newly acquired."""
+        async with self._lock:
+            token = self._cache.get(self._key)
+            if token is not None and (
+                token.refresh_at is None or time.monotonic() < token.refresh_at
+            ):
+                return "Bearer " + token.value
+            token = await self._acquire(http, token)
+            self._cache.put(self._key, token)
+            return "Bearer " + token.value
+
+    def invalidate(self) -> None:
+        """Forget the cached token (the backend refused it)."""
+        self._cache.drop(self._key)
+
+    async def challenged(
+        self, http: httpx.AsyncClient, endpoint: str, www_authenticate: str
+    ) -> None:
+        """A ``401`` from ``endpoint``: accept the challenge (the caller may retry once with
+        a new token) or raise ``AUTH_FAILED``. Never switches identity or resource."""
+        self.invalidate()
+        challenge = parse_bearer_challenge(www_authenticate)
+        if challenge is None:
+            raise _fail("the backend refused the request without a Bearer challenge")
+        if challenge.get("error") == "insufficient_scope":
+            raise _fail("the backend needs scopes the binding does not grant")
+        document = await discover_protected_resource(http, endpoint, challenge)
+        if document["resource"] != self.auth.resource:
+            raise _fail("the backend's protected resource metadata names another resource")
+        if self.auth.issuer not in document["authorization_servers"]:
+            raise _fail("the backend trusts another authorization server than the binding names")
+
+    # -- internals ---------------------------------------------------------------
+
+    async def _secret(self) -> str | None:
+        ref = self.auth.client_secret_ref
+        if ref is None:
+            return None
+        import inspect
+
+        try:
+            if self._resolve_secret is None:
+                value: object = resolve_secret_ref(ref, self._environ)
+            else:
+                value = self._resolve_secret(ref)
+                if inspect.isawaitable(value):
+                    value = await value
+        except Exception:
+            raise _fail("the client secret reference cannot be resolved") from None
+        if not isinstance(value, str) or not value:
+            raise _fail("the client secret reference cannot be resolved")
+        return value
+
+    async def _acquire(self, http: httpx.AsyncClient, old: _Token | None) -> _Token:
+        if self.auth.flow != "client_credentials":
+            raise _fail(
+                "interactive OAuth (authorization_code_pkce) is not supported by this client"
+            )
+        secret = await self._secret()
+        verify = verify_setting(self._environ) if self._verify is None else self._verify
+        if self._metadata is None:
+            self._metadata = await discover_authorization_server(http, self.auth.issuer)
+        endpoint = self._metadata["token_endpoint"]
+        params: dict[str, Any] = {"resource": self.auth.resource}
+        if self._scopes:
+            params["scope"] = list(self._scopes)
+        async with httpx.AsyncClient(
+            verify=verify, trust_env=False, follow_redirects=False, timeout=httpx.Timeout(None)
+        ) as client:
+            if old is not None and old.refresh_token:
+                reply = await self._token_request(
+                    client, endpoint, secret, "refresh_token", params, old.refresh_token
+                )
+                if reply is not None:
+                    return self._token(reply, old)
+            reply = await self._token_request(
+                client, endpoint, secret, "client_credentials", params
+            )
+        if reply is None:
+            raise _fail("the authorization server did not issue a token")
+        return self._token(reply, None)
+
+    async def _token_request(
+        self,
+        client: httpx.AsyncClient,
+        endpoint: str,
+        secret: str | None,
+        grant: str,
+        params: dict[str, Any],
+        refresh_token: str | None = None,
+    ) -> dict[str, Any] | None:
+        """One token request (Authlib encodes it and the client authentication); the
+        JSON reply of a ``200``, else ``None``. Redirects and transport errors fail."""
+        from authlib.oauth2.auth import ClientAuth  # type: ignore[import-untyped]
+        from authlib.oauth2.rfc6749.parameters import (  # type: ignore[import-untyped]
+            prepare_token_request,
+        )
+
+        extra = dict(params)
+        if refresh_token is not None:
+            extra["refresh_token"] = refresh_token
+        body = prepare_token_request(grant, **extra)
+        method = "client_secret_basic" if secret else "none"
+        headers = {
+            "Content-Type": "application/x-www-form-urlencoded",
+            "Accept": "application/json",
+        }
+        _, headers, body = ClientAuth(self.auth.client_id, secret, method).prepare(
+            "POST", endpoint, headers, body
+        )
+        try:
+            response = await client.post(endpoint, content=body.encode(), headers=headers)
+        except httpx.HTTPError:
+            raise _fail("the token endpoint could not be reached over verified TLS") from None
+        if 300 <= response.status_code < 400:
+            raise _fail("the token endpoint redirected (not followed)")
+        if response.status_code != 200 or len(response.content) > _MAX_METADATA_BYTES:
+            return None  # error bodies may quote the request: never read into a failure
+        try:
+            reply = response.json()
+        except ValueError:
+            return None
+        return reply if isinstance(reply, dict) else None
+
+    @staticmethod
+    def _token(reply: Mapping[str, Any], old: _Token | None) -> _Token:
+        value = reply.get("access_token")
+        if not _is_token(value) or str(reply.get("token_type", "")).lower() != "bearer":
+            raise _fail("the authorization server answered without a bearer access token")
+        expires_in = reply.get("expires_in")
+        refresh_at: float | None = None
+        if isinstance(expires_in, (int, float)) and not isinstance(expires_in, bool):
+            margin = min(max(expires_in / 10, _REFRESH_MARGIN_MIN_S), _REFRESH_MARGIN_MAX_S)
+            refresh_at = time.monotonic() + float(expires_in) - margin
+        refresh = reply.get("refresh_token")
+        if not _is_token(refresh):
+            refresh = old.refresh_token if old is not None else None
+        return _Token(str(value), refresh_at, refresh if isinstance(refresh, str) else None)
+
+
+async def authorization(
+    auth: OAuthAuthentication,
+    http: httpx.AsyncClient,
+    *,
+    deadline: float | None = None,
+    environ: Mapping[str, str] | None = None,
+    resolve_secret: SecretResolver | None = None,
+) -> str:
+    """The ``Authorization`` header value (``Bearer …``) for an ``oauth`` binding.
+
+    ``http`` is used for metadata discovery only (give it the destination's TLS
+    settings and ``follow_redirects=False``); tokens come from :data:`TOKENS` or a new
+    token request. ``deadline`` is an absolute :func:`anyio.current_time` value: past
+    it, ``OperationalFailure(DEADLINE_EXCEEDED)``. ``environ`` (default ``os.environ``)
+    resolves ``env:`` secret references and ``AHP_CA_BUNDLE``. Any other problem is
+    ``OperationalFailure(AUTH_FAILED)`` with a fixed, credential-free detail. Stable
+    signature (used by uploads, which authenticate independently of their event).
+    """
+    import os
+
+    import anyio
+
+    env = os.environ if environ is None else environ
+    session = OAuthSession(
+        auth, environ=env, resolve_secret=resolve_secret, verify=verify_setting(env)
+    )
+    if deadline is None:
+        return await session.authorization(http)
+    try:
+        with anyio.fail_after(max(0.0, deadline - anyio.current_time())):
+            return await session.authorization(http)
+    except TimeoutError:
+        raise OperationalFailure(
+            FailureClass.DEADLINE_EXCEEDED, "authentication did not finish before the deadline"
+        ) from None

@@ -1,0 +1,256 @@
+"""A real OAuth 2 authorization server for the tests (not a test module), built from
+Authlib's server side: ``AuthorizationServer`` with the client-credentials grant, RFC 9068
+JWT access tokens signed with an RSA key (joserfc), RFC 8414 metadata and a JWKS, served
+over HTTPS on loopback with a certificate from the tests' CA (trustme).
+
+    python oauth_server.py CONFIG.json
+
+CONFIG: ``{"cert": PEM, "key": PEM, "clients": {"id": {"secret": "...", "scopes": [...]}},
+"hs256Key": "..."}``. It binds ``127.0.0.1:0`` and prints ``listening on https://HOST:PORT``
+on stdout, then serves until terminated. One process holds several issuers, one per first
+path segment, each behaving in one way a test needs:
+
+- ``/good``: a correct issuer; ``aud`` is the RFC 8707 ``resource`` of the request;
+- ``/liar``: its metadata names ``/good`` as the issuer (an untrusted issuer);
+- ``/slow``: its metadata answers after 3 s (a deadline covers discovery);
+- ``/redirect``: its token endpoint answers ``307`` to ``/good``'s (never followed);
+- ``/expired``: issues ``/good``'s tokens that expired 10 minutes ago (``expires_in`` says
+  otherwise);
+- ``/otheraud``: issues ``/good``'s tokens for ``https://elsewhere.invalid/`` whatever the
+  ``resource``;
+- ``/sdk``: the official SDK's interop shape: HS256 with ``hs256Key``, ``aud`` from the
+  ``audience`` parameter, a ``purpose: "oauth"`` claim.
+
+``GET /log`` returns what each token request carried (paths, grant, resource, scope,
+whether a client secret came, never the secret): how tests see what reached the AS.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import json
+import ssl
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from authlib.oauth2.rfc6749 import AuthorizationServer, ClientMixin, OAuth2Request
+from authlib.oauth2.rfc6749.grants import ClientCredentialsGrant
+from authlib.oauth2.rfc6749.requests import BasicOAuth2Payload
+from authlib.oauth2.rfc9068 import JWTBearerTokenGenerator
+from joserfc.jwk import OctKey, RSAKey
+
+TENANTS = ("good", "liar", "slow", "redirect", "expired", "otheraud", "sdk")
+SIGNING = RSAKey.generate_key(2048, parameters={"kid": "test-key", "use": "sig", "alg": "RS256"})
+CURRENT: contextvars.ContextVar[dict[str, str]] = contextvars.ContextVar("form")
+LOG: list[dict[str, Any]] = []
+LOCK = threading.Lock()
+
+
+class Client(ClientMixin):  # type: ignore[misc]
+    def __init__(self, client_id: str, secret: str, scopes: list[str]) -> None:
+        self.client_id, self.secret, self.scopes = client_id, secret, scopes
+
+    def get_client_id(self) -> str:
+        return self.client_id
+
+    def get_default_redirect_uri(self) -> None:
+        return None
+
+    def get_allowed_scope(self, scope: str | None) -> str:
+        asked = (scope or "").split()
+        return " ".join(s for s in asked if s in self.scopes)
+
+    def check_redirect_uri(self, redirect_uri: str) -> bool:
+        return False
+
+    def check_client_secret(self, client_secret: str) -> bool:
+        import hmac
+
+        return hmac.compare_digest(client_secret.encode(), self.secret.encode())
+
+    def check_endpoint_auth_method(self, method: str, endpoint: str) -> bool:
+        return method in ("client_secret_basic", "client_secret_post")
+
+    def check_response_type(self, response_type: str) -> bool:
+        return False
+
+    def check_grant_type(self, grant_type: str) -> bool:
+        return grant_type == "client_credentials"
+
+
+class Request(OAuth2Request):  # type: ignore[misc]
+    def __init__(self, uri: str, headers: dict[str, str], form: dict[str, str]) -> None:
+        super().__init__("POST", uri, headers=headers)
+        self.payload = BasicOAuth2Payload(form)
+        self._form = form
+
+    @property
+    def form(self) -> dict[str, str]:
+        return self._form
+
+    @property
+    def args(self) -> dict[str, str]:
+        return {}
+
+
+class Tokens(JWTBearerTokenGenerator):  # type: ignore[misc]
+    def __init__(self, issuer: str, tenant: str, hs256: str) -> None:
+        super().__init__(issuer, alg="HS256" if tenant == "sdk" else "RS256")
+        self.tenant, self.hs256 = tenant, hs256
+
+    def get_jwks(self) -> Any:
+        if self.tenant == "sdk":
+            return OctKey.import_key(self.hs256.encode())
+        return SIGNING
+
+    def get_audiences(self, client: Any, user: Any, scope: str) -> str:
+        form = CURRENT.get()
+        if self.tenant == "otheraud":
+            return "https://elsewhere.invalid/"
+        if self.tenant == "sdk":
+            return form.get("audience", "")
+        return form.get("resource") or client.get_client_id()
+
+    def get_extra_claims(self, client: Any, grant_type: str, user: Any, scope: str) -> Any:
+        if self.tenant == "expired":
+            return {"exp": int(time.time()) - 600}
+        if self.tenant == "sdk":
+            return {"purpose": "oauth"}
+        return {}
+
+
+class Server(AuthorizationServer):  # type: ignore[misc]
+    def __init__(self, issuer: str, tenant: str, clients: dict[str, Client], hs256: str) -> None:
+        super().__init__()
+        self.clients = clients
+        self.register_grant(ClientCredentialsGrant)
+        self.register_token_generator("default", Tokens(issuer, tenant, hs256))
+
+    def query_client(self, client_id: str) -> Client | None:
+        return self.clients.get(client_id)
+
+    def save_token(self, token: Any, request: Any) -> None:
+        pass
+
+    def send_signal(self, name: str, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def create_oauth2_request(self, request: Any) -> Request:
+        return request  # type: ignore[no-any-return]
+
+    def handle_response(self, status: int, body: Any, headers: Any) -> Any:
+        return status, body, headers
+
+
+def main() -> None:
+    config = json.loads(Path(sys.argv[1]).read_text())
+    clients = {
+        cid: Client(cid, c["secret"], list(c.get("scopes", ())))
+        for cid, c in config["clients"].items()
+    }
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(config["cert"], config["key"])
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
+    httpd.daemon_threads = True
+    base = f"https://127.0.0.1:{httpd.server_address[1]}"
+    hs256 = config.get("hs256Key", "k" * 32)
+    # expired/otheraud are broken modes of the good issuer: its iss, its key.
+    iss = {t: f"{base}/good" if t in ("expired", "otheraud") else f"{base}/{t}" for t in TENANTS}
+    servers = {t: Server(iss[t], t, clients, hs256) for t in TENANTS}
+
+    def metadata(tenant: str) -> dict[str, Any]:
+        issuer = f"{base}/good" if tenant == "liar" else f"{base}/{tenant}"
+        return {
+            "issuer": issuer,
+            "token_endpoint": f"{base}/{tenant}/token",
+            "jwks_uri": f"{base}/{tenant}/jwks",
+            "grant_types_supported": ["client_credentials"],
+            "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
+            "response_types_supported": [],
+            "code_challenge_methods_supported": ["S256"],
+        }
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *_: Any) -> None:
+            pass
+
+        def reply(self, status: int, body: Any, headers: Any = ()) -> None:
+            data = body if isinstance(body, bytes) else json.dumps(body).encode()
+            self.send_response(status)
+            sent = set()
+            for name, value in headers:
+                self.send_header(name, value)
+                sent.add(name.lower())
+            if "content-type" not in sent:
+                self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            path = urlsplit(self.path).path
+            if path == "/log":
+                with LOCK:
+                    return self.reply(200, LOG)
+            for prefix in (
+                "/.well-known/oauth-authorization-server/",
+                "/.well-known/openid-configuration/",
+            ):
+                if path.startswith(prefix) and path[len(prefix) :] in TENANTS:
+                    tenant = path[len(prefix) :]
+                    if tenant == "slow":
+                        time.sleep(3)
+                    if prefix.endswith("openid-configuration/"):
+                        return self.reply(404, {"error": "not_found"})
+                    return self.reply(200, metadata(tenant))
+            parts = path.strip("/").split("/")
+            if len(parts) == 2 and parts[0] in TENANTS and parts[1] == "jwks":
+                return self.reply(200, {"keys": [SIGNING.as_dict(private=False)]})
+            self.reply(404, {"error": "not_found"})
+
+        def do_POST(self) -> None:
+            path = urlsplit(self.path).path
+            size = int(self.headers.get("Content-Length", "0"))
+            raw = self.rfile.read(size).decode()
+            parts = path.strip("/").split("/")
+            if len(parts) != 2 or parts[0] not in TENANTS or parts[1] != "token":
+                return self.reply(404, {"error": "not_found"})
+            tenant = parts[0]
+            form = dict(parse_qsl(raw))
+            basic = self.headers.get("Authorization", "")
+            with LOCK:
+                LOG.append(
+                    {
+                        "tenant": tenant,
+                        "grant_type": form.get("grant_type"),
+                        "resource": form.get("resource"),
+                        "audience": form.get("audience"),
+                        "scope": form.get("scope"),
+                        "client_secret": "client_secret" in form or basic.startswith("Basic "),
+                    }
+                )
+            if tenant == "redirect":
+                return self.reply(307, {"error": "moved"}, [("Location", f"{base}/good/token")])
+            CURRENT.set(form)
+            headers = {k: v for k, v in self.headers.items()}
+            request = Request(f"{base}{path}", headers, form)
+            status, body, out = servers[tenant].create_token_response(request)
+            self.reply(status, body, out)
+
+    httpd.RequestHandlerClass = Handler
+    httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
+    print(f"listening on {base}", flush=True)
+    with contextlib.suppress(KeyboardInterrupt):
+        httpd.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

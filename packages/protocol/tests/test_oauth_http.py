@@ -1,0 +1,448 @@
+"""OAuth end to end on loopback: a real authorization server process (Authlib's server
+side, HTTPS with a certificate from a test CA), the server kit as a resource server in a
+real process, and the client's ``oauth`` preset through ``open_transport``.
+
+One AS process and one backend process per module; every refusal is a short test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import ssl
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent / "backends"))
+from kit_messages import intercept, observe, tool_before
+
+from kit_testing import StderrLines
+
+BACKENDS = Path(__file__).parent / "backends"
+SECRET = "cs-SECRET-client-secret-do-not-echo"
+DEADLINE = 20.0
+SCOPE = "ahp.hooks"
+
+pytestmark = pytest.mark.anyio
+
+
+class Proc:
+    def __init__(self, args: list[str], env: dict[str, str], stream: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+        pipe = self.proc.stdout if stream == "stdout" else self.proc.stderr
+        assert pipe is not None
+        self.lines = StderrLines(pipe, DEADLINE)
+        other = self.proc.stderr if stream == "stdout" else self.proc.stdout
+        assert other is not None
+        self.other = StderrLines(other, DEADLINE)
+        self.url = self.lines.wait_for("listening on ").split("listening on ", 1)[1].strip()
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=DEADLINE)
+        finally:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    import trustme
+
+    where = tmp_path_factory.mktemp("pki")
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1", "localhost")
+    ca.cert_pem.write_to_path(str(where / "ca.pem"))
+    cert.private_key_and_cert_chain_pem.write_to_path(str(where / "server.pem"))
+    other = trustme.CA()  # a CA the client does not trust
+    other.cert_pem.write_to_path(str(where / "other-ca.pem"))
+    return {
+        "ca": str(where / "ca.pem"),
+        "other": str(where / "other-ca.pem"),
+        "server": str(where / "server.pem"),
+        "dir": str(where),
+    }
+
+
+@pytest.fixture(scope="module")
+def auth_server(pki: dict[str, str]) -> Iterator[Proc]:
+    config = Path(pki["dir"]) / "as.json"
+    clients = {
+        "harness": {"secret": SECRET, "scopes": [SCOPE]},
+        "narrow": {"secret": SECRET, "scopes": []},
+    }
+    config.write_text(json.dumps({"cert": pki["server"], "key": pki["server"], "clients": clients}))
+    proc = Proc([str(BACKENDS / "oauth_server.py"), str(config)], dict(os.environ), "stdout")
+    try:
+        yield proc
+    finally:
+        proc.stop()
+    assert not any("Traceback" in line for line in proc.other.lines), proc.other.lines
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def backend(auth_server: Proc, pki: dict[str, str]) -> Iterator[Proc]:
+    port = free_port()
+    env = dict(os.environ)
+    env.update(
+        KIT_PORT=str(port),
+        KIT_RESOURCE=f"http://127.0.0.1:{port}/ahp",
+        KIT_ISSUER=f"{auth_server.url}/good",
+        KIT_SCOPES=SCOPE,
+        AHP_CA_BUNDLE=pki["ca"],
+    )
+    proc = Proc([str(BACKENDS / "kit_oauth.py")], env, "stderr")
+    proc.url = f"http://127.0.0.1:{port}/ahp"
+    try:
+        yield proc
+    finally:
+        proc.stop()
+    assert not any("Traceback" in line for line in proc.lines.lines), proc.lines.lines
+
+
+@pytest.fixture(autouse=True)
+def fresh_tokens() -> Iterator[None]:
+    from ahp_protocol.client.oauth import TOKENS
+
+    TOKENS.clear()
+    yield
+    TOKENS.clear()
+
+
+def as_log(auth_server: Proc, pki: dict[str, str]) -> list[dict[str, Any]]:
+    with httpx.Client(verify=ssl.create_default_context(cafile=pki["ca"]), timeout=DEADLINE) as c:
+        return list(c.get(f"{auth_server.url}/log").json())
+
+
+def hook(url: str, issuer: str, *, client: str = "harness", scopes: list[str] | None = None,
+         headers: dict[str, Any] | None = None) -> Any:  # fmt: skip
+    from ahp_protocol.wire.registration import Hook
+
+    transport: dict[str, Any] = {"type": "http", "url": url}
+    if headers:
+        transport["headers"] = headers
+    return Hook.model_validate(
+        {
+            "id": "com.example.oauth",
+            "transport": transport,
+            "authentication": {
+                "type": "oauth",
+                "resource": url,
+                "issuer": issuer,
+                "clientId": client,
+                "flow": "client_credentials",
+                "scopes": [SCOPE] if scopes is None else scopes,
+                "clientSecretRef": "env:AHP_CLIENT_SECRET",
+            },
+        }
+    )
+
+
+def environ(pki: dict[str, str], **extra: str) -> dict[str, str]:
+    return {"AHP_CLIENT_SECRET": SECRET, "AHP_CA_BUNDLE": pki["ca"], **extra}
+
+
+async def call(transport: Any, message: dict[str, Any] | None = None,
+               timeout: float = 5.0) -> tuple[Any, Any]:  # fmt: skip
+    """(response or the OperationalFailure, exchange)."""
+    from ahp_protocol.client import OperationalFailure
+    from ahp_protocol.client.transports import Exchange
+
+    exchange = Exchange()
+    try:
+        with anyio.fail_after(timeout):
+            return await transport.request(message or intercept(tool_before()), exchange), exchange
+    except OperationalFailure as failure:
+        return failure, exchange
+
+
+def no_secret(*texts: object) -> None:
+    for text in texts:
+        assert SECRET not in str(text) and "eyJ" not in str(text), text
+
+
+# -- the client: the preset against the kit's resource server -------------------------
+
+
+async def test_client_credentials_token_reaches_the_resource(
+    backend: Proc, auth_server: Proc, pki: dict[str, str]
+) -> None:
+    from ahp_protocol.client.transports import open_transport
+
+    before = len(as_log(auth_server, pki))
+    transport = open_transport(hook(backend.url, f"{auth_server.url}/good"), environ=environ(pki))
+    try:
+        first, _ = await call(transport)
+        second, _ = await call(transport)
+        await transport.notify(observe(tool_before()))
+    finally:
+        await transport.aclose()
+    assert "result" in first and "result" in second, (first, second)
+    requests = as_log(auth_server, pki)[before:]
+    # one token request, cached for the next calls; RFC 8707 resource and the scopes sent
+    assert requests == [
+        {
+            "tenant": "good",
+            "grant_type": "client_credentials",
+            "resource": backend.url,
+            "audience": None,
+            "scope": SCOPE,
+            "client_secret": True,
+        }
+    ]
+    no_secret(repr(transport), repr(transport.oauth))
+
+
+async def test_a_refused_cached_token_is_replaced_once(
+    backend: Proc, auth_server: Proc, pki: dict[str, str]
+) -> None:
+    from ahp_protocol.client.oauth import TOKENS, _Token
+    from ahp_protocol.client.transports import open_transport
+
+    transport = open_transport(hook(backend.url, f"{auth_server.url}/good"), environ=environ(pki))
+    TOKENS.put(transport.oauth._key, _Token("revoked-token", None))
+    try:
+        answer, exchange = await call(transport)
+    finally:
+        await transport.aclose()
+    assert "result" in answer and exchange.attempts == 2
+
+
+async def test_a_notification_never_replays(
+    backend: Proc, auth_server: Proc, pki: dict[str, str]
+) -> None:
+    from ahp_protocol.client import FailureClass, OperationalFailure
+    from ahp_protocol.client.oauth import TOKENS, _Token
+    from ahp_protocol.client.transports import open_transport
+
+    transport = open_transport(hook(backend.url, f"{auth_server.url}/good"), environ=environ(pki))
+    TOKENS.put(transport.oauth._key, _Token("revoked-token", None))
+    try:
+        with pytest.raises(OperationalFailure) as failed:
+            await transport.notify(observe(tool_before()))
+        assert failed.value.failure == FailureClass.AUTH_FAILED
+        await transport.notify(observe(tool_before()))  # the refused token was dropped
+    finally:
+        await transport.aclose()
+
+
+@pytest.mark.parametrize(
+    ("issuer", "client", "scopes", "why"),
+    [
+        ("liar", "harness", None, "names another issuer"),  # untrusted issuer
+        ("redirect", "harness", None, "token endpoint redirected"),  # token endpoint redirect
+        ("otheraud", "harness", None, "trusts another authorization server"),  # wrong aud
+        ("expired", "harness", None, "trusts another authorization server"),  # expired token
+        ("good", "narrow", [], "refused the OAuth access token"),  # insufficient scope
+    ],
+)
+async def test_refusals_are_auth_failures_without_fallback(
+    backend: Proc, auth_server: Proc, pki: dict[str, str], issuer: str, client: str,
+    scopes: list[str] | None, why: str,
+) -> None:  # fmt: skip
+    from ahp_protocol.client import FailureClass, OperationalFailure
+    from ahp_protocol.client.transports import open_transport
+
+    transport = open_transport(
+        hook(backend.url, f"{auth_server.url}/{issuer}", client=client, scopes=scopes),
+        environ=environ(pki),
+    )
+    try:
+        failure, exchange = await call(transport)
+    finally:
+        await transport.aclose()
+    assert isinstance(failure, OperationalFailure), failure
+    assert failure.failure == FailureClass.AUTH_FAILED and why in failure.detail
+    assert exchange.attempts <= 1  # never a second (another identity's, or anonymous) send
+    no_secret(failure.detail)
+
+
+async def test_a_bad_client_secret_sends_nothing(
+    backend: Proc, auth_server: Proc, pki: dict[str, str]
+) -> None:
+    from ahp_protocol.client import FailureClass
+    from ahp_protocol.client.transports import open_transport
+
+    transport = open_transport(
+        hook(backend.url, f"{auth_server.url}/good"),
+        environ=environ(pki, AHP_CLIENT_SECRET="wrong-" + SECRET),
+    )
+    try:
+        failure, exchange = await call(transport)
+    finally:
+        await transport.aclose()
+    assert failure.failure == FailureClass.AUTH_FAILED and exchange.attempts == 0
+    no_secret(failure.detail)
+
+
+async def test_an_untrusted_tls_certificate_is_refused(
+    backend: Proc, auth_server: Proc, pki: dict[str, str]
+) -> None:
+    from ahp_protocol.client import FailureClass
+    from ahp_protocol.client.transports import open_transport
+
+    before = len(as_log(auth_server, pki))
+    transport = open_transport(
+        hook(backend.url, f"{auth_server.url}/good"),
+        environ=environ(pki, AHP_CA_BUNDLE=pki["other"]),
+    )
+    try:
+        failure, exchange = await call(transport)
+    finally:
+        await transport.aclose()
+    assert failure.failure == FailureClass.AUTH_FAILED and exchange.attempts == 0
+    assert "verified TLS" in failure.detail
+    assert as_log(auth_server, pki)[before:] == []  # no token request went out
+
+
+async def test_the_deadline_covers_discovery(
+    backend: Proc, auth_server: Proc, pki: dict[str, str]
+) -> None:
+    from ahp_protocol.client.transports import open_transport
+
+    transport = open_transport(hook(backend.url, f"{auth_server.url}/slow"), environ=environ(pki))
+    started = anyio.current_time()
+    try:
+        with pytest.raises(TimeoutError):
+            await call(transport, timeout=0.5)
+    finally:
+        await transport.aclose()
+    assert anyio.current_time() - started < 2.0  # the slow AS answers after 3 s
+
+
+async def test_an_authorization_header_suppresses_oauth(
+    backend: Proc, auth_server: Proc, pki: dict[str, str]
+) -> None:
+    from ahp_protocol.client import FailureClass
+    from ahp_protocol.client.transports import open_transport
+
+    before = len(as_log(auth_server, pki))
+    transport = open_transport(
+        hook(backend.url, f"{auth_server.url}/good", headers={"Authorization": "Bearer nope"}),
+        environ=environ(pki),
+    )
+    try:
+        failure, exchange = await call(transport)
+    finally:
+        await transport.aclose()
+    # the explicit header is used as is: a plain 401, no token request, no retry
+    assert failure.failure == FailureClass.HTTP_STATUS and exchange.attempts == 1
+    assert as_log(auth_server, pki)[before:] == []
+
+
+async def test_authorization_for_other_callers(auth_server: Proc, pki: dict[str, str]) -> None:
+    from ahp_protocol.client import FailureClass, OperationalFailure
+    from ahp_protocol.client.oauth import authorization
+    from ahp_protocol.client.transports.http import tls_verify
+
+    good = hook("http://127.0.0.1:1/up", f"{auth_server.url}/good").authentication
+    async with httpx.AsyncClient(verify=tls_verify(pki["ca"]), follow_redirects=False) as http:
+        value = await authorization(
+            good, http, deadline=anyio.current_time() + 5, environ=environ(pki)
+        )
+        assert value.startswith("Bearer ey")
+        slow = hook("http://127.0.0.1:1/up", f"{auth_server.url}/slow").authentication
+        with pytest.raises(OperationalFailure) as failed:
+            await authorization(
+                slow, http, deadline=anyio.current_time() + 0.3, environ=environ(pki)
+            )
+    assert failed.value.failure == FailureClass.DEADLINE_EXCEEDED
+
+
+# -- the resource server, seen from a plain HTTP client ------------------------------
+
+
+def token(auth_server: Proc, pki: dict[str, str], tenant: str, resource: str,
+          client: str = "harness", scope: str = SCOPE) -> str:  # fmt: skip
+    with httpx.Client(verify=ssl.create_default_context(cafile=pki["ca"]), timeout=DEADLINE) as c:
+        answer = c.post(
+            f"{auth_server.url}/{tenant}/token",
+            auth=(client, SECRET),
+            data={"grant_type": "client_credentials", "resource": resource, "scope": scope},
+        )
+    assert answer.status_code == 200, answer.text
+    return str(answer.json()["access_token"])
+
+
+def post(url: str, value: str | None) -> httpx.Response:
+    headers = {"content-type": "application/json"}
+    if value is not None:
+        headers["authorization"] = value
+    with httpx.Client(timeout=DEADLINE) as c:
+        return c.post(url, content=json.dumps(intercept(tool_before())), headers=headers)
+
+
+def test_resource_server_metadata_and_challenge(backend: Proc, auth_server: Proc) -> None:
+    root = backend.url.rsplit("/", 1)[0]
+    with httpx.Client(timeout=DEADLINE) as c:
+        document = c.get(f"{root}/.well-known/oauth-protected-resource/ahp").json()
+    assert document == {
+        "resource": backend.url,
+        "authorization_servers": [f"{auth_server.url}/good"],
+        "bearer_methods_supported": ["header"],
+        "scopes_supported": [SCOPE],
+    }
+    missing = post(backend.url, None)
+    assert missing.status_code == 401
+    assert missing.headers["www-authenticate"] == (
+        f'Bearer resource_metadata="{root}/.well-known/oauth-protected-resource/ahp", '
+        f'scope="{SCOPE}"'
+    )
+
+
+@pytest.mark.parametrize(
+    ("tenant", "client", "scope", "status", "error"),
+    [
+        ("good", "harness", SCOPE, 200, None),
+        ("expired", "harness", SCOPE, 401, "invalid_token"),  # expired
+        ("otheraud", "harness", SCOPE, 401, "invalid_token"),  # another audience
+        ("liar", "harness", SCOPE, 401, "invalid_token"),  # another issuer (same key)
+        ("good", "narrow", "", 403, "insufficient_scope"),
+    ],
+)
+def test_resource_server_validates_tokens(
+    backend: Proc, auth_server: Proc, pki: dict[str, str], tenant: str, client: str,
+    scope: str, status: int, error: str | None,
+) -> None:  # fmt: skip
+    answer = post(
+        backend.url, "Bearer " + token(auth_server, pki, tenant, backend.url, client, scope)
+    )
+    assert answer.status_code == status, answer.text
+    if error is not None:
+        assert f'error="{error}"' in answer.headers["www-authenticate"]
+        assert "resource_metadata=" in answer.headers["www-authenticate"]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "Bearer not-a-jwt",
+        "Bearer eyJhbGciOiJub25lIn0.eyJpc3MiOiJ4In0.",  # alg none
+        "Basic aGFybmVzczpzZWNyZXQ=",
+    ],
+)
+def test_resource_server_refuses_garbage(backend: Proc, value: str) -> None:
+    answer = post(backend.url, value)
+    assert answer.status_code == 401
+    assert "eyJ" not in answer.text and "Basic" not in answer.text
