@@ -113,7 +113,8 @@ class ToolOutcome:
     ``output`` is the text the model gets back (``error`` instead, when set, for a failed
     run); ``error`` is a fixed sentence and ``error_class`` a fixed word (never exception
     text); ``file_changes`` are the files the run changed (``tool.after`` and
-    ``file.changed`` carry them).
+    ``file.changed`` carry them); ``attachments`` the binary media it produced
+    (``tool.after`` carries them as attachment parts).
     """
 
     outcome: Literal["ok", "error", "timeout", "cancelled"]
@@ -122,6 +123,7 @@ class ToolOutcome:
     error_class: str | None = None
     duration_ms: float = 0.0
     file_changes: Sequence[FileChange] = ()
+    attachments: Sequence[Any] = ()
 
     @property
     def text(self) -> str:
@@ -509,6 +511,7 @@ class Gate:
                 error=outcome.error,
                 error_class=outcome.error_class or "tool_error",
                 file_changes=outcome.file_changes,
+                attachments=outcome.attachments,
             )
         self._settled(record, hook)
         items = hook.event.get("items")

@@ -87,6 +87,7 @@ class HostTool:
             error=result.error,
             error_class=result.error_class,
             duration_ms=result.duration_ms,
+            attachments=result.attachments,
             file_changes=tuple(
                 FileChange(c.path, c.change, c.before, c.after) for c in result.file_changes
             ),

@@ -60,6 +60,10 @@ INTERCEPTED: dict[str, dict[str, Any]] = {
 }
 """Interceptable events this harness enforces, with the most it grants at each."""
 
+MAX_UPLOAD_BYTES = 256_000
+"""The largest attachment this harness produces: ``read_file`` attaches a binary file of
+at most ``Limits.read_cap_bytes`` (its default; a test keeps the two equal)."""
+
 OBSERVED = (
     "session.start",
     "session.end",
@@ -112,7 +116,6 @@ def manifest(*, interactive: bool) -> dict[str, Any]:
     gaps += [
         {"path": "capabilities.flow.continue", "reason": "no continuation loop"},
         {"path": "authentication.oauth", "reason": "only bearer tokenEnv credentials"},
-        {"path": "content.upload", "reason": "content uploads are not supported"},
     ]
     if not interactive:
         gaps.append({"path": "capabilities.ask", "reason": "non-interactive: nobody can answer"})
@@ -122,8 +125,8 @@ def manifest(*, interactive: bool) -> dict[str, Any]:
         "transports": ["stdio", "http"],
         "authentication": ["bearer"],
         "toolPaths": ["native", "mcp"],
-        "contentCategories": ["text"],
-        "limits": {"minTimeoutMs": 1, "maxTimeoutMs": 600000},
+        "contentCategories": ["text", "images", "files"],
+        "limits": {"minTimeoutMs": 1, "maxTimeoutMs": 600000, "maxUploadBytes": MAX_UPLOAD_BYTES},
         "managedPolicy": {"scopes": ["user", "managed"], "disableable": False},
         "correlationIdentityFields": ["event.id", "call.id", "session.id"],
     }

@@ -32,6 +32,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from ahp_harness.sandbox import SandboxViolation
 
 if TYPE_CHECKING:
+    from ahp_protocol.client.uploads import Attachment
+
     from ahp_harness.sandbox import Sandbox
 
 __all__ = [
@@ -88,7 +90,9 @@ class FileChange:
 
 @dataclass(frozen=True)
 class ToolResult:
-    """What one run produced. ``error`` is a fixed, credential-free sentence."""
+    """What one run produced. ``error`` is a fixed, credential-free sentence;
+    ``attachments`` the binary media it produced (``tool.after`` carries them as
+    attachment parts, uploaded where a subscription selects them)."""
 
     outcome: Literal["ok", "error", "timeout"]
     output: str
@@ -96,6 +100,7 @@ class ToolResult:
     error_class: str | None = None
     file_changes: tuple[FileChange, ...] = ()
     duration_ms: float = 0.0
+    attachments: tuple[Attachment, ...] = ()
 
 
 def failure(

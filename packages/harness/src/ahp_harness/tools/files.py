@@ -1,8 +1,12 @@
 """The file tools: ``read_file``, ``write_file``, ``edit_file``.
 
 * ``read_file`` (kind ``file_read``, ``{"path"}``): the file's text, at most
-  ``Limits.read_cap_bytes`` (a ``[truncated]`` note says so); binary files (a NUL
-  byte in the first 8 KiB) are refused.
+  ``Limits.read_cap_bytes`` (a ``[truncated]`` note says so). A binary file (a NUL
+  byte in the first 8 KiB) of at most that size is an attachment (its bytes, whole,
+  with its media type from the file name, ``application/octet-stream`` when unknown
+  or textual): the output text names the file, media type and size, and
+  ``tool.after`` carries the attachment part (AHP-CONTENT-001: text and JSON stay
+  inline text); a larger binary file is refused.
 * ``write_file`` (kind ``file_write``, ``{"path", "content"}``): creates or replaces
   the file, creating missing parent folders (on the confined walk, so inside the
   workspace); reports a ``created``/``modified`` :class:`FileChange`.
@@ -53,6 +57,7 @@ __all__ = [
     "WriteFileInput",
     "WriteFileTool",
     "is_binary",
+    "media_type",
     "read_upto",
 ]
 
@@ -71,6 +76,28 @@ def _snapshot(data: bytes | None, cap: int) -> str | None:
         return None
     text = data[:cap].decode("utf-8", errors="replace")
     return text + TRUNCATED if len(data) > cap else text
+
+
+def media_type(path: str) -> str:
+    """The media type of a binary file by its name; ``application/octet-stream`` when
+    unknown, textual or JSON (binary bytes are never declared text)."""
+    import mimetypes
+
+    guessed, _ = mimetypes.guess_type(path, strict=False)
+    if not guessed:
+        return "application/octet-stream"
+    low = guessed.lower()
+    if low.startswith("text/") or low == "application/json" or low.endswith("+json"):
+        return "application/octet-stream"
+    return guessed
+
+
+def _attached(path: str, data: bytes) -> ToolResult:
+    from ahp_protocol.client.uploads import Attachment
+
+    attachment = Attachment(data, media_type(path))
+    text = f"{path}: binary file, {attachment.media_type}, {len(data)} bytes (attached)"
+    return ToolResult(outcome="ok", output=text, attachments=(attachment,))
 
 
 class _NotAFile(Exception):
@@ -132,7 +159,9 @@ class ReadFileTool(Tool):
     name: ClassVar[str] = "read_file"
     kind: ClassVar[str] = "file_read"
     input_model: ClassVar[type[BaseModel]] = ReadFileInput
-    description: ClassVar[str] = "Read a text file in the workspace."
+    description: ClassVar[str] = (
+        "Read a text file in the workspace (a binary file, such as an image, is attached)."
+    )
 
     def main_argument(self, inp: BaseModel) -> str:
         return self._typed(inp, ReadFileInput).path
@@ -157,7 +186,9 @@ class ReadFileTool(Tool):
             finally:
                 os.close(fd)
             if is_binary(data):
-                return failure("not_text", f"{path} is a binary file; read_file shows text only")
+                if size > len(data):
+                    return failure("too_large", f"{path} is a binary file larger than {cap} bytes")
+                return _attached(path, data)
             text = data.decode("utf-8", errors="replace")
             if size > len(data):
                 text += f"\n[truncated: file is {size} bytes; read_file shows {cap}]"
