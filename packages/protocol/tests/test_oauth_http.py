@@ -446,3 +446,61 @@ def test_resource_server_refuses_garbage(backend: Proc, value: str) -> None:
     answer = post(backend.url, value)
     assert answer.status_code == 401
     assert "eyJ" not in answer.text and "Basic" not in answer.text
+
+
+# -- through the dispatcher: the subscription's failure policy and deadline -----------
+
+
+def registration(url: str, issuer: str, policy: str, timeout_ms: int = 3000) -> Any:
+    from ahp_protocol.wire.registration import parse_registration
+
+    auth = hook(url, issuer).authentication.model_dump(by_alias=True, exclude_none=True)
+    return parse_registration(
+        {
+            "protocolVersion": "draft",
+            "hooks": [
+                {
+                    "id": "com.example.oauth",
+                    "transport": {"type": "http", "url": url},
+                    "authentication": auth,
+                    "subscriptions": [
+                        {
+                            "mode": "intercept",
+                            "events": ["tool.before"],
+                            "timeoutMs": timeout_ms,
+                            "failurePolicy": policy,
+                            "content": {"default": "body"},
+                        }
+                    ],
+                }
+            ],
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("issuer", "secret", "policy", "timeout_ms", "outcome", "failure", "permission"),
+    [
+        ("good", SECRET, "fail-closed", 3000, "denied", None, "deny"),  # rm -rf: the backend
+        ("good", "wrong", "fail-closed", 3000, "failed", "auth_failed", "deny"),
+        ("good", "wrong", "fail-open", 3000, "failed", "auth_failed", "none"),
+        ("slow", SECRET, "fail-closed", 400, "failed", "deadline_exceeded", "deny"),
+    ],
+)
+async def test_failure_policy_and_deadline_through_the_dispatcher(
+    backend: Proc, auth_server: Proc, pki: dict[str, str], issuer: str, secret: str,
+    policy: str, timeout_ms: int, outcome: str, failure: str | None, permission: str,
+) -> None:  # fmt: skip
+    from ahp_protocol.client import Dispatcher
+
+    reg = registration(backend.url, f"{auth_server.url}/{issuer}", policy, timeout_ms)
+    caps = {"tool.before": {"effects": ["deny"]}}
+    env = environ(pki, AHP_CLIENT_SECRET=secret)
+    started = anyio.current_time()
+    async with Dispatcher(reg, capabilities=caps, environ=env) as hooks:
+        result = await hooks.intercept(tool_before(command="rm -rf /"))
+    (first,) = [d for d in result.diagnostics if d.mode == "intercept"]
+    assert (first.outcome, first.failure, result.permission) == (outcome, failure, permission)
+    assert result.synthetic_denial == (failure is not None and policy == "fail-closed")
+    assert anyio.current_time() - started < 2.5  # the slow AS answers after 3 s
+    no_secret(json.dumps(result.to_json()), repr(result))

@@ -52,6 +52,7 @@ own, follows a redirect, or asks for scopes the binding did not name. The intera
 from __future__ import annotations
 
 import json
+import re
 import ssl
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -131,53 +132,58 @@ def verify_setting(environ: Mapping[str, str]) -> ssl.SSLContext | bool:
     return tls_verify(environ.get(CA_BUNDLE_ENV))
 
 
+_TOKEN: Final = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
+_PARAM: Final = re.compile(rf'\s*({_TOKEN})\s*=\s*("(?:[^"\\]|\\.)*"|[^\s,]*)\s*', re.S)
+_SCHEME: Final = re.compile(rf"\s*({_TOKEN})(?:\s+(.*))?", re.S)
+
+
+def _split_commas(text: str) -> list[str]:
+    parts, current, quoted, escaped = [], [], False, False
+    for ch in text:
+        if escaped:
+            escaped = False
+        elif quoted and ch == "\\":
+            escaped = True
+        elif ch == '"':
+            quoted = not quoted
+        elif ch == "," and not quoted:
+            parts.append("".join(current))
+            current = []
+            continue
+        current.append(ch)
+    parts.append("".join(current))
+    return [p for p in parts if p.strip()]
+
+
+def _unquote(value: str) -> str:
+    if len(value) >= 2 and value[0] == value[-1] == '"':
+        return re.sub(r"\\(.)", r"\1", value[1:-1])
+    return value
+
+
 def parse_bearer_challenge(header: str) -> dict[str, str] | None:
-    """The parameters of the ``Bearer`` challenge in a ``WWW-Authenticate`` value (keys
-    lower-cased), or ``None`` when there is no Bearer challenge. Tolerates other schemes
-    before or after it and quoted strings with escapes."""
-    i, n = 0, len(header)
+    """The parameters of the first ``Bearer`` challenge in a ``WWW-Authenticate`` value
+    (names lower-cased, values unquoted), or ``None`` when there is none. Other schemes
+    before or after it, and their parameters, are skipped (RFC 9110 §11.6.1)."""
     found: dict[str, str] | None = None
     current: dict[str, str] | None = None
-    while i < n:
-        while i < n and header[i] in " \t,":
-            i += 1
-        start = i
-        while i < n and header[i] not in " \t,=":
-            i += 1
-        token = header[start:i]
-        if not token:
-            break
-        j = i
-        while j < n and header[j] in " \t":
-            j += 1
-        if j < n and header[j] == "=" and current is not None:  # auth-param
-            j += 1
-            while j < n and header[j] in " \t":
-                j += 1
-            if j < n and header[j] == '"':
-                j += 1
-                value = []
-                while j < n and header[j] != '"':
-                    if header[j] == "\\" and j + 1 < n:
-                        j += 1
-                    value.append(header[j])
-                    j += 1
-                j += 1
-                current[token.lower()] = "".join(value)
-            else:
-                vstart = j
-                while j < n and header[j] not in " \t,":
-                    j += 1
-                current[token.lower()] = header[vstart:j]
-            i = j
-            continue
-        # a new scheme (a token68 after it is skipped by the loop: it has no "=" param)
-        current = {} if token.lower() == "bearer" else None
-        if current is not None and found is None:
-            found = current
-        elif token.lower() != "bearer":
-            current = None
-        i = j if j > i else i
+    for part in _split_commas(header):
+        param = _PARAM.fullmatch(part)
+        if param is None:
+            scheme = _SCHEME.fullmatch(part)
+            if scheme is None:
+                current = None
+                continue
+            is_bearer = scheme.group(1).lower() == "bearer" and found is None
+            current = {} if is_bearer else None
+            if current is not None:
+                found = current
+            rest = scheme.group(2) or ""
+            param = _PARAM.fullmatch(rest) if rest else None
+            if param is None:
+                continue  # nothing, or a token68 (not Bearer's)
+        if current is not None:
+            current.setdefault(param.group(1).lower(), _unquote(param.group(2)))
     return found
 
 

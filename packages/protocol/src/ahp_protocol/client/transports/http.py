@@ -19,9 +19,20 @@ Credentials are resolved from ``environ`` at each send: the bearer ``tokenEnv``
 ``Authorization`` header replaces the bearer binding. One that cannot be resolved is
 ``AUTH_FAILED`` and nothing is sent; values never appear in failures, logs or ``repr``.
 
+With an ``oauth`` binding (an :class:`~ahp_protocol.client.oauth.OAuthSession`, unless
+a registration ``Authorization`` header replaces it) each POST carries the session's
+access token; a ``401`` with a ``Bearer`` challenge to an intercept or configuration
+request is handed to the session (which checks the protected-resource metadata and
+drops the token) and the request is sent once more with a new token; any other
+``401``/``403``, and every one to a notification (never replayed), is ``AUTH_FAILED``.
+
 Plain ``http`` only to a loopback host (``localhost``, ``127.0.0.0/8``, ``::1``); any
-other ``http`` URL is a ``ValueError`` at construction. Never implements a deadline
-(the caller wraps calls in ``anyio.fail_after``), never retries, no OAuth. httpx comes
+other ``http`` URL is a ``ValueError`` at construction (:func:`check_endpoint_url`, the
+rule OAuth discovery applies to every URL it meets). TLS is verified against the
+default CAs, or only those of ``ca_bundle`` (``AHP_CA_BUNDLE``, :func:`tls_verify`).
+Never implements a deadline (the caller wraps calls in ``anyio.fail_after``, which
+covers OAuth discovery and token requests too), never retries except that one OAuth
+retry. httpx comes
 with the ``http`` extra (``pip install 'ahp-protocol[http]'``); without it this
 module's ``ImportError`` says so, and stdio backends still work.
 """
