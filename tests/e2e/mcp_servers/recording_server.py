@@ -1,12 +1,11 @@
 """A real MCP server for the end-to-end tests, written with the SDK's ``MCPServer``.
 
 ``python recording_server.py --record FILE [--transport stdio|http] [--name NAME]``.
-Every tool call it receives is appended to ``FILE`` as one JSON line
-(``{"tool": NAME, "arguments": {...}}``) *before* the tool runs, so a test can prove
-a refused call never reached the server. Over HTTP it binds ``127.0.0.1:0`` and
-prints ``listening on http://127.0.0.1:PORT/mcp`` on stderr once it accepts
-connections; it also records the ``Authorization`` header's presence (never its
-value) for the first call.
+It appends ``{"pid": PID}`` to ``FILE`` when it starts, then every tool call it
+receives as one JSON line (``{"tool": NAME, "arguments": {...}}``) *before* the tool
+runs, so a test can prove a refused call never reached the server. Over HTTP it
+binds ``127.0.0.1:0`` and prints ``listening on http://127.0.0.1:PORT/mcp`` on stderr
+once it accepts connections.
 
 Tools: ``echo(text)``, ``delete_file(path)`` (deletes nothing: it only says it did),
 ``add(a, b)`` (structured output), ``crash()`` (the process exits mid-call) and
@@ -37,6 +36,9 @@ def main() -> None:
         with open(args.record, "a", encoding="utf-8") as handle:
             handle.write(json.dumps({"tool": tool, "arguments": arguments}) + "\n")
             handle.flush()
+
+    with open(args.record, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps({"pid": os.getpid()}) + "\n")  # to check it is gone after
 
     server = MCPServer(args.name, log_level="WARNING")
 

@@ -12,7 +12,8 @@ validated against the tool's ``inputSchema`` (JSON Schema, with ``jsonschema``) 
 any event, and a run is one ``tools/call``.
 
 The result becomes text (``tool.after``'s canonical content): the text parts in order;
-``structuredContent`` serialized as JSON when no text part already says it; a text
+``structuredContent`` serialized as JSON when the result has no content blocks (MCP asks
+a server to put that serialization in a text part too, so it is not repeated); a text
 resource's text; images, audio and binary resources as a one-line note (kind, media type
 and size, never the bytes). ``isError`` is outcome ``error`` (``mcp_tool_error``).
 
@@ -254,18 +255,9 @@ def result_text(result: Mapping[str, Any]) -> str:
         else:
             texts.append("[content of an unknown type: not shown]")
     structured = result.get("structuredContent")
-    if structured is not None:
-        serialized = json.dumps(structured, ensure_ascii=False, sort_keys=True)
-        if not any(_same_json(t, structured) for t in texts):
-            texts.append(serialized)
+    if structured is not None and not texts:  # MCP asks for its serialization in a text part
+        texts.append(json.dumps(structured, ensure_ascii=False, sort_keys=True))
     return "\n".join(texts)
-
-
-def _same_json(text: str, value: Any) -> bool:
-    try:
-        return bool(json.loads(text) == value)
-    except ValueError:
-        return False
 
 
 def _binary_note(kind: str, mime: Any, data: Any) -> str:
