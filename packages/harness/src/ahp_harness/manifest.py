@@ -115,7 +115,7 @@ def manifest(*, interactive: bool) -> dict[str, Any]:
     ]
     gaps += [
         {"path": "capabilities.flow.continue", "reason": "no continuation loop"},
-        {"path": "authentication.oauth", "reason": "only bearer tokenEnv credentials"},
+        {"path": "authentication.oauth.flow", "reason": "client_credentials only (no PKCE)"},
     ]
     if not interactive:
         gaps.append({"path": "capabilities.ask", "reason": "non-interactive: nobody can answer"})
@@ -123,7 +123,7 @@ def manifest(*, interactive: bool) -> dict[str, Any]:
         "events": events,
         "gaps": gaps,
         "transports": ["stdio", "http"],
-        "authentication": ["bearer"],
+        "authentication": ["bearer", "oauth"],
         "toolPaths": ["native", "mcp"],
         "contentCategories": ["text", "images", "files"],
         "limits": {"minTimeoutMs": 1, "maxTimeoutMs": 600000, "maxUploadBytes": MAX_UPLOAD_BYTES},

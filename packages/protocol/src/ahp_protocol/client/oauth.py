@@ -138,7 +138,9 @@ _SCHEME: Final = re.compile(rf"\s*({_TOKEN})(?:\s+(.*))?", re.S)
 
 
 def _split_commas(text: str) -> list[str]:
-    parts, current, quoted, escaped = [], [], False, False
+    parts: list[str] = []
+    current: list[str] = []
+    quoted = escaped = False
     for ch in text:
         if escaped:
             escaped = False
