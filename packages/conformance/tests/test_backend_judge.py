@@ -277,6 +277,28 @@ sys.exit(2)
 """
 
 
+def test_judging_a_stdio_backend_does_not_import_an_http_client(tmp_path: Path) -> None:
+    """httpx (with the command line it imports: rich, click, pygments) costs a stdio run
+    a tenth of a second of start-up; only an HTTP backend needs it."""
+    record = tmp_path / "modules.txt"
+    wrapper = (
+        "import atexit, runpy, sys\n"
+        f"atexit.register(lambda: open({str(record)!r}, 'w').write(' '.join(sys.modules)))\n"
+        "sys.argv = ['ahp-conformance', *sys.argv[1:]]\n"
+        "runpy.run_module('ahp_conformance.backend_judge', run_name='__main__')\n"
+    )
+    done = subprocess.run(
+        [PY, "-c", wrapper, "--json", "--", PY, "-c", "import sys; sys.exit(2)"],
+        capture_output=True,
+        timeout=RUN_S,
+        env={**os.environ, "AHP_FIXTURES_DIR": str(kit_testing.fixtures_root())},
+    )
+    assert done.returncode == 1, done.stderr[-2000:]
+    modules = set(record.read_text().split())
+    assert "ahp_conformance.backend.peer" in modules  # the judge did run
+    assert not {"httpx", "httpcore"} & modules
+
+
 def test_an_exit_reason_waits_for_the_last_words_on_stderr() -> None:
     """The exit is often seen before stderr's last bytes are read (a loaded machine, or
     a process that shares the pipe): the reason still quotes them."""

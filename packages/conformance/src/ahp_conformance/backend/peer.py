@@ -36,8 +36,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO
 
-import httpx
-
 FRAME_LIMIT = 4 * 1024 * 1024
 """A frame larger than this (newline excluded) is oversized (the SDK's cap)."""
 HEAD_KEEP = 2048
@@ -342,6 +340,8 @@ class HttpPeer:
     """One loopback HTTP endpoint; every message is one request (no redirects followed)."""
 
     def __init__(self, url: str, token: str | None = None) -> None:
+        import httpx  # here: judging a stdio backend never pays for importing it
+
         self.url = url
         self.token = token
         # A fresh connection per message: the deadline must know the socket it ends.
@@ -362,6 +362,8 @@ class HttpPeer:
     ) -> HttpReply:
         """``authorization``: True sends the configured token (if any), a string sends that
         header value, ``None``/False sends none."""
+        import httpx
+
         headers = {"Accept": "application/json"}
         if content_type is not None:
             headers["Content-Type"] = content_type
