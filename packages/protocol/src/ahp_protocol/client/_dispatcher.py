@@ -345,7 +345,7 @@ class Dispatcher:
         await self.start()
         event_type = str(event.get("type"))
         routes = self.routes(event_type, "intercept")
-        uploads = await self._uploads(attachments, event_type, routes)
+        uploads = await self._uploads(attachments, event_type, routes) if attachments else None
         chain = Chain(
             event,
             routes,

@@ -674,6 +674,18 @@ def _deadline_protocol(
             else:  # a pipelined request was already waiting
                 self._head_arrived()
 
+        def eof_received(self) -> bool | None:
+            # A client that ends its side mid-body (a short body, then a half-close) gets
+            # an answer: the app reads the body as ended there (an upload receiver says
+            # 400, shorter than Content-Length) and the write side stays open for it.
+            cycle = self.cycle
+            if cycle is not None and not cycle.response_complete and cycle.more_body:
+                cycle.more_body = False
+                cycle.message_event.set()
+                return True
+            result: bool | None = super().eof_received()
+            return result
+
         def connection_lost(self, exc: Exception | None) -> None:
             self._cancel_head_timer()
             waiting.pop(self, None)
