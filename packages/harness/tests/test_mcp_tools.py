@@ -1,0 +1,167 @@
+"""MCP servers' tools as harness tools: a real stdio MCP server process (the SDK's
+``MCPServer``, ``tests/e2e/mcp_servers/recording_server.py``) connected with
+:func:`open_mcp`; the input checked against ``inputSchema``; bounded calls and start-up;
+the result as text (in memory)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ahp_harness.mcp_config import McpServerConfig
+from ahp_harness.mcp_tools import McpConnectError, McpInput, open_mcp, result_text
+from ahp_harness.sandbox import Sandbox
+from ahp_harness.tools.base import ToolInputError
+
+pytestmark = pytest.mark.anyio
+
+SERVER = (
+    Path(__file__).resolve().parents[3] / "tests" / "e2e" / "mcp_servers" / "recording_server.py"
+)
+
+
+def server(record: Path, *, timeout_ms: int = 20000) -> McpServerConfig:
+    args = (str(SERVER), "--record", str(record), "--name", "rec")
+    return McpServerConfig(
+        id="rec", transport="stdio", command=sys.executable, args=args, timeout_ms=timeout_ms
+    )
+
+
+def calls(record: Path) -> list[str]:
+    lines = [json.loads(line) for line in record.read_text("utf-8").splitlines() if line]
+    return [line["tool"] for line in lines if "tool" in line]
+
+
+async def test_a_server_s_tools_are_harness_tools_checked_bounded_and_closed(
+    tmp_path: Path,
+) -> None:
+    record = tmp_path / "calls.jsonl"
+    sandbox = Sandbox([tmp_path])
+    try:
+        async with open_mcp([server(record, timeout_ms=1500)], cwd=str(tmp_path)) as mcp:
+            assert sorted(mcp.tools) == [
+                "mcp__rec__add",
+                "mcp__rec__crash",
+                "mcp__rec__delete_file",
+                "mcp__rec__echo",
+                "mcp__rec__nap",
+            ]
+            assert mcp.notes == []
+            echo = mcp.tools["mcp__rec__echo"]
+            assert (echo.name, echo.kind, echo.description) == (
+                "mcp__rec__echo",
+                "mcp",
+                "Say the text back.",
+            )
+            assert echo.identity["server"] == {"id": "rec", "name": "rec"}
+            assert echo.identity["toolName"] == "echo"
+            assert echo.identity["provenance"] == "runtime"
+            assert echo.identity["connection"]["cwd"] == str(tmp_path)
+            assert echo.json_schema()["required"] == ["text"]
+
+            # the input is checked against inputSchema; nothing invalid is sent
+            with pytest.raises(ToolInputError, match=r"^\$: 'text' is a required property"):
+                echo.parse_input({})
+            with pytest.raises(ToolInputError, match=r"^\$.text: must be of type string"):
+                echo.parse_input({"text": 3})
+            with pytest.raises(ToolInputError, match=r"^input: must be a JSON object"):
+                echo.parse_input(["x"])
+            add = mcp.tools["mcp__rec__add"]
+            with pytest.raises(ToolInputError, match=r"\(and 1 more problem\)"):
+                add.parse_input({"a": "1", "b": "2"})
+            parsed = echo.parse_input({"text": "hi"})
+            assert isinstance(parsed, McpInput) and echo.main_argument(parsed) == '{"text":"hi"}'
+
+            result = await echo.run(parsed, sandbox)
+            assert (result.outcome, result.output) == ("ok", "echo: hi")
+            assert json.loads(
+                (await add.run(add.parse_input({"a": 2, "b": 3}), sandbox)).output
+            ) == {"sum": 5}
+
+            # a call is bounded by the server's timeout
+            nap = mcp.tools["mcp__rec__nap"]
+            started = time.monotonic()
+            slow = await nap.run(nap.parse_input({"seconds": 3}), sandbox)
+            assert slow.outcome == "timeout" and slow.error_class == "timeout"
+            assert slow.error == "MCP server rec did not answer within 1.5s"
+            assert time.monotonic() - started < 5
+            closed_at = time.monotonic()
+        assert time.monotonic() - closed_at < 12  # closing kills the napping server
+    finally:
+        sandbox.close()
+    assert calls(record) == ["echo", "add", "nap"]
+    pid = json.loads(record.read_text("utf-8").splitlines()[0])["pid"]
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+async def test_a_server_that_never_answers_is_a_bounded_start_up_error(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    code = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    silent = McpServerConfig(
+        id="mute", transport="stdio", command=sys.executable, args=("-c", code)
+    )
+    started = time.monotonic()
+    with pytest.raises(McpConnectError) as caught:
+        async with open_mcp([silent], cwd=str(tmp_path), startup_timeout_s=1.0):
+            pytest.fail("opened")  # pragma: no cover
+    assert str(caught.value) == "$.mcpServers.mute: did not start and list its tools within 1s"
+    assert time.monotonic() - started < 12
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pid_file.read_text()), 0)
+
+
+async def test_a_command_that_does_not_exist_is_a_clear_error(tmp_path: Path) -> None:
+    gone = McpServerConfig(id="gone", transport="stdio", command=str(tmp_path / "no-such-server"))
+    with pytest.raises(
+        McpConnectError, match=r"^\$.mcpServers.gone: could not connect \(the command"
+    ):
+        async with open_mcp([gone], cwd=str(tmp_path)):
+            pytest.fail("opened")  # pragma: no cover
+
+
+async def test_an_error_in_the_body_is_raised_as_it_is(tmp_path: Path) -> None:
+    with pytest.raises(KeyError):
+        async with open_mcp([server(tmp_path / "c.jsonl")], cwd=str(tmp_path)):
+            raise KeyError("x")
+
+
+@pytest.mark.parametrize(
+    ("result", "text"),
+    [
+        ({"content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}, "a\nb"),
+        ({"content": [], "structuredContent": {"b": 1, "a": [2]}}, '{"a": [2], "b": 1}'),
+        (
+            {"content": [{"type": "text", "text": '{"a": 1}'}], "structuredContent": {"a": 1}},
+            '{"a": 1}',
+        ),
+        (
+            {"content": [{"type": "image", "data": "AAAA", "mimeType": "image/png"}]},
+            "[image content (image/png, about 3 bytes): not shown]",
+        ),
+        (
+            {"content": [{"type": "audio", "data": "AAAAAAAA", "mimeType": "audio/wav"}]},
+            "[audio content (audio/wav, about 6 bytes): not shown]",
+        ),
+        (
+            {"content": [{"type": "resource", "resource": {"uri": "file:///a", "text": "body"}}]},
+            "body",
+        ),
+        (
+            {"content": [{"type": "resource", "resource": {"uri": "file:///a", "blob": "AAAA"}}]},
+            "[resource content (unknown type, about 3 bytes): not shown]",
+        ),
+        (
+            {"content": [{"type": "resource_link", "uri": "https://u:p@h/x", "name": "x"}]},
+            "[resource link x: not fetched]",
+        ),
+        ({"content": [{"type": "hologram"}]}, "[content of an unknown type: not shown]"),
+    ],
+)
+def test_a_result_becomes_text(result: dict[str, Any], text: str) -> None:
+    assert result_text(result) == text
