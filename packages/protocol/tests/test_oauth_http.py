@@ -13,6 +13,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ BACKENDS = Path(__file__).parent / "backends"
 SECRET = "cs-SECRET-client-secret-do-not-echo"
 DEADLINE = 20.0
 SCOPE = "ahp.hooks"
+HS256 = "interop-hs256-signing-key-for-the-sdk-0123456789"
 
 pytestmark = pytest.mark.anyio
 
@@ -86,13 +88,17 @@ def auth_server(pki: dict[str, str]) -> Iterator[Proc]:
         "harness": {"secret": SECRET, "scopes": [SCOPE]},
         "narrow": {"secret": SECRET, "scopes": []},
     }
-    config.write_text(json.dumps({"cert": pki["server"], "key": pki["server"], "clients": clients}))
+    config.write_text(
+        json.dumps(
+            {"cert": pki["server"], "key": pki["server"], "clients": clients, "hs256Key": HS256}
+        )
+    )
     proc = Proc([str(BACKENDS / "oauth_server.py"), str(config)], dict(os.environ), "stdout")
     try:
         yield proc
     finally:
         proc.stop()
-    assert not any("Traceback" in line for line in proc.other.lines), proc.other.lines
+    assert not any("Traceback" in line for line in proc.other.lines), "".join(proc.other.lines)
 
 
 def free_port() -> int:
@@ -504,3 +510,141 @@ async def test_failure_policy_and_deadline_through_the_dispatcher(
     assert result.synthetic_denial == (failure is not None and policy == "fail-closed")
     assert anyio.current_time() - started < 2.5  # the slow AS answers after 3 s
     no_secret(json.dumps(result.to_json()), repr(result))
+
+
+# -- interop with the official SDK (a test-only peer), both directions ----------------
+
+
+@pytest.fixture(scope="module")
+def sdk_server(auth_server: Proc, pki: dict[str, str]) -> Iterator[dict[str, str]]:
+    """The SDK's interop adapter over HTTP with ``auth.mode: oauth`` (HS256 tokens of the
+    AS's ``/sdk`` issuer for one audience), answering one scenario: deny."""
+    where = Path(pki["dir"])
+    audience = "https://hooks.example/sdk"
+    scenario = {
+        "id": "evt_sdk_oauth",
+        "request": intercept(tool_before("evt_sdk_oauth", "rm -rf /")),
+        "response": {"result": {"effects": [{"type": "deny", "reason": "sdk says no"}]}},
+    }
+    (where / "scenarios.json").write_text(json.dumps({"scenarios": [scenario]}))
+    config = {
+        "transport": "http",
+        "scenarioFile": str(where / "scenarios.json"),
+        "readinessFile": str(where / "ready.json"),
+        "auth": {
+            "mode": "oauth",
+            "signingKey": HS256,
+            "issuer": f"{auth_server.url}/sdk",
+            "audience": audience,
+        },
+    }
+    (where / "sdk.json").write_text(json.dumps(config))
+    log = (where / "sdk.err").open("wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agenthooksprotocol.interop", "server", "--config",
+         str(where / "sdk.json")],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
+    )  # fmt: skip
+    try:
+        ready = where / "ready.json"
+        until = time.monotonic() + DEADLINE
+        while not ready.exists():  # the SDK's readiness signal: it writes this file
+            assert proc.poll() is None and time.monotonic() < until, "the SDK server did not start"
+            time.sleep(0.02)
+        yield {"endpoint": json.loads(ready.read_text())["endpoint"], "audience": audience}
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=DEADLINE)
+        finally:
+            proc.kill()
+            proc.wait()
+            log.close()
+    assert b"Traceback" not in (where / "sdk.err").read_bytes()
+
+
+async def test_kit_client_against_the_sdk_server(
+    sdk_server: dict[str, str], auth_server: Proc, pki: dict[str, str]
+) -> None:
+    from ahp_protocol.client.transports import open_transport
+    from ahp_protocol.wire.registration import Hook
+
+    before = len(as_log(auth_server, pki))
+    hook = Hook.model_validate(
+        {
+            "id": "com.example.sdk",
+            "transport": {"type": "http", "url": sdk_server["endpoint"]},
+            "authentication": {
+                "type": "oauth",
+                "resource": sdk_server["audience"],
+                "issuer": f"{auth_server.url}/sdk",
+                "clientId": "harness",
+                "flow": "client_credentials",
+                "clientSecretRef": "env:AHP_CLIENT_SECRET",
+            },
+        }
+    )
+    transport = open_transport(hook, environ=environ(pki))
+    try:
+        answer, exchange = await call(
+            transport, intercept(tool_before("evt_sdk_oauth", "rm -rf /"))
+        )
+    finally:
+        await transport.aclose()
+    assert answer["result"]["effects"] == [{"type": "deny", "reason": "sdk says no"}], answer
+    assert exchange.attempts == 1
+    (request,) = as_log(auth_server, pki)[before:]
+    assert request["resource"] == sdk_server["audience"] and request["audience"] is None
+
+
+async def test_sdk_client_against_the_kit_resource_server(
+    backend: Proc, auth_server: Proc, pki: dict[str, str]
+) -> None:
+    """The SDK's AuthenticatedHTTPTransport with a host AuthProvider (the SDK leaves token
+    acquisition to the host): a stale token gets the kit's 401 challenge, the provider
+    follows resource_metadata to the kit's RFC 9728 document and gets a token for that
+    resource, and the SDK retries once; a notification is never retried."""
+    import re
+
+    from agenthooksprotocol.auth import AuthenticatedHTTPTransport, BearerCredential
+    from agenthooksprotocol.runtime import ProtocolError
+
+    challenges: list[str] = []
+
+    class Provider:
+        async def credential(self, context: Any) -> Any:
+            return BearerCredential("stale-token")
+
+        async def challenge(self, context: Any, challenge: Any) -> Any:
+            headers = {k.lower(): v for k, v in challenge.headers.items()}
+            challenges.append(headers.get("www-authenticate", ""))
+            if not challenge.retry_allowed:
+                return None
+            found = re.search(r'resource_metadata="([^"]+)"', challenges[-1])
+            assert found is not None
+            with httpx.Client(timeout=DEADLINE) as c:
+                metadata = c.get(found.group(1)).json()
+            assert metadata["authorization_servers"] == [f"{auth_server.url}/good"]
+            value = await anyio.to_thread.run_sync(
+                token, auth_server, pki, "good", metadata["resource"]
+            )
+            return BearerCredential(value)
+
+    binding = hook(backend.url, f"{auth_server.url}/good").authentication
+    registration = {
+        "id": "com.example.kit",
+        "transport": {"type": "http", "url": backend.url},
+        "authentication": binding.model_dump(by_alias=True, exclude_none=True),
+    }
+    transport = AuthenticatedHTTPTransport(
+        backend.url, backend=registration, auth_provider=Provider()
+    )
+    try:
+        with anyio.fail_after(DEADLINE):
+            deny = await transport.request(intercept(tool_before("sdk_oauth_1", "rm -rf /")))
+            assert deny["result"]["effects"][0]["type"] == "deny"
+            with pytest.raises(ProtocolError):
+                await transport.notify(observe(tool_before("sdk_oauth_2")))
+    finally:
+        await transport.aclose()
+    assert len(challenges) == 2 and all("resource_metadata=" in c for c in challenges)

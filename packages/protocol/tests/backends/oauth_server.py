@@ -19,7 +19,7 @@ path segment, each behaving in one way a test needs:
 - ``/otheraud``: issues ``/good``'s tokens for ``https://elsewhere.invalid/`` whatever the
   ``resource``;
 - ``/sdk``: the official SDK's interop shape: HS256 with ``hs256Key``, ``aud`` from the
-  ``audience`` parameter, a ``purpose: "oauth"`` claim.
+  ``audience`` parameter (else ``resource``), a ``purpose: "oauth"`` claim.
 
 ``GET /log`` returns what each token request carried (paths, grant, resource, scope,
 whether a client secret came, never the secret): how tests see what reached the AS.
@@ -113,8 +113,8 @@ class Tokens(JWTBearerTokenGenerator):  # type: ignore[misc]
         form = CURRENT.get()
         if self.tenant == "otheraud":
             return "https://elsewhere.invalid/"
-        if self.tenant == "sdk":
-            return form.get("audience", "")
+        if self.tenant == "sdk":  # the SDK's interop client sends audience, RFC 8707 resource
+            return form.get("audience") or form.get("resource", "")
         return form.get("resource") or client.get_client_id()
 
     def get_extra_claims(self, client: Any, grant_type: str, user: Any, scope: str) -> Any:
@@ -156,7 +156,13 @@ def main() -> None:
     }
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(config["cert"], config["key"])
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
+    class Server_(ThreadingHTTPServer):
+        def handle_error(self, request: Any, client_address: Any) -> None:
+            if isinstance(sys.exc_info()[1], OSError):
+                return  # a client that left (a test's deadline), or refused our certificate
+            super().handle_error(request, client_address)
+
+    httpd = Server_(("127.0.0.1", 0), BaseHTTPRequestHandler)
     httpd.daemon_threads = True
     base = f"https://127.0.0.1:{httpd.server_address[1]}"
     hs256 = config.get("hs256Key", "k" * 32)
