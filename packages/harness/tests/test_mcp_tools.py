@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from ahp_harness.mcp_config import McpServerConfig
 from ahp_harness.mcp_tools import McpConnectError, McpInput, open_mcp, result_text
+from ahp_harness.models.openai import OpenAIDriver
 from ahp_harness.sandbox import Sandbox
 from ahp_harness.tools.base import ToolInputError
 
@@ -63,6 +64,19 @@ async def test_a_server_s_tools_are_harness_tools_checked_bounded_and_closed(
             assert echo.identity["provenance"] == "runtime"
             assert echo.identity["connection"]["cwd"] == str(tmp_path)
             assert echo.json_schema()["required"] == ["text"]
+
+            # a driver that lists tools to its model lists these too
+            driver = OpenAIDriver("http://127.0.0.1:9/v1", "m")
+            try:
+                driver.offer_tools(mcp.tools)
+                listed = {
+                    t["function"]["name"]: t["function"] for t in driver.request_body([])["tools"]
+                }
+            finally:
+                await driver.aclose()
+            assert "shell" in listed
+            assert listed["mcp__rec__echo"]["parameters"] == echo.json_schema()
+            assert listed["mcp__rec__echo"]["description"] == "Say the text back."
 
             # the input is checked against inputSchema; nothing invalid is sent
             with pytest.raises(ToolInputError, match=r"^\$: 'text' is a required property"):
