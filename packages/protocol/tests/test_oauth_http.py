@@ -8,8 +8,6 @@ One AS process and one backend process per module; every refusal is a short test
 from __future__ import annotations
 
 import json
-import os
-import socket
 import ssl
 import subprocess
 import sys
@@ -24,107 +22,29 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "backends"))
 from kit_messages import intercept, observe, tool_before
-
-from kit_testing import StderrLines
+from oauth_testing import DEADLINE, HS256, SCOPE, SECRET, Proc, kit_backend, make_pki
+from oauth_testing import auth_server as start_auth_server
 
 BACKENDS = Path(__file__).parent / "backends"
-SECRET = "cs-SECRET-client-secret-do-not-echo"
-DEADLINE = 20.0
-SCOPE = "ahp.hooks"
-HS256 = "interop-hs256-signing-key-for-the-sdk-0123456789"
 
 pytestmark = pytest.mark.anyio
 
 
-class Proc:
-    def __init__(self, args: list[str], env: dict[str, str], stream: str) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, *args],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-        )
-        pipe = self.proc.stdout if stream == "stdout" else self.proc.stderr
-        assert pipe is not None
-        self.lines = StderrLines(pipe, DEADLINE)
-        other = self.proc.stderr if stream == "stdout" else self.proc.stdout
-        assert other is not None
-        self.other = StderrLines(other, DEADLINE)
-        self.url = self.lines.wait_for("listening on ").split("listening on ", 1)[1].strip()
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=DEADLINE)
-        finally:
-            self.proc.kill()
-            self.proc.wait()
-
-
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    import trustme
-
-    where = tmp_path_factory.mktemp("pki")
-    ca = trustme.CA()
-    cert = ca.issue_cert("127.0.0.1", "localhost")
-    ca.cert_pem.write_to_path(str(where / "ca.pem"))
-    cert.private_key_and_cert_chain_pem.write_to_path(str(where / "server.pem"))
-    other = trustme.CA()  # a CA the client does not trust
-    other.cert_pem.write_to_path(str(where / "other-ca.pem"))
-    return {
-        "ca": str(where / "ca.pem"),
-        "other": str(where / "other-ca.pem"),
-        "server": str(where / "server.pem"),
-        "dir": str(where),
-    }
+    return make_pki(tmp_path_factory.mktemp("pki"))
 
 
 @pytest.fixture(scope="module")
 def auth_server(pki: dict[str, str]) -> Iterator[Proc]:
-    config = Path(pki["dir"]) / "as.json"
-    clients = {
-        "harness": {"secret": SECRET, "scopes": [SCOPE]},
-        "narrow": {"secret": SECRET, "scopes": []},
-    }
-    config.write_text(
-        json.dumps(
-            {"cert": pki["server"], "key": pki["server"], "clients": clients, "hs256Key": HS256}
-        )
-    )
-    proc = Proc([str(BACKENDS / "oauth_server.py"), str(config)], dict(os.environ), "stdout")
-    try:
+    with start_auth_server(pki) as proc:
         yield proc
-    finally:
-        proc.stop()
-    assert not any("Traceback" in line for line in proc.other.lines), "".join(proc.other.lines)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
 def backend(auth_server: Proc, pki: dict[str, str]) -> Iterator[Proc]:
-    port = free_port()
-    env = dict(os.environ)
-    env.update(
-        KIT_PORT=str(port),
-        KIT_RESOURCE=f"http://127.0.0.1:{port}/ahp",
-        KIT_ISSUER=f"{auth_server.url}/good",
-        KIT_SCOPES=SCOPE,
-        AHP_CA_BUNDLE=pki["ca"],
-    )
-    proc = Proc([str(BACKENDS / "kit_oauth.py")], env, "stderr")
-    proc.url = f"http://127.0.0.1:{port}/ahp"
-    try:
+    with kit_backend(f"{auth_server.url}/good", pki) as proc:
         yield proc
-    finally:
-        proc.stop()
-    assert not any("Traceback" in line for line in proc.lines.lines), proc.lines.lines
 
 
 @pytest.fixture(autouse=True)

@@ -2,7 +2,8 @@
 
 Reaches the backend the way a harness does: ``-- CMD ARGS...`` (stdio, one persistent
 process), ``--per-event -- CMD ARGS...`` (stdio, one process per message) or ``--url
-URL`` (HTTP, ``--bearer-token-env VAR`` for a bearer token). It sends what the draft
+URL`` (HTTP, ``--bearer-token-env VAR`` for a bearer token, or ``--oauth-client-id ID``
+for a backend that requires OAuth). It sends what the draft
 allows and what it forbids, as raw bytes (:mod:`ahp_conformance.backend.peer`), and judges every
 answer; each :class:`~ahp_conformance.report.Check` names the requirement ids it shows
 and the binding it ran over, with evidence (what was sent, what came back) for a
@@ -39,7 +40,10 @@ parse error only, since every message starts a process):
 Limits: -32004 cannot be provoked in a well-behaved backend, so exception text is judged
 in whatever errors come back; decisions are probed on tool.before only (other events
 through the fixtures); content, edit, registration and harness-side requirements are
-not a backend's to show here (``not checked`` in the report); OAuth and TLS are not judged.
+not a backend's to show here (``not checked`` in the report); TLS is not judged. OAuth is
+judged with ``--oauth-client-id`` (:mod:`ahp_conformance.backend.oauth`: the 401 challenge,
+the protected-resource metadata, discovery, a token accepted, forged and other-resource
+tokens refused; the run then sends the token); expiry and scope enforcement are not.
 
 What is judged where (one rule, one place): envelopes with ``ahp_protocol.wire.jsonrpc``
 (``decode``/``classify``), effects with ``ahp_protocol.wire.effects.check_effects``
@@ -125,6 +129,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(also checks that requests without it, or with a wrong one, get 401)",
     )
     parser.add_argument(
+        "--oauth-client-id",
+        metavar="ID",
+        help="with --url: the backend requires OAuth; judge its challenge, metadata and token "
+        "checks as a client-credentials client ID of its authorization server (trusting "
+        "the CAs of AHP_CA_BUNDLE when set), then send that token",
+    )
+    parser.add_argument(
+        "--oauth-client-secret-env",
+        metavar="VAR",
+        help="with --oauth-client-id: environment variable holding the client secret",
+    )
+    parser.add_argument(
+        "--oauth-scope",
+        metavar="SCOPE",
+        action="append",
+        default=[],
+        help="with --oauth-client-id: a scope to ask for (repeatable)",
+    )
+    parser.add_argument(
         "--timeout-ms",
         type=int,
         default=2000,
@@ -164,6 +187,10 @@ def run(args: argparse.Namespace) -> int:
         return _usage("--per-event is for stdio backends (-- CMD ARGS...)")
     if args.bearer_token_env and not args.url:
         return _usage("--bearer-token-env is for HTTP backends (--url)")
+    if args.oauth_client_id and (not args.url or args.bearer_token_env):
+        return _usage("--oauth-client-id is for HTTP backends (--url), without --bearer-token-env")
+    if (args.oauth_client_secret_env or args.oauth_scope) and not args.oauth_client_id:
+        return _usage("--oauth-client-secret-env and --oauth-scope need --oauth-client-id")
     if args.timeout_ms <= 0 or args.startup_ms < 0:
         return _usage("--timeout-ms must be positive and --startup-ms not negative")
     token = None
@@ -171,6 +198,18 @@ def run(args: argparse.Namespace) -> int:
         token = os.environ.get(args.bearer_token_env)
         if not token:
             return _usage(f"environment variable {args.bearer_token_env} is not set or empty")
+    oauth = None
+    if args.oauth_client_id:
+        from ahp_conformance.backend.oauth import OAuthClient
+
+        secret = None
+        if args.oauth_client_secret_env:
+            secret = os.environ.get(args.oauth_client_secret_env)
+            if not secret:
+                return _usage(
+                    f"environment variable {args.oauth_client_secret_env} is not set or empty"
+                )
+        oauth = OAuthClient(args.oauth_client_id, secret, tuple(args.oauth_scope))
     catalogue = load_catalogue(args.fixtures)
     fixtures = draft_dir(args.fixtures)
     binding = "http" if args.url else "stdio"
@@ -194,6 +233,10 @@ def run(args: argparse.Namespace) -> int:
     if descendants is not None:
         descendants.reap_on_sigchld()
     try:
+        if oauth is not None and isinstance(link, HttpLink):
+            from ahp_conformance.backend.oauth import oauth_checks
+
+            oauth_checks(run_, link, oauth)
         discovery(run_)
         if args.per_event:
             per_event(run_)
@@ -205,7 +248,7 @@ def run(args: argparse.Namespace) -> int:
             notifications(run_)
             oversize(run_)
             if isinstance(link, HttpLink):
-                http_rules(run_, link, token is not None)
+                http_rules(run_, link, token is not None or link.peer.token is not None)
             fixture_cases(run_)
         summary(run_, stdio=not args.url)
     finally:
@@ -223,7 +266,8 @@ def run(args: argparse.Namespace) -> int:
         catalogue=catalogue,
         bindings=(binding,),
         checks=judge.checks,
-        secrets=[token] if token else [],
+        secrets=([token] if token else [])
+        + ([] if oauth is None else [*oauth.secrets, *([oauth.secret] if oauth.secret else [])]),
         implements=frozenset(
             ["tool-interception"] * bool(run_.supports_tool_before)
             + ["lifecycle-observation"] * bool(run_.observes)
