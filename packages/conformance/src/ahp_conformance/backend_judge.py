@@ -44,6 +44,9 @@ not a backend's to show here (``not checked`` in the report); TLS is not judged.
 judged with ``--oauth-client-id`` (:mod:`ahp_conformance.backend.oauth`: the 401 challenge,
 the protected-resource metadata, discovery, a token accepted, forged and other-resource
 tokens refused; the run then sends the token); expiry and scope enforcement are not.
+A backend's content upload receiver is judged with ``--upload-endpoint URL``
+(:mod:`ahp_conformance.backend.uploads`: 201 with a matching receipt and an opaque ref,
+400 for a digest mismatch and for bad framing, 401 without ``--upload-token-env``'s token).
 
 What is judged where (one rule, one place): envelopes with ``ahp_protocol.wire.jsonrpc``
 (``decode``/``classify``), effects with ``ahp_protocol.wire.effects.check_effects``
@@ -161,6 +164,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="extra time for a process just started to answer its first message (default 10000)",
     )
     parser.add_argument("--cwd", help="working folder for the backend command")
+    parser.add_argument(
+        "--upload-endpoint",
+        metavar="URL",
+        help="the backend's content upload receiver, judged too (upload.*; loopback or https)",
+    )
+    parser.add_argument(
+        "--upload-token-env",
+        metavar="NAME",
+        help="environment variable holding the upload receiver's bearer token",
+    )
     add_output_arguments(parser)
     parser.add_argument(
         "command",
@@ -210,6 +223,11 @@ def run(args: argparse.Namespace) -> int:
                     f"environment variable {args.oauth_client_secret_env} is not set or empty"
                 )
         oauth = OAuthClient(args.oauth_client_id, secret, tuple(args.oauth_scope))
+    upload_token = None
+    if args.upload_token_env:
+        upload_token = os.environ.get(args.upload_token_env)
+        if not upload_token or not args.upload_endpoint:
+            return _usage("--upload-token-env needs --upload-endpoint and a set variable")
     catalogue = load_catalogue(args.fixtures)
     fixtures = draft_dir(args.fixtures)
     binding = "http" if args.url else "stdio"
@@ -250,6 +268,10 @@ def run(args: argparse.Namespace) -> int:
             if isinstance(link, HttpLink):
                 http_rules(run_, link, token is not None or link.peer.token is not None)
             fixture_cases(run_)
+        if args.upload_endpoint:
+            from ahp_conformance.backend.uploads import upload_checks
+
+            upload_checks(judge, args.upload_endpoint, upload_token)
         summary(run_, stdio=not args.url)
     finally:
         link.close()
@@ -267,6 +289,7 @@ def run(args: argparse.Namespace) -> int:
         bindings=(binding,),
         checks=judge.checks,
         secrets=([token] if token else [])
+        + ([upload_token] if upload_token else [])
         + ([] if oauth is None else [*oauth.secrets, *([oauth.secret] if oauth.secret else [])]),
         implements=frozenset(
             ["tool-interception"] * bool(run_.supports_tool_before)

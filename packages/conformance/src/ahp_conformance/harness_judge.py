@@ -85,10 +85,12 @@ from ahp_conformance.fixtures import interop_dir, load_catalogue
 from ahp_conformance.harness.contract_runs import run_contract
 from ahp_conformance.harness.registration_runs import (
     FAILURE_CLASSES,
+    NO_EXTENSION,
     FailureClass,
     extension_checks,
     unsupported_extension_checks,
 )
+from ahp_conformance.harness.upload_runs import unsupported_upload_checks, upload_checks
 from ahp_conformance.report import Check, Report, add_output_arguments, emit
 
 DEFAULT_WATCHDOG_S = 180.0
@@ -207,8 +209,10 @@ def run(args: argparse.Namespace) -> int:
             report.extend(
                 extension_checks(adapter, workdir, args.watchdog_s, classes, args.jobs, transports)
             )
+            report.extend(upload_checks(adapter, workdir, args.watchdog_s))
         else:
             report.extend(unsupported_extension_checks(classes))
+            report.extend(unsupported_upload_checks(NO_EXTENSION))
     return emit(report, args)
 
 

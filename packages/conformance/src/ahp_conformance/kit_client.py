@@ -41,7 +41,11 @@ one; every scenario's event runs through its chain with the scenario's capabilit
 the declaration. ``actual`` is derived the same way, so a fail-closed failure reads as
 ``decision: deny, executed: false`` and a fail-open failure as if no backend answered.
 A registration that subscribes to an event the scenario's declaration does not cover
-makes that scenario ``inapplicable``.
+makes that scenario ``inapplicable``. A scenario's ``uploads`` (contract form: ``[{ref,
+bodyBase64, ...}]``) are the bytes of the event's attachment parts whose ``body.ref`` is
+that ``ref``: each such part becomes the host's metadata part of those bytes
+(:class:`~ahp_protocol.client.uploads.Attachment`), uploaded as the registration's
+subscriptions' ``upload`` says before the event is sent (:func:`attachments_of`).
 
 The report is ``{language: "python-ahp-kit", results: [{id, status, actual, error?}]}``;
 ``error`` is a class name or a failure class, never remote text. Exit status 1 when a
@@ -266,6 +270,43 @@ def judge(scenario: Mapping[str, Any], result: Any, *, extension: bool = False) 
     return ScenarioResult("failed", actual, "ExpectedOutcomeMismatch")
 
 
+def attachments_of(
+    scenario: Mapping[str, Any], event: Mapping[str, Any]
+) -> tuple[Mapping[str, Any], list[Any]]:
+    """``event`` with each attachment part that names one of ``scenario``'s ``uploads``
+    replaced by the host's metadata part of its bytes, and those attachments."""
+    blobs = {b.get("ref"): b for b in scenario.get("uploads") or () if isinstance(b, Mapping)}
+    if not blobs:
+        return event, []
+    import base64
+
+    from ahp_protocol.client.uploads import Attachment
+
+    made: list[Attachment] = []
+
+    def swap(value: Any) -> Any:
+        if isinstance(value, Mapping):
+            body = value.get("body")
+            if value.get("kind") == "attachment" and isinstance(body, Mapping):
+                blob = blobs.get(body.get("ref"))
+                if blob is not None:
+                    data = base64.b64decode(str(blob.get("bodyBase64", "")), validate=True)
+                    attachment = Attachment(
+                        data,
+                        str(value.get("mediaType")),
+                        category=value.get("category"),
+                        id=str(value.get("id")),
+                    )
+                    made.append(attachment)
+                    return attachment.part()
+            return {k: swap(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [swap(v) for v in value]
+        return value
+
+    return swap(event), made
+
+
 async def run_group(
     registration: Any,
     event_type: str,
@@ -301,10 +342,12 @@ async def run_group(
                     value=raw_candidate.get("value"), provenance=raw_candidate.get("provenance")
                 )
             try:
+                event, attachments = attachments_of(scenario, params["event"])
                 result = await dispatcher.intercept(
-                    params["event"],
+                    event,
                     initial_permission=state.get("permission", "none"),
                     initial_candidate=candidate,
+                    attachments=attachments,
                 )
             except Exception as exc:  # a bug or an unusable setup: never remote text
                 out[scenario["id"]] = ScenarioResult("failed", None, type(exc).__name__)
