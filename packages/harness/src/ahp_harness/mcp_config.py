@@ -3,7 +3,8 @@
 Owns the configuration format (the ``mcpServers`` JSON shape Claude Code, Cursor and
 Gemini CLI share), checked in full at load time (:func:`load_mcp_config`; a problem is a
 :class:`McpConfigError` naming the file, the JSON path and the reason), the names the
-model calls MCP tools by (:func:`tool_name`, ``mcp__<server>__<tool>``) and the
+model calls MCP tools by (:func:`tool_name`, ``mcp__<server>__<tool>``, from
+:mod:`ahp_harness.mcp_names`) and the
 ``tool.mcp.connection`` identity of a server with every credential stripped
 (:func:`connection`). Standard library only: the ``mcp`` SDK is imported by
 :mod:`ahp_harness.mcp_tools`, and only when a configuration is given.
@@ -46,7 +47,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
-from urllib.parse import urlsplit, urlunsplit
+
+from ahp_harness.mcp_names import TOOL_PREFIX, split_tool_name, tool_name, valid_mcp_tool_name
 
 __all__ = [
     "DEFAULT_CALL_TIMEOUT_MS",
@@ -60,18 +62,17 @@ __all__ = [
     "parse_mcp_config",
     "split_tool_name",
     "tool_name",
+    "valid_mcp_tool_name",
 ]
 
 DEFAULT_CALL_TIMEOUT_MS: Final = 60_000
 """How long one MCP tool call may take unless the server's ``timeout`` says otherwise."""
 MAX_CONFIG_BYTES: Final = 1024 * 1024
-TOOL_PREFIX: Final = "mcp__"
 REMOVED: Final = "[removed]"
 """What stands in the identity for a value that may be a credential."""
 
-_SERVER_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}\Z")
-_MCP_TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}\Z")
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_SERVER_ID = r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}\Z"
+_VAR = r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}"
 _SERVER_KEYS: Final = (
     "type",
     "command",
@@ -83,16 +84,15 @@ _SERVER_KEYS: Final = (
     "headers",
     "timeout",
 )
-_SECRET_NAME = re.compile(
-    r"TOKEN|SECRET|PASS|PWD|CREDENTIAL|KEY|PRIVATE|AUTH|COOKIE|SESSION|BEARER|SIG|JWT",
-    re.IGNORECASE,
+_SECRET_NAME = (
+    r"(?i)TOKEN|SECRET|PASS|PWD|CREDENTIAL|KEY|PRIVATE|AUTH|COOKIE|SESSION|BEARER|SIG|JWT"
 )
 _SECRET_SHORT_FLAGS: Final = frozenset({"-p", "-k", "-t", "-a"})
-_TOKEN_PREFIX = re.compile(
+_TOKEN_PREFIX = (
     r"(sk-|sk_|pk_|rk_|ghp_|gho_|ghu_|ghs_|ghr_|github_pat_|glpat-|xox[abprs]-|AKIA|ASIA|"
-    r"AIza|ya29\.|eyJ|Bearer\s|Basic\s|npm_|hf_|shpat_|dop_v1_)",
+    r"AIza|ya29\.|eyJ|Bearer\s|Basic\s|npm_|hf_|shpat_|dop_v1_)"
 )
-_OPAQUE = re.compile(r"[A-Za-z0-9_\-+/=.~]{24,}\Z")
+_OPAQUE = r"[A-Za-z0-9_\-+/=.~]{24,}\Z"
 
 
 class McpConfigError(ValueError):
@@ -130,26 +130,6 @@ class McpServerConfig:
 
     def url_identity(self) -> str:
         return _url_identity(self.url or "")[0]
-
-
-def tool_name(server_id: str, mcp_tool: str) -> str:
-    """The name the model calls an MCP tool by: ``mcp__<server>__<tool>``."""
-    return f"{TOOL_PREFIX}{server_id}__{mcp_tool}"
-
-
-def split_tool_name(name: str) -> tuple[str, str] | None:
-    """``(server, tool)`` of an ``mcp__<server>__<tool>`` name, or ``None``."""
-    if not name.startswith(TOOL_PREFIX):
-        return None
-    server, sep, tool = name[len(TOOL_PREFIX) :].partition("__")
-    if not sep or not server or not tool:
-        return None
-    return server, tool
-
-
-def valid_mcp_tool_name(name: object) -> bool:
-    """Whether a server's tool name can be offered (MCP's ``[A-Za-z0-9_.-]{1,128}``)."""
-    return isinstance(name, str) and _MCP_TOOL_NAME.match(name) is not None
 
 
 # -- loading ----------------------------------------------------------------------------
@@ -209,7 +189,7 @@ def parse_mcp_config(
     out: list[McpServerConfig] = []
     for server_id, entry in servers.items():
         where = f"$.mcpServers.{server_id}"
-        if not _SERVER_ID.match(server_id) or "__" in server_id:
+        if not re.match(_SERVER_ID, server_id) or "__" in server_id:
             raise error(
                 where,
                 "a server id is letters, digits, '_' and '-' (at most 64, starting with a "
@@ -228,7 +208,7 @@ def _expand(value: str, path: str, error: Any, env: Mapping[str, str]) -> str:
             return default
         raise error(path, f"${{{name}}}: the environment variable is not set (and no :-default)")
 
-    return _VAR.sub(one, value)
+    return re.sub(_VAR, one, value)
 
 
 def _string(
@@ -292,6 +272,8 @@ def _server(
             if key in entry:
                 raise error(f"{where}.{key}", "is for stdio servers (this one has a url)")
         url = _string(entry, url_key, where, error, env)
+        from urllib.parse import urlsplit
+
         try:
             parts = urlsplit(url)
             parts.port  # noqa: B018 - raises for a bad port
@@ -344,6 +326,8 @@ def _server(
 
 def _url_identity(url: str) -> tuple[str, list[dict[str, str]]]:
     """The URL without userinfo, query and fragment, and a gap for each removal."""
+    from urllib.parse import urlsplit, urlunsplit
+
     gaps: list[dict[str, str]] = []
     try:
         parts = urlsplit(url)
@@ -366,18 +350,20 @@ def _url_identity(url: str) -> tuple[str, list[dict[str, str]]]:
 def _secret_flag(arg: str) -> bool:
     if arg in _SECRET_SHORT_FLAGS:
         return True
-    return arg.startswith("--") and _SECRET_NAME.search(arg[2:]) is not None
+    return arg.startswith("--") and re.search(_SECRET_NAME, arg[2:]) is not None
 
 
 def _looks_credential(arg: str, known: list[str]) -> bool:
     if any(value in arg for value in known):
         return True
-    if _TOKEN_PREFIX.match(arg.lstrip("'\"")):
+    if re.match(_TOKEN_PREFIX, arg.lstrip("'\"")):
         return True
     name, eq, _value = arg.partition("=")
-    if eq and _SECRET_NAME.search(name.lstrip("-")) is not None:
+    if eq and re.search(_SECRET_NAME, name.lstrip("-")) is not None:
         return True
     if "://" in arg:
+        from urllib.parse import urlsplit
+
         try:
             parts = urlsplit(arg)
             if parts.username is not None or parts.password is not None or parts.query:
@@ -385,7 +371,7 @@ def _looks_credential(arg: str, known: list[str]) -> bool:
         except ValueError:
             return True
     return (
-        _OPAQUE.match(arg) is not None
+        re.match(_OPAQUE, arg) is not None
         and "/" not in arg
         and any(c.isdigit() for c in arg)
         and any(c.isalpha() for c in arg)
@@ -417,7 +403,7 @@ def connection(server: McpServerConfig, default_cwd: str | None = None) -> dict[
     after_flag = False
     for i, (arg, raw) in enumerate(zip(server.args, server.raw_args, strict=True)):
         follows_flag, after_flag = after_flag, False
-        if raw != arg and _VAR.search(raw):
+        if raw != arg and re.search(_VAR, raw):
             args.append(raw)  # the variable's name, never its value
             continue
         name, eq, _ = arg.partition("=")

@@ -96,7 +96,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
-from ahp_harness.mcp_config import TOOL_PREFIX, split_tool_name
+from ahp_harness.mcp_names import TOOL_PREFIX, split_tool_name
 from ahp_harness.modes import MODES, Mode
 from ahp_harness.sandbox import SandboxViolation
 from ahp_harness.tools import KINDS, TOOLS
