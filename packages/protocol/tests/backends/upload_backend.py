@@ -12,7 +12,9 @@ One uvicorn server on 127.0.0.1 (port 0; ``listening on http://HOST:PORT`` on st
   ``KIT_UPLOAD_TOKEN`` set, that bearer token is required);
 - ``/fake/MODE`` scripted receivers: ``202``, ``redirect`` (307 to ``/content``),
   ``bad-hash``/``bad-size`` (201 with a receipt that does not match), ``slow`` (answers
-  after 5 s), ``html`` (201 with a text body), each counting the bytes it got.
+  after 5 s), ``html`` (201 with a text body), ``auth`` (201 with a correct receipt,
+  keeping the ``Authorization`` it got: ``POST /fake/auth-seen`` lists them), each
+  counting the requests it got (``POST /fake/hits``).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ receiver = UploadReceiver(store, max_bytes=1024, bearer_token=os.environ.get("KI
 records: list[dict[str, Any]] = []
 lock = threading.Lock()
 fake_hits: dict[str, int] = {}
+auth_seen: list[str | None] = []
 
 backend = Backend("com.example.kit.uploads")
 
@@ -107,6 +110,12 @@ def main() -> None:
         digest = hashlib.sha256(data).hexdigest()
         if mode == "hits":
             await _json(send, 200, fake_hits)
+        elif mode == "auth-seen":
+            await _json(send, 200, auth_seen)
+        elif mode == "auth":
+            given = [v.decode() for k, v in scope["headers"] if k == b"authorization"]
+            auth_seen.append(given[0] if given else None)
+            await _json(send, 201, {"ref": "urn:uuid:auth", "size": len(data), "sha256": digest})
         elif mode == "202":
             await _json(send, 202, {"ref": "r", "size": len(data), "sha256": digest})
         elif mode == "redirect":

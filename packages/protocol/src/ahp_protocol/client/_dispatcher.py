@@ -374,7 +374,8 @@ class Dispatcher:
         from ahp_protocol.client.uploads import Uploads
 
         if self._upload_client is None:
-            self._upload_client = Uploads.client()
+            with contextlib.suppress(OperationalFailure):  # then every upload fails
+                self._upload_client = Uploads.client(self.environ)
         uploads = Uploads(attachments, self._upload_client, self.environ)
         observers = self.routes(event_type, "observe")
         await uploads.prepare([*routes, *observers])

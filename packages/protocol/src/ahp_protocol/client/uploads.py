@@ -13,8 +13,10 @@ The rules, all here:
   followed, no proxy or netrc), ``Content-Type: application/octet-stream``, the exact
   ``Content-Length``, ``AHP-Content-SHA256: <64 lowercase hex>``, the raw bytes
   (``Content-Encoding``/``Transfer-Encoding`` never set);
-- credentials: the upload's own ``auth`` (bearer ``tokenEnv``), never the event's; no
-  ``auth`` sends no ``Authorization``. The registration's HTTP ``headers`` apply too,
+- credentials: the upload's own ``auth`` (bearer ``tokenEnv``, or the ``oauth`` preset
+  through :func:`ahp_protocol.client.oauth.authorization`, inside ``timeoutMs``), never
+  the event's; no ``auth`` sends no ``Authorization``; a bearer ``tokenRef`` is
+  ``AUTH_FAILED``. The registration's HTTP ``headers`` apply too,
   except an ``Authorization`` header (that is the event's credential);
 - only ``201`` with a JSON receipt ``{ref, size, sha256}`` whose size and digest are
   those of the bytes sent confirms; ``202``/``204``, any other status, a redirect, a
@@ -141,7 +143,7 @@ def _headers(spec: Upload, hook: Hook | None, environ: Mapping[str, str]) -> lis
             else:
                 raise _fail("an upload header cannot be resolved", FailureClass.AUTH_FAILED)
     auth = spec.auth
-    if auth is not None:
+    if auth is not None and auth.type != "oauth":  # oauth: upload() asks ahp_protocol.client.oauth
         if not isinstance(auth, BearerAuthentication) or not auth.token_env:
             raise _fail("this upload authentication is not supported", FailureClass.AUTH_FAILED)
         token = environ.get(auth.token_env)
@@ -170,7 +172,8 @@ async def upload(
         raise _fail(
             "attachment is larger than the upload's maxBytes", FailureClass.CONFIGURATION_FAILED
         )
-    headers = _headers(spec, hook, os.environ if environ is None else environ)
+    env = os.environ if environ is None else environ
+    headers = _headers(spec, hook, env)
     headers += [
         ("Content-Type", "application/octet-stream"),
         ("Content-Length", str(attachment.size)),
@@ -180,6 +183,8 @@ async def upload(
     ]
     try:
         with anyio.fail_after(spec.timeout_ms / 1000):
+            if spec.auth is not None and spec.auth.type == "oauth":
+                headers.append(("Authorization", await _oauth(spec, env)))
             request = client.build_request(
                 "POST", spec.endpoint, headers=headers, content=attachment.data
             )
@@ -208,6 +213,22 @@ async def upload(
     except (httpx.HTTPError, OSError):
         raise _fail("upload connection lost", FailureClass.CONNECT_FAILED) from None
     return _confirmed(bytes(raw), attachment)
+
+
+async def _oauth(spec: Upload, environ: Mapping[str, str]) -> str:
+    """The upload's own ``oauth`` binding as an ``Authorization`` value
+    (:func:`ahp_protocol.client.oauth.authorization`; its discovery client honours
+    ``AHP_CA_BUNDLE`` and follows no redirect)."""
+    import httpx
+
+    from ahp_protocol.client.oauth import authorization, verify_setting
+    from ahp_protocol.wire.registration import OAuthAuthentication
+
+    assert isinstance(spec.auth, OAuthAuthentication)
+    async with httpx.AsyncClient(
+        verify=verify_setting(environ), follow_redirects=False, trust_env=False
+    ) as discovery:
+        return await authorization(spec.auth, discovery, environ=environ)
 
 
 def _confirmed(raw: bytes, attachment: Attachment) -> str:
@@ -248,7 +269,7 @@ class Uploads:
     def __init__(
         self,
         attachments: Sequence[Attachment],
-        client: httpx.AsyncClient,
+        client: httpx.AsyncClient | None,
         environ: Mapping[str, str],
     ) -> None:
         self.attachments = {a.id: a for a in attachments}
@@ -258,13 +279,18 @@ class Uploads:
         self.failures: list[tuple[tuple[str, int], str, FailureClass]] = []
 
     @staticmethod
-    def client() -> httpx.AsyncClient:
-        """An HTTP client fit for uploads: no redirects, no environment, no cookies."""
+    def client(environ: Mapping[str, str] | None = None) -> httpx.AsyncClient:
+        """An HTTP client fit for uploads: no redirects, no proxy or netrc, no cookies;
+        TLS verified as the HTTP transport does (``AHP_CA_BUNDLE`` of ``environ``)."""
         from http.cookiejar import CookieJar, DefaultCookiePolicy
 
         import httpx
 
+        from ahp_protocol.client.transports.http import tls_verify
+
+        bundle = (os.environ if environ is None else environ).get("AHP_CA_BUNDLE")
         return httpx.AsyncClient(
+            verify=tls_verify(bundle),
             follow_redirects=False,
             trust_env=False,
             timeout=httpx.Timeout(None),
@@ -288,6 +314,8 @@ class Uploads:
             spec = route.subscription.upload
             assert spec is not None
             try:
+                if self._client is None:  # no client could be made (an unusable CA bundle)
+                    raise _fail("no upload client (TLS settings)", FailureClass.CONNECT_FAILED)
                 ref = await upload(
                     self._client, spec, attachment, hook=route.hook, environ=self._environ
                 )
