@@ -26,6 +26,7 @@ appends every ``tools/call`` it receives to its record file before the tool runs
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import queue
@@ -145,12 +146,18 @@ def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpMcpServer]:
         server.stop()
 
 
-def calls(record: Path) -> list[dict[str, Any]]:
-    """The tool calls a server received (its own record), in order."""
+def calls(record: Path, *, secret: bool = False) -> list[dict[str, Any]]:
+    """The tool calls a server received (its own record), in order (``secret``: with the
+    SHA-256 of the secret it was given)."""
     if not record.exists():
         return []
     lines = [json.loads(line) for line in record.read_text("utf-8").splitlines() if line]
-    return [line for line in lines if "tool" in line]
+    keep = ("tool", "arguments", "secret_sha256") if secret else ("tool", "arguments")
+    return [{k: line[k] for k in keep} for line in lines if "tool" in line]
+
+
+def sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def pids(record: Path) -> list[int]:
@@ -166,7 +173,7 @@ def mcp_config(e2e: Any, web: HttpMcpServer | None, record: Path, name: str = "m
             "command": PY,
             "args": [
                 *(str(SERVER), "--record", str(record), "--name", "files-rec"),
-                *("--api-key", SECRET_ARG),
+                *("--api-key", SECRET_ARG, "--digest-env", "FILES_TOKEN"),
             ],
             "env": {"FILES_TOKEN": SECRET_ENV},
             "timeout": 20000,
@@ -177,7 +184,7 @@ def mcp_config(e2e: Any, web: HttpMcpServer | None, record: Path, name: str = "m
         servers["web"] = {
             "type": "http",
             "url": f"http://user:{SECRET_PASSWORD}@{host_port}?token={SECRET_QUERY}",
-            "headers": {"Authorization": "Bearer ${E2E_MCP_TOKEN}"},
+            "headers": {"X-Api-Key": "key ${E2E_MCP_TOKEN}"},
         }
     return e2e.write(name, {"mcpServers": servers})
 
@@ -241,10 +248,14 @@ def test_the_guards_deny_mcp_calls_by_server_and_tool_and_the_server_never_sees_
     ).ok()
 
     # the denied calls never reached either server; the allowed ones did, once each
-    assert calls(files_record) == [{"tool": "echo", "arguments": {"text": "hello over stdio"}}]
-    assert calls(web.record)[web_before:] == [
-        {"tool": "echo", "arguments": {"text": "hello over http"}},
-        {"tool": "add", "arguments": {"a": 2, "b": 3}},
+    # the env value and the header (filled from ${E2E_MCP_TOKEN}) reached their server
+    env, header = sha(SECRET_ENV), sha(f"key {SECRET_HEADER}")
+    assert calls(files_record, secret=True) == [
+        {"tool": "echo", "arguments": {"text": "hello over stdio"}, "secret_sha256": env}
+    ]
+    assert calls(web.record, secret=True)[web_before:] == [
+        {"tool": "echo", "arguments": {"text": "hello over http"}, "secret_sha256": header},
+        {"tool": "add", "arguments": {"a": 2, "b": 3}, "secret_sha256": header},
     ]
     for call_id in ("call_2", "call_4"):
         line = run.call(call_id)
@@ -276,7 +287,7 @@ def test_the_guards_deny_mcp_calls_by_server_and_tool_and_the_server_never_sees_
             "command": PY,
             "args": [
                 *(str(SERVER), "--record", str(files_record), "--name", "files-rec"),
-                *("--api-key", "[removed]"),
+                *("--api-key", "[removed]", "--digest-env", "FILES_TOKEN"),
             ],
             "cwd": str(e2e.workspace.resolve()),
             "gaps": [{"path": "args[6]", "reason": "removed: may be a credential"}],

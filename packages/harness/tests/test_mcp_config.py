@@ -147,6 +147,14 @@ def test_the_shared_shape_loads_stdio_and_http_servers(tmp_path: Path) -> None:
             "$.mcpServers.a.httpUrl: give",
         ),
         (
+            {
+                "mcpServers": {
+                    "a": {"url": "http://u:p@h/", "headers": {"authorization": "Bearer x"}}
+                }
+            },
+            "$.mcpServers.a.headers.Authorization: url has credentials too",
+        ),
+        (
             {"mcpServers": {"a": {"command": "${NOPE}"}}},
             "$.mcpServers.a.command: ${NOPE}: the environment",
         ),

@@ -3,7 +3,9 @@
 ``python recording_server.py --record FILE [--transport stdio|http] [--name NAME]``.
 It appends ``{"pid": PID}`` to ``FILE`` when it starts, then every tool call it
 receives as one JSON line (``{"tool": NAME, "arguments": {...}}``) *before* the tool
-runs, so a test can prove a refused call never reached the server. Over HTTP it
+runs, so a test can prove a refused call never reached the server. Each call line also
+holds ``secret_sha256``: the SHA-256 (never the value) of the variable ``--digest-env``
+names (stdio) or of the request's ``X-Api-Key`` header (HTTP). Over HTTP it
 binds ``127.0.0.1:0`` and prints ``listening on http://127.0.0.1:PORT/mcp`` on stderr
 once it accepts connections.
 
@@ -15,11 +17,13 @@ Tools: ``echo(text)``, ``delete_file(path)`` (deletes nothing: it only says it d
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import socket
 import sys
 import time
+from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 
@@ -30,11 +34,18 @@ def main() -> None:
     parser.add_argument("--transport", choices=("stdio", "http"), default="stdio")
     parser.add_argument("--name", default="recording-server")
     parser.add_argument("--api-key", default=None)  # accepted (and ignored): a secret arg
+    parser.add_argument("--digest-env", default=None, help="record the SHA-256 of this variable")
     args = parser.parse_args()
+    seen = {"x-api-key": ""}  # the last request's X-Api-Key header (HTTP)
+
+    def secret_sha() -> str:
+        value = os.environ.get(args.digest_env, "") if args.digest_env else seen["x-api-key"]
+        return hashlib.sha256(value.encode()).hexdigest()
 
     def record(tool: str, arguments: dict[str, object]) -> None:
+        line = {"tool": tool, "arguments": arguments, "secret_sha256": secret_sha()}
         with open(args.record, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps({"tool": tool, "arguments": arguments}) + "\n")
+            handle.write(json.dumps(line) + "\n")
             handle.flush()
 
     with open(args.record, "a", encoding="utf-8") as handle:
@@ -84,7 +95,14 @@ def main() -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    app = server.streamable_http_app(host="127.0.0.1")
+    inner = server.streamable_http_app(host="127.0.0.1")
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            headers = dict(scope.get("headers") or [])
+            seen["x-api-key"] = headers.get(b"x-api-key", b"").decode("latin-1")
+        await inner(scope, receive, send)
+
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
     http = uvicorn.Server(config)
 

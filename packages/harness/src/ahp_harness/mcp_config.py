@@ -282,6 +282,13 @@ def _server(
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise error(f"{where}.{url_key}", "must be an http or https URL with a host")
         headers = _string_map(entry, "headers", where, error, env)
+        if (parts.username is not None or parts.password is not None) and any(
+            name.lower() == "authorization" for name in headers
+        ):
+            raise error(
+                f"{where}.headers.Authorization",
+                f"{url_key} has credentials too; give one of them (the URL's would win)",
+            )
         return McpServerConfig(
             id=server_id, transport="http", url=url, headers=headers, timeout_ms=timeout
         )
