@@ -19,7 +19,8 @@ appends every ``tools/call`` it receives to its record file before the tool runs
   appears anywhere (events, audit log, transcript, output).
 - With no AHP at all, the host's permission rule naming ``mcp__files__delete_file``
   refuses it; a server that dies mid-call is a clear error, the next call says the
-  server is not connected, and no server process outlives the run.
+  server is not connected, and no server process outlives the run (nor a SIGTERM in the
+  middle of a call).
 - A configuration that cannot be used (malformed, a command that does not exist, a
   refused URL) stops the run at once with exit 2, naming the JSON path and the reason.
 """
@@ -369,6 +370,39 @@ def test_a_host_rule_naming_an_mcp_tool_refuses_it_without_ahp_and_a_dying_serve
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
     assert leaked(run, SECRET_ARG, SECRET_ENV) == []
+
+
+def test_sigterm_during_an_mcp_call_stops_the_session_and_every_server(e2e: Any) -> None:
+    record = e2e.path("files-calls.jsonl")
+    script = e2e.write("nap.json", [{"tool": "mcp__files__nap", "input": {"seconds": 60}}])
+    argv = [PY, "-m", "ahp_harness.cli", "run", "--workspace", str(e2e.workspace)]
+    argv += ["--model", f"script:{script}", "--non-interactive", "--approve", "always"]
+    argv += ["--mcp-config", str(mcp_config(e2e, None, record))]
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        cwd=e2e.tmp,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not calls(record):  # the server has the call: the harness waits on it
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the nap call never reached the server"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate(timeout=10)
+    assert proc.returncode == 128 + signal.SIGTERM, (out, err)
+    assert "session ended by a signal" in out
+    for pid in pids(record):
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
 
 
 # -- a configuration that cannot be used stops the run at once --------------------------------
