@@ -180,7 +180,7 @@ async def test_a_notification_never_replays(
         ("redirect", "harness", None, "token endpoint redirected"),  # token endpoint redirect
         ("otheraud", "harness", None, "trusts another authorization server"),  # wrong aud
         ("expired", "harness", None, "trusts another authorization server"),  # expired token
-        ("good", "narrow", [], "refused the OAuth access token"),  # insufficient scope
+        ("good", "narrow", [], "refused the request's authentication"),  # insufficient scope
     ],
 )
 async def test_refusals_are_auth_failures_without_fallback(
@@ -568,3 +568,70 @@ async def test_sdk_client_against_the_kit_resource_server(
     finally:
         await transport.aclose()
     assert len(challenges) == 2 and all("resource_metadata=" in c for c in challenges)
+
+
+# -- no binding: 401 -> discovery -> dynamic registration -> one retry ---------------
+
+
+def bare_hook(url: str) -> Any:
+    from ahp_protocol.wire.registration import Hook
+
+    return Hook.model_validate(
+        {"id": "com.example.bare", "transport": {"type": "http", "url": url}}
+    )
+
+
+async def test_no_binding_discovers_registers_and_retries_once(
+    backend: Proc, auth_server: Proc, pki: dict[str, str]
+) -> None:
+    from ahp_protocol.client.transports import open_transport
+
+    before = len(as_log(auth_server, pki))
+    transport = open_transport(bare_hook(backend.url), environ={"AHP_CA_BUNDLE": pki["ca"]})
+    try:
+        first, one = await call(transport)
+        second, two = await call(transport)
+        await transport.notify(observe(tool_before()))  # with the token from the start
+    finally:
+        await transport.aclose()
+    assert "result" in first and "result" in second, (first, second)
+    assert (one.attempts, two.attempts) == (2, 1)
+    log = as_log(auth_server, pki)[before:]
+    assert [sorted(e) for e in log] == [["registered", "tenant"], sorted(log[1])]
+    assert (log[1]["resource"], log[1]["scope"]) == (backend.url, SCOPE)  # the challenge's
+    no_secret(repr(transport), repr(transport.oauth))
+
+
+async def test_no_binding_refuses_metadata_for_another_resource(
+    backend: Proc, auth_server: Proc, pki: dict[str, str]
+) -> None:
+    from ahp_protocol.client import FailureClass
+    from ahp_protocol.client.transports import open_transport
+
+    other = backend.url.rsplit("/", 1)[0] + "/other"  # same server, not the resource
+    transport = open_transport(bare_hook(other), environ={"AHP_CA_BUNDLE": pki["ca"]})
+    try:
+        failure, exchange = await call(transport)
+        with pytest.raises(Exception) as told:
+            await transport.notify(observe(tool_before()))
+    finally:
+        await transport.aclose()
+    assert failure.failure == FailureClass.AUTH_FAILED and exchange.attempts == 1
+    assert "another resource" in failure.detail
+    assert getattr(told.value, "failure", None) == FailureClass.AUTH_FAILED  # never replayed
+
+
+async def test_no_binding_without_registration_fails(
+    auth_server: Proc, pki: dict[str, str]
+) -> None:
+    from ahp_protocol.client import FailureClass
+    from ahp_protocol.client.transports import open_transport
+
+    with kit_backend(f"{auth_server.url}/expired", pki) as backend:  # no registration there
+        transport = open_transport(bare_hook(backend.url), environ={"AHP_CA_BUNDLE": pki["ca"]})
+        try:
+            failure, exchange = await call(transport)
+        finally:
+            await transport.aclose()
+    assert failure.failure == FailureClass.AUTH_FAILED and exchange.attempts == 1
+    assert "no client registration" in failure.detail

@@ -10,7 +10,9 @@ CONFIG: ``{"cert": PEM, "key": PEM, "clients": {"id": {"secret": "...", "scopes"
 on stdout, then serves until terminated. One process holds several issuers, one per first
 path segment, each behaving in one way a test needs:
 
-- ``/good``: a correct issuer; ``aud`` is the RFC 8707 ``resource`` of the request;
+- ``/good``: a correct issuer; ``aud`` is the RFC 8707 ``resource`` of the request; open
+  dynamic client registration (RFC 7591, Authlib's ``ClientRegistrationEndpoint``) at
+  ``/good/register``;
 - ``/liar``: its metadata names ``/good`` as the issuer (an untrusted issuer);
 - ``/slow``: its metadata answers after 3 s (a deadline covers discovery);
 - ``/redirect``: its token endpoint answers ``307`` to ``/good``'s (never followed);
@@ -39,9 +41,17 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from authlib.oauth2.rfc6749 import AuthorizationServer, ClientMixin, OAuth2Request
+from authlib.oauth2.rfc6749 import (
+    AuthorizationServer,
+    ClientMixin,
+    JsonPayload,
+    JsonRequest,
+    OAuth2Error,
+    OAuth2Request,
+)
 from authlib.oauth2.rfc6749.grants import ClientCredentialsGrant
 from authlib.oauth2.rfc6749.requests import BasicOAuth2Payload
+from authlib.oauth2.rfc7591 import ClientRegistrationEndpoint
 from authlib.oauth2.rfc9068 import JWTBearerTokenGenerator
 from joserfc.jwk import OctKey, RSAKey
 
@@ -125,7 +135,41 @@ class Tokens(JWTBearerTokenGenerator):  # type: ignore[misc]
         return {}
 
 
-class Server(AuthorizationServer):  # type: ignore[misc]
+class Payload(JsonPayload):  # type: ignore[misc]
+    def __init__(self, data: dict[str, Any]) -> None:
+        self._data = data
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return self._data
+
+
+class Registration(ClientRegistrationEndpoint):  # type: ignore[misc]
+    """Open dynamic registration (RFC 7591 §3): any caller gets a confidential
+    client-credentials client with the ``ahp.hooks`` scope."""
+
+    def __init__(self, clients: dict[str, Client]) -> None:
+        super().__init__()
+        self.clients = clients
+
+    def authenticate_token(self, request: Any) -> bool:
+        return True
+
+    def get_server_metadata(self) -> None:
+        return None
+
+    def resolve_public_key(self, request: Any) -> None:
+        return None
+
+    def save_client(self, client_info: Any, client_metadata: Any, request: Any) -> Client:
+        client = Client(client_info["client_id"], client_info["client_secret"], ["ahp.hooks"])
+        with LOCK:
+            self.clients[client.client_id] = client
+            LOG.append({"tenant": "good", "registered": client.client_id})
+        return client
+
+
+class Server(AuthorizationServer):  # type: ignore[misc]  # type: ignore[misc]
     def __init__(self, issuer: str, tenant: str, clients: dict[str, Client], hs256: str) -> None:
         super().__init__()
         self.clients = clients
@@ -156,6 +200,7 @@ def main() -> None:
     }
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(config["cert"], config["key"])
+
     class Server_(ThreadingHTTPServer):
         def handle_error(self, request: Any, client_address: Any) -> None:
             if isinstance(sys.exc_info()[1], OSError):
@@ -170,9 +215,13 @@ def main() -> None:
     iss = {t: f"{base}/good" if t in ("expired", "otheraud") else f"{base}/{t}" for t in TENANTS}
     servers = {t: Server(iss[t], t, clients, hs256) for t in TENANTS}
 
+    registration = Registration(clients)
+
     def metadata(tenant: str) -> dict[str, Any]:
         issuer = f"{base}/good" if tenant == "liar" else f"{base}/{tenant}"
+        extra = {"registration_endpoint": f"{base}/good/register"} if tenant == "good" else {}
         return {
+            **extra,
             "issuer": issuer,
             "token_endpoint": f"{base}/{tenant}/token",
             "jwks_uri": f"{base}/{tenant}/jwks",
@@ -227,6 +276,14 @@ def main() -> None:
             size = int(self.headers.get("Content-Length", "0"))
             raw = self.rfile.read(size).decode()
             parts = path.strip("/").split("/")
+            if parts == ["good", "register"]:
+                request = JsonRequest("POST", f"{base}{path}", dict(self.headers.items()))
+                request.payload = Payload(json.loads(raw or "{}"))
+                try:
+                    status, body, out = registration(request)
+                except OAuth2Error as error:
+                    status, body, out = error.status_code, dict(error.get_body()), []
+                return self.reply(status, body, out)
             if len(parts) != 2 or parts[0] not in TENANTS or parts[1] != "token":
                 return self.reply(404, {"error": "not_found"})
             tenant = parts[0]

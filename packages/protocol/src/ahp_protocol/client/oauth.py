@@ -70,6 +70,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CA_BUNDLE_ENV",
     "TOKENS",
+    "DiscoverySession",
     "OAuthSession",
     "SecretResolver",
     "TokenCache",
@@ -467,10 +468,13 @@ class OAuthSession:
     ) -> dict[str, Any] | None:
         """One token request (Authlib encodes it and the client authentication); the
         JSON reply of a ``200``, else ``None``. Redirects and transport errors fail."""
-        from authlib.oauth2.auth import ClientAuth  # type: ignore[import-untyped]
-        from authlib.oauth2.rfc6749.parameters import (  # type: ignore[import-untyped]
-            prepare_token_request,
-        )
+        try:
+            from authlib.oauth2.auth import ClientAuth  # type: ignore[import-untyped]
+            from authlib.oauth2.rfc6749.parameters import (  # type: ignore[import-untyped]
+                prepare_token_request,
+            )
+        except ImportError:
+            raise _fail("OAuth needs the oauth extra: pip install 'ahp-protocol[oauth]'") from None
 
         extra = dict(params)
         if refresh_token is not None:
@@ -512,6 +516,144 @@ class OAuthSession:
         if not _is_token(refresh):
             refresh = old.refresh_token if old is not None else None
         return _Token(str(value), refresh_at, refresh if isinstance(refresh, str) else None)
+
+
+_REGISTERED: dict[str, tuple[str, str | None]] = {}
+"""Clients this process registered dynamically (RFC 7591), by token endpoint."""
+
+
+class DiscoverySession:
+    """A hook with no ``authentication`` whose backend answered ``401`` (draft §8.2 "No
+    binding"): the protected-resource metadata (challenge, then well-known URLs) must name
+    a resource that covers the endpoint (equal, or a path prefix of it) and an
+    authorization server, whose metadata is discovered as for the preset; the client is
+    registered there dynamically (RFC 7591, the metadata's ``registration_endpoint``,
+    ``client_credentials`` with ``client_secret_basic``; once per server and process;
+    without a registration endpoint the request fails: there is no client to use), and
+    a token is requested for that resource with the challenge's ``scope`` (else the
+    metadata's ``scopes_supported``). From then on it is an :class:`OAuthSession` for
+    that resource and issuer: a later challenge that names another one is refused."""
+
+    def __init__(
+        self,
+        endpoint: str,
+        *,
+        environ: Mapping[str, str],
+        verify: ssl.SSLContext | bool | None = None,
+        cache: TokenCache = TOKENS,
+    ) -> None:
+        self.endpoint = endpoint
+        self._environ = environ
+        self._verify = verify
+        self._cache = cache
+        self._session: OAuthSession | None = None
+
+    def __repr__(self) -> str:
+        return f"DiscoverySession(endpoint={self.endpoint!r}, bound={self._session is not None})"
+
+    async def authorization(self, http: httpx.AsyncClient) -> str | None:
+        """The token's header value once discovery has run, else ``None`` (send none)."""
+        if self._session is None:
+            return None
+        return await self._session.authorization(http)
+
+    def invalidate(self) -> None:
+        if self._session is not None:
+            self._session.invalidate()
+
+    async def challenged(
+        self, http: httpx.AsyncClient, endpoint: str, www_authenticate: str
+    ) -> None:
+        if self._session is not None:
+            await self._session.challenged(http, endpoint, www_authenticate)
+            return
+        from ahp_protocol.wire.registration import OAuthAuthentication
+
+        challenge = parse_bearer_challenge(www_authenticate)
+        if challenge is None:
+            raise _fail("the backend refused the request without a Bearer challenge")
+        document = await discover_protected_resource(http, endpoint, challenge)
+        resource = document["resource"]
+        if not _covers(resource, endpoint):
+            raise _fail("the backend's protected resource metadata names another resource")
+        servers = document["authorization_servers"]
+        if not servers:
+            raise _fail("the backend's protected resource metadata names no authorization server")
+        issuer = servers[0]
+        metadata = await discover_authorization_server(http, issuer)
+        verify = verify_setting(self._environ) if self._verify is None else self._verify
+        client_id, secret = await _register(metadata, verify)
+        scopes = (challenge.get("scope") or "").split() or [
+            s for s in document.get("scopes_supported") or () if isinstance(s, str)
+        ]
+        auth = OAuthAuthentication(
+            resource=resource,
+            issuer=issuer,
+            client_id=client_id,
+            flow="client_credentials",
+            scopes=scopes or None,
+            client_secret_ref=None if secret is None else "registered",
+        )
+        session = OAuthSession(
+            auth,
+            environ=self._environ,
+            resolve_secret=lambda _ref: secret,
+            verify=verify,
+            cache=self._cache,
+        )
+        session._metadata = metadata
+        session.invalidate()
+        self._session = session
+
+
+def _covers(resource: str, endpoint: str) -> bool:
+    r, e = urlsplit(resource), urlsplit(endpoint)
+    if (r.scheme.lower(), r.netloc.lower()) != (e.scheme.lower(), e.netloc.lower()):
+        return False
+    base, path = r.path.rstrip("/"), e.path.rstrip("/")
+    return not r.query and (path == base or path.startswith(base + "/"))
+
+
+async def _register(
+    metadata: Mapping[str, Any], verify: ssl.SSLContext | bool
+) -> tuple[str, str | None]:
+    """A client registered at the server's ``registration_endpoint`` (cached)."""
+    token_endpoint = str(metadata["token_endpoint"])
+    known = _REGISTERED.get(token_endpoint)
+    if known is not None:
+        return known
+    endpoint = metadata.get("registration_endpoint")
+    if not isinstance(endpoint, str):
+        raise _fail(
+            "the backend's authorization server offers no client registration and no client "
+            "is configured for it (add an oauth binding)"
+        )
+    check_destination(endpoint)
+    request = {
+        "client_name": "ahp-protocol harness",
+        "grant_types": ["client_credentials"],
+        "token_endpoint_auth_method": "client_secret_basic",
+    }
+    try:
+        async with httpx.AsyncClient(
+            verify=verify, trust_env=False, follow_redirects=False, timeout=httpx.Timeout(None)
+        ) as http:
+            response = await http.post(endpoint, json=request)
+    except httpx.HTTPError:
+        raise _fail("the registration endpoint could not be reached over verified TLS") from None
+    if 300 <= response.status_code < 400:
+        raise _fail("the registration endpoint redirected (not followed)")
+    try:
+        reply = response.json() if response.status_code in (200, 201) else None
+    except ValueError:
+        reply = None
+    client_id = reply.get("client_id") if isinstance(reply, dict) else None
+    if not isinstance(client_id, str) or not client_id:
+        raise _fail("the authorization server did not register a client")
+    secret = reply.get("client_secret") if isinstance(reply, dict) else None
+    registered = (client_id, secret if isinstance(secret, str) and secret else None)
+    _REGISTERED[token_endpoint] = registered
+    return registered
 
 
 async def authorization(

@@ -137,4 +137,5 @@ def open_transport(
         max_frame_bytes=max_frame_bytes,
         oauth=oauth,
         ca_bundle=env.get(CA_BUNDLE_ENV),
+        discover_oauth=auth is None,
     )

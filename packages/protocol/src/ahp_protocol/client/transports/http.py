@@ -25,6 +25,9 @@ access token; a ``401`` with a ``Bearer`` challenge to an intercept or configura
 request is handed to the session (which checks the protected-resource metadata and
 drops the token) and the request is sent once more with a new token; any other
 ``401``/``403``, and every one to a notification (never replayed), is ``AUTH_FAILED``.
+A hook with no binding (``discover_oauth``) sends no credentials; its first ``401``
+starts a :class:`~ahp_protocol.client.oauth.DiscoverySession` (the draft's "no binding"
+procedure), handled the same way from then on.
 
 Plain ``http`` only to a loopback host (``localhost``, ``127.0.0.0/8``, ``::1``); any
 other ``http`` URL is a ``ValueError`` at construction (:func:`check_endpoint_url`, the
@@ -64,7 +67,7 @@ from ahp_protocol.wire import jsonrpc
 from ahp_protocol.wire.names import HEADER_NAME, is_loopback_host
 
 if TYPE_CHECKING:
-    from ahp_protocol.client.oauth import OAuthSession
+    from ahp_protocol.client.oauth import DiscoverySession, OAuthSession
 
 __all__ = [
     "CA_BUNDLE_ENV",
@@ -192,6 +195,7 @@ class HttpTransport:
         max_frame_bytes: int = jsonrpc.MAX_FRAME_BYTES,
         oauth: OAuthSession | None = None,
         ca_bundle: str | None = None,
+        discover_oauth: bool = False,
     ) -> None:
         check_endpoint_url(url)
         if sum(x is not None for x in (bearer_env, auth_unsupported, oauth)) > 1:
@@ -203,7 +207,8 @@ class HttpTransport:
         self.url = url
         self.bearer_env = bearer_env
         self.auth_unsupported = auth_unsupported
-        self.oauth = oauth
+        self.oauth: OAuthSession | DiscoverySession | None = oauth
+        self.discover_oauth = discover_oauth and oauth is None and bearer_env is None
         self.ca_bundle = ca_bundle or None
         self.max_frame_bytes = max_frame_bytes
         self._environ: Mapping[str, str] = os.environ if environ is None else environ
@@ -275,13 +280,21 @@ class HttpTransport:
         """Whether to send the request again after an OAuth refusal (``401`` with a
         ``Bearer`` challenge the session accepts, when ``retry``); ``AUTH_FAILED`` for
         any other ``401``/``403`` of an OAuth binding. Without OAuth: ``False``."""
-        oauth = self.oauth
-        if oauth is None or not self._uses_oauth() or response.status_code not in (401, 403):
+        if self._explicit_authorization or response.status_code not in (401, 403):
             return False
+        if self.oauth is None:
+            if not self.discover_oauth or response.status_code != 401:
+                return False
+            from ahp_protocol.client.oauth import DiscoverySession
+
+            self.oauth = DiscoverySession(
+                self.url, environ=self._environ, verify=tls_verify(self.ca_bundle)
+            )
+        oauth = self.oauth
         if response.status_code == 403 or not retry:
             oauth.invalidate()
             raise OperationalFailure(
-                FailureClass.AUTH_FAILED, "the backend refused the OAuth access token"
+                FailureClass.AUTH_FAILED, "the backend refused the request's authentication"
             )
         challenge = response.headers.get("www-authenticate", "")
         await oauth.challenged(self._ready(), self.url, challenge)
@@ -356,7 +369,8 @@ class HttpTransport:
         client = self._ready()
         if self.oauth is not None and self._uses_oauth():
             value = await self.oauth.authorization(client)
-            headers.insert(0, (b"Authorization", _credential_bytes(value)))
+            if value is not None:  # None: a discovery session before any challenge
+                headers.insert(0, (b"Authorization", _credential_bytes(value)))
         body = jsonrpc.encode(message)[:-1]
         if exchange is not None:
             exchange.sent(len(body))
