@@ -50,6 +50,7 @@ async def test_a_server_s_tools_are_harness_tools_checked_bounded_and_closed(
                 "mcp__rec__crash",
                 "mcp__rec__delete_file",
                 "mcp__rec__echo",
+                "mcp__rec__fail",
                 "mcp__rec__nap",
             ]
             assert mcp.notes == []
@@ -97,6 +98,13 @@ async def test_a_server_s_tools_are_harness_tools_checked_bounded_and_closed(
                 (await add.run(add.parse_input({"a": 2, "b": 3}), sandbox)).output
             ) == {"sum": 5}
 
+            # an isError result is a failed run, with the tool's own words
+            fail = mcp.tools["mcp__rec__fail"]
+            failed = await fail.run(fail.parse_input({}), sandbox)
+            assert (failed.outcome, failed.error_class) == ("error", "mcp_tool_error")
+            assert "the tool failed on purpose" in failed.output
+            assert failed.error == f"the MCP tool reported an error: {failed.output}"
+
             # a call is bounded by the server's timeout
             nap = mcp.tools["mcp__rec__nap"]
             started = time.monotonic()
@@ -108,7 +116,7 @@ async def test_a_server_s_tools_are_harness_tools_checked_bounded_and_closed(
         assert time.monotonic() - closed_at < 12  # closing kills the napping server
     finally:
         sandbox.close()
-    assert calls(record) == ["echo", "add", "nap"]
+    assert calls(record) == ["echo", "add", "fail", "nap"]
     pid = json.loads(record.read_text("utf-8").splitlines()[0])["pid"]
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)

@@ -10,8 +10,8 @@ binds ``127.0.0.1:0`` and prints ``listening on http://127.0.0.1:PORT/mcp`` on s
 once it accepts connections.
 
 Tools: ``echo(text)``, ``delete_file(path)`` (deletes nothing: it only says it did),
-``add(a, b)`` (structured output), ``crash()`` (the process exits mid-call) and
-``nap(seconds)``.
+``add(a, b)`` (structured output), ``fail()`` (an ``isError`` result), ``crash()`` (the
+process exits mid-call) and ``nap(seconds)``.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import time
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 
 
 def main() -> None:
@@ -70,6 +71,12 @@ def main() -> None:
         """Add two integers."""
         record("add", {"a": a, "b": b})
         return {"sum": a + b}
+
+    @server.tool()
+    def fail() -> str:
+        """Fail: the result is an error (isError)."""
+        record("fail", {})
+        raise ToolError("the tool failed on purpose")
 
     @server.tool()
     def crash() -> str:

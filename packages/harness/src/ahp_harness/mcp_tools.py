@@ -15,11 +15,14 @@ The result becomes text (``tool.after``'s canonical content): the text parts in 
 ``structuredContent`` serialized as JSON when the result has no content blocks (MCP asks
 a server to put that serialization in a text part too, so it is not repeated); a text
 resource's text; images, audio and binary resources as a one-line note (kind, media type
-and size, never the bytes). ``isError`` is outcome ``error`` (``mcp_tool_error``).
+and size, never the bytes); at most :data:`MAX_RESULT_CHARS` characters (a note says when
+it was cut). ``isError`` is outcome ``error`` (``mcp_tool_error``).
 
 Bounds: connecting and listing take at most :data:`STARTUP_TIMEOUT_S` per server (in
 parallel); a call at most the server's ``timeout`` (outcome ``timeout``); a server that
-dies or breaks its connection mid-call is outcome ``error`` (``mcp_connection``) at once.
+dies or breaks its connection mid-call is outcome ``error`` (``mcp_connection``) at once,
+and so is every later call to it (no reconnect); a JSON-RPC error or an answer the SDK
+refuses on a live connection is ``mcp_error``.
 Errors name the server and the exception class, never its text, a header or an
 environment value. Never does: MCP resources, prompts, sampling, elicitation, roots,
 OAuth to MCP servers, or the SSE transport.
@@ -55,6 +58,9 @@ STARTUP_TIMEOUT_S: Final = 30.0
 """How long one server may take to start, answer the handshake and list its tools."""
 CLOSE_TIMEOUT_S: Final = 10.0
 """How long closing all servers may take (a stdio server: stdin closed, then killed)."""
+MAX_RESULT_CHARS: Final = 1_000_000
+"""The longest result text the model and ``tool.after`` get (a note says it was cut)."""
+_MAX_ERROR_CHARS: Final = 2000
 _MAX_PAGES: Final = 100
 _MAX_NAME: Final = 200
 
@@ -182,17 +188,39 @@ class _Server:
         except TimeoutError:
             return _timed_out(sid, seconds)
         except Exception as exc:  # the class only: the text may carry a URL or a value
-            self.lost = True
-            return failure(
-                "mcp_connection", f"MCP server {sid} failed during the call ({_why(exc)})"
-            )
+            if self.closed or _lost_connection(exc):
+                self.lost = True
+                return failure(
+                    "mcp_connection", f"MCP server {sid} failed during the call ({_why(exc)})"
+                )
+            return failure("mcp_error", f"MCP server {sid}: the call failed ({_why(exc)})")
         if result is None:
             return _timed_out(sid, seconds)
         data = result.model_dump(by_alias=True, mode="json", exclude_none=True)
-        text = result_text(data)
+        text = _capped(result_text(data))
         if data.get("isError"):
-            return failure("mcp_tool_error", f"the MCP tool reported an error: {text}", text)
+            note = text if len(text) <= _MAX_ERROR_CHARS else text[:_MAX_ERROR_CHARS] + " [...]"
+            return failure("mcp_tool_error", f"the MCP tool reported an error: {note}", text)
         return ToolResult(outcome="ok", output=text)
+
+
+def _lost_connection(exc: BaseException) -> bool:
+    """Whether ``exc`` says the connection is gone (not one bad answer on a live one)."""
+    import httpx2
+
+    if isinstance(exc, BaseExceptionGroup):
+        return any(_lost_connection(e) for e in exc.exceptions)
+    gone = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError)
+    return isinstance(exc, (*gone, httpx2.TransportError))
+
+
+def _capped(text: str) -> str:
+    if len(text) <= MAX_RESULT_CHARS:
+        return text
+    return (
+        text[:MAX_RESULT_CHARS]
+        + f"\n[truncated: the result is capped at {MAX_RESULT_CHARS} characters]"
+    )
 
 
 def _timed_out(sid: str, seconds: float) -> ToolResult:
