@@ -5,7 +5,9 @@ and ``ahp_protocol``. The AHP side is :class:`ahp_protocol.client.SessionHooks` 
 envelope, the backends, validation); the host side is four small ``Protocol``\\ s
 declared below, which the copier implements over their own harness:
 
-- :class:`ToolTable` / :class:`Tool`: the tools by name (``kind``, ``parse``, ``run``);
+- :class:`ToolTable` / :class:`Tool`: the tools by name (``kind``, ``parse``, ``run``;
+  an MCP server's tool also has ``mcp``, its ``tool.mcp`` identity: its events carry it,
+  with ``origin`` and ``path`` ``mcp``, :class:`McpToolCall`);
 - :class:`HostPolicy`: the host's own decision about a parsed call (sandbox, managed
   rules, user rules, the mode), *without* AHP, as a :class:`CallDecision`;
 - :class:`Approver`: answers the approval prompt (the user, or a fixed answer);
