@@ -1,7 +1,8 @@
-"""Helpers for the OAuth tests (not a test module): a test CA, the authorization server
-process (``oauth_server.py``) and the kit's resource-server backend (``kit_oauth.py``), as
-context managers that stop their process and check it printed no traceback. Used by
-``packages/protocol/tests/test_oauth_http.py`` and the conformance judge's OAuth tests.
+"""Helpers for the OAuth tests (not a test module): a test CA (trustme), the authorization
+server process (``python -m ahp_protocol.testing.oauth_server``) and the kit's
+resource-server backend (``kit_oauth.py``), as context managers that stop their process
+and check it printed no traceback. Used by ``test_oauth_http.py`` and the conformance
+judge's OAuth tests.
 """
 
 from __future__ import annotations
@@ -83,7 +84,8 @@ def auth_server(pki: dict[str, str]) -> Iterator[Proc]:
     config = Path(pki["dir"]) / "as.json"
     document = {"cert": pki["server"], "key": pki["server"], "clients": CLIENTS, "hs256Key": HS256}
     config.write_text(json.dumps(document))
-    proc = Proc([str(HERE / "oauth_server.py"), str(config)], dict(os.environ), "stdout")
+    argv = ["-m", "ahp_protocol.testing.oauth_server", str(config)]
+    proc = Proc(argv, dict(os.environ), "stdout")
     try:
         yield proc
     finally:

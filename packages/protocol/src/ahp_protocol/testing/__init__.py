@@ -11,6 +11,10 @@
 - :func:`tool_before`: a valid ``tool.before`` event with fresh ids, to send;
 - the same backend as a process: ``python -m ahp_protocol.testing --fault MODE``
   (stdio, persistent or per_event) or ``--http 127.0.0.1:0`` (:mod:`.serve`).
+- a real OAuth authorization server (Authlib; HTTPS on loopback with a test CA from
+  :func:`~ahp_protocol.testing.oauth_server.make_pki`), as a process:
+  ``python -m ahp_protocol.testing.oauth_server CONFIG`` (:mod:`.oauth_server`; the
+  ``oauth`` extra).
 
 For example, that a fail-closed subscription turns a hanging backend into a denial::
 

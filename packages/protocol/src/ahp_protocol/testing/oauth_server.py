@@ -1,9 +1,14 @@
-"""A real OAuth 2 authorization server for the tests (not a test module), built from
+"""A real OAuth 2 authorization server to test OAuth clients and resource servers against
+(the kit's tests and ``ahp-conformance harness`` use it; so can yours), built from
 Authlib's server side: ``AuthorizationServer`` with the client-credentials grant, RFC 9068
 JWT access tokens signed with an RSA key (joserfc), RFC 8414 metadata and a JWKS, served
-over HTTPS on loopback with a certificate from the tests' CA (trustme).
+over HTTPS on loopback with a certificate from a test CA (:func:`make_pki` makes one with
+``cryptography``; the kit's tests use trustme). Needs the ``oauth`` extra.
 
-    python oauth_server.py CONFIG.json
+    python -m ahp_protocol.testing.oauth_server CONFIG.json
+
+Not a production server: every client is in the config, registration is open, keys live
+in memory, nothing is persisted.
 
 CONFIG: ``{"cert": PEM, "key": PEM, "clients": {"id": {"secret": "...", "scopes": [...]}},
 "hs256Key": "..."}``. It binds ``127.0.0.1:0`` and prints ``listening on https://HOST:PORT``
@@ -41,7 +46,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from authlib.oauth2.rfc6749 import (
+from authlib.oauth2.rfc6749 import (  # type: ignore[import-untyped]
     AuthorizationServer,
     ClientMixin,
     JsonPayload,
@@ -49,10 +54,16 @@ from authlib.oauth2.rfc6749 import (
     OAuth2Error,
     OAuth2Request,
 )
-from authlib.oauth2.rfc6749.grants import ClientCredentialsGrant
-from authlib.oauth2.rfc6749.requests import BasicOAuth2Payload
-from authlib.oauth2.rfc7591 import ClientRegistrationEndpoint
-from authlib.oauth2.rfc9068 import JWTBearerTokenGenerator
+from authlib.oauth2.rfc6749.grants import (  # type: ignore[import-untyped]
+    ClientCredentialsGrant,
+)
+from authlib.oauth2.rfc6749.requests import (  # type: ignore[import-untyped]
+    BasicOAuth2Payload,
+)
+from authlib.oauth2.rfc7591 import (  # type: ignore[import-untyped]
+    ClientRegistrationEndpoint,
+)
+from authlib.oauth2.rfc9068 import JWTBearerTokenGenerator  # type: ignore[import-untyped]
 from joserfc.jwk import OctKey, RSAKey
 
 TENANTS = ("good", "liar", "slow", "redirect", "expired", "otheraud", "sdk")
@@ -169,7 +180,7 @@ class Registration(ClientRegistrationEndpoint):  # type: ignore[misc]
         return client
 
 
-class Server(AuthorizationServer):  # type: ignore[misc]  # type: ignore[misc]
+class Server(AuthorizationServer):  # type: ignore[misc]
     def __init__(self, issuer: str, tenant: str, clients: dict[str, Client], hs256: str) -> None:
         super().__init__()
         self.clients = clients
@@ -190,6 +201,69 @@ class Server(AuthorizationServer):  # type: ignore[misc]  # type: ignore[misc]
 
     def handle_response(self, status: int, body: Any, headers: Any) -> Any:
         return status, body, headers
+
+
+def make_pki(folder: Path) -> dict[str, str]:
+    """A test CA and a ``127.0.0.1``/``localhost`` server certificate signed by it, as PEM
+    files in ``folder``: ``{"ca": CA_PEM, "server": KEY_AND_CHAIN_PEM, "dir": folder}``."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "ahp test CA")])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(False, False, False, False, False, True, True, False, False), True
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    leaf = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            ),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False
+        )
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    pem = serialization.Encoding.PEM
+    (folder / "ca.pem").write_bytes(ca.public_bytes(pem))
+    (folder / "server.pem").write_bytes(
+        key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+        + leaf.public_bytes(pem)
+        + ca.public_bytes(pem)
+    )
+    return {"ca": str(folder / "ca.pem"), "server": str(folder / "server.pem"), "dir": str(folder)}
 
 
 def main() -> None:
