@@ -4,6 +4,9 @@ host permission rules that name MCP tools (all in memory: no server is started h
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -352,3 +355,37 @@ def test_a_malformed_mcp_rule_is_refused_at_load_time(tmp_path: Path, bad: str) 
 def test_kind_mcp_names_every_mcp_tool(tmp_path: Path) -> None:
     (rule,) = rules(tmp_path, '[[rules]]\ndecision = "ask"\nkind = "mcp"\n')
     assert rule.matches(FakeMcp("mcp__any__thing"), {})
+
+
+# -- import cost ------------------------------------------------------------------------------
+
+
+def test_a_session_without_mcp_config_imports_nothing_of_mcp(tmp_path: Path) -> None:
+    # The mcp SDK (and jsonschema, httpx2) cost a session's start-up hundreds of ms: they
+    # are imported only when --mcp-config is given; the tool names' module is all that is.
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"tool": "read_file", "input": {"path": "x"}}]), "utf-8")
+    probe = textwrap.dedent(
+        f"""
+        import sys, anyio
+        from ahp_harness.cli import build_parser
+        from ahp_harness.harness import open_harness
+        from ahp_harness.models import load_driver
+
+        async def main():
+            driver = load_driver({f"script:{script}"!r})
+            async with open_harness({str(tmp_path)!r}, driver=driver) as harness:
+                await harness.turn("go")
+            assert harness.summary.calls, "the session ran no call"
+
+        anyio.run(main)
+        build_parser().parse_args(["run", "--workspace", "."])
+        heavy = ("mcp", "mcp_types", "jsonschema", "httpx2", "ahp_harness.mcp_config",
+                 "ahp_harness.mcp_tools")
+        print([name for name in heavy if name in sys.modules])
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "[]", done.stderr
