@@ -12,7 +12,8 @@ appends every ``tools/call`` it receives to its record file before the tool runs
   ``delete_file`` on both servers: the call is refused and never recorded by the
   server; the allowed ``echo`` runs and ``tool.after`` (seen by the audit backend)
   carries its result as text; an input the tool's ``inputSchema`` refuses is never
-  sent to a backend or the server.
+  sent to a backend or the server, and an input a backend rewrote is checked again
+  (the server gets the rewritten one, or nothing).
 - ``tool.before`` on the wire carries ``origin: "mcp"``, ``path: "mcp"`` and the
   exact ``tool.mcp`` identity, with the URL's userinfo and query, the secret argument,
   the header and the environment value stripped (and named in ``gaps``); no secret
@@ -322,6 +323,39 @@ def test_the_guards_deny_mcp_calls_by_server_and_tool_and_the_server_never_sees_
     stored = json.dumps(e2e.audit_events())
     assert [s for s in SECRETS if s in stored] == []
     assert leaked(run, *SECRETS) == []
+
+
+def test_a_modified_input_is_what_the_server_gets_and_is_checked_against_the_schema_again(
+    e2e: Any,
+) -> None:
+    record = e2e.path("files-calls.jsonl")
+
+    def merge(value: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "effects": [{"type": "modify", "target": "input", "operation": "merge", "value": value}]
+        }
+
+    rewriter = e2e.recorder(script=[merge({"text": "rewritten by a backend"}), merge({"text": 7})])
+    registration = e2e.registration(
+        e2e.hook("com.example.e2e.rewriter", rewriter, "persistent", [e2e.intercept("tool.before")])
+    )
+    steps = [
+        {"tool": "mcp__files__echo", "input": {"text": "as the model wrote it"}},
+        {"tool": "mcp__files__echo", "input": {"text": "valid, until rewritten"}},
+    ]
+    config = mcp_config(e2e, None, record)
+    run = e2e.run(
+        registration=registration,
+        steps=steps,
+        permissions=ALLOW_MCP,
+        args=["--mcp-config", str(config)],
+    ).ok()
+    assert run.call("call_1")["outcome"] == "ok", run.explain()
+    assert run.call("call_1")["input"] == {"text": "rewritten by a backend"}
+    refused = run.call("call_2")
+    assert refused["outcome"] == "denied" and not refused["executed"]
+    assert refused["reason"] == "modified input is invalid: $.text: must be of type string"
+    assert calls(record) == [{"tool": "echo", "arguments": {"text": "rewritten by a backend"}}]
 
 
 # -- (c): the host's own rule, with no AHP at all; a server that dies mid-call ----------------
