@@ -154,3 +154,68 @@ async def test_each_subscription_sees_its_own_view_and_a_failed_upload_is_a_gap(
     }
     # The host's own result keeps its metadata part: never bytes, never a ref it did not get.
     assert result.event["items"][0]["parts"][1] == attachment.part()
+
+
+def _configured(upload: dict[str, Any] | None) -> Backend:
+    subscription: dict[str, Any] = {
+        "mode": "observe",
+        "events": ["tool.after"],
+        "content": {"default": "body"},
+    }
+    if upload is not None:
+        subscription["upload"] = upload
+    return Backend("com.example.uploads.discovered", configuration=[subscription])
+
+
+DISCOVERED = {
+    "protocolVersion": "draft",
+    "hooks": [
+        {
+            "id": "com.example.uploads.discovered",
+            "transport": {"type": "stdio", "command": "unused", "lifecycle": "persistent"},
+        }
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("upload", "callback", "accepted"),
+    [
+        (None, None, True),  # no upload: nothing to consent to
+        ({"endpoint": "http://127.0.0.1:9/c", "timeoutMs": 10, "maxBytes": 1}, None, False),
+        ({"endpoint": "http://127.0.0.1:9/c", "timeoutMs": 10, "maxBytes": 1}, True, True),
+        ({"endpoint": "http://127.0.0.1:9/c", "timeoutMs": 10, "maxBytes": 1}, False, False),
+        (None, False, False),  # with a callback, every configuration is the host's to accept
+        (None, "raise", False),
+    ],
+)
+async def test_a_discovered_upload_needs_the_hosts_consent(
+    upload: dict[str, Any] | None, callback: Any, accepted: bool
+) -> None:
+    asked: list[Any] = []
+
+    def consent(hook: Any, subscriptions: Any) -> bool:
+        asked.append((hook.id, [s.upload is not None for s in subscriptions]))
+        if callback == "raise":
+            raise RuntimeError("host bug")
+        return bool(callback)
+
+    transport = MemoryTransport(_configured(upload))
+    async with Hooks(
+        DISCOVERED,
+        harness={"name": "t", "version": "1"},
+        capabilities={},
+        transport=lambda hook: transport,
+        authorize_configuration=None if callback is None else consent,
+    ) as hooks:
+        assert hooks.dispatcher is not None
+        diagnostics = hooks.dispatcher.configuration_diagnostics
+        assert hooks.dispatcher.observes("tool.after") is accepted
+    if callback is not None:
+        assert asked == [("com.example.uploads.discovered", [upload is not None])]
+    if accepted:
+        assert diagnostics == []
+    else:
+        assert [d.detail for d in diagnostics] == [
+            "hooks/configuration: configuration not authorized; backend skipped"
+        ]

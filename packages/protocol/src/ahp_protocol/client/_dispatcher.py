@@ -89,6 +89,11 @@ class Dispatcher:
     events that happened long ago, such as a policy replay; every rule that decides is
     unchanged.
 
+    ``authorize_configuration(hook, subscriptions)`` is the host's consent to what a
+    backend registered without subscriptions answers to ``hooks/configuration``: without
+    it, a discovered configuration with an ``upload`` is refused (the backend is skipped,
+    diagnostic ``configuration not authorized``); with it, only a ``True`` accepts one.
+
     ``transport`` opens the connection to one backend (``hook`` in, a
     :class:`~ahp_protocol.client.transports.Transport` out), called once per backend on
     first use; by default :func:`~ahp_protocol.client.transports.open_transport` (stdio or
@@ -108,8 +113,10 @@ class Dispatcher:
         harness: Mapping[str, str] | None = None,
         deliver_observations: bool = True,
         transport: Callable[[Hook], Transport] | None = None,
+        authorize_configuration: Callable[[Hook, Sequence[Subscription]], bool] | None = None,
     ) -> None:
         self.registration = registration
+        self.authorize_configuration = authorize_configuration
         self._open = transport
         self.deliver_observations = deliver_observations
         self.capabilities = check_declaration(capabilities)
@@ -240,6 +247,9 @@ class Dispatcher:
                     subscriptions.append(sub)
             if not subscriptions:
                 failure, detail = FailureClass.CONFIGURATION_FAILED, "no applicable subscriptions"
+            elif not self._authorized(hook, subscriptions):
+                failure, detail = FailureClass.CONFIGURATION_FAILED, "configuration not authorized"
+                subscriptions = []
         except TimeoutError:
             failure, detail = FailureClass.DEADLINE_EXCEEDED, "configuration discovery timed out"
         except OperationalFailure as exc:
@@ -254,6 +264,20 @@ class Dispatcher:
             )
             log.warning("backend %s skipped: hooks/configuration %s (%s)", hook.id, failure, detail)
         return subscriptions
+
+    def _authorized(self, hook: Hook, subscriptions: Sequence[Subscription]) -> bool:
+        """Whether the host accepts a discovered configuration (draft §2.4): one with an
+        ``upload`` (an endpoint the backend chose, where the host's content would go)
+        needs the host's ``authorize_configuration`` to say yes; with a callback, every
+        discovered configuration does. A raising callback is a no."""
+        callback = self.authorize_configuration
+        if callback is None:
+            return not any(sub.upload is not None for sub in subscriptions)
+        try:
+            return callback(hook, subscriptions) is True
+        except Exception:  # the host's own code: never a reason to accept
+            log.warning("authorize_configuration raised for backend %s; refused", hook.id)
+            return False
 
     # -- matching ------------------------------------------------------------------
 

@@ -144,6 +144,9 @@ class Hooks:
     events: a malformed one then reaches backends, which fail it as invalid params.
     ``transport``: how each backend is reached (default: as the registration says); for
     tests, :func:`ahp_protocol.testing.memory_transports` answers in memory.
+    ``authorize_configuration(hook, subscriptions)``: the host's consent to a
+    configuration a backend answers to ``hooks/configuration`` (needed for one with an
+    ``upload``; see :class:`~ahp_protocol.client.Dispatcher`).
 
     Raises at construction: ``WireErrors`` (the registration, with JSON paths),
     :class:`~ahp_protocol.client.DeclarationError` (``capabilities``),
@@ -162,6 +165,7 @@ class Hooks:
         validate: bool = True,
         base_dir: str | os.PathLike[str] | None = None,
         transport: Callable[[Hook], Transport] | None = None,
+        authorize_configuration: Callable[[Hook, Sequence[Any]], bool] | None = None,
     ) -> None:
         self.harness = _identity(harness)
         self.source = source or f"urn:uuid:{uuid.uuid4()}"
@@ -177,6 +181,7 @@ class Hooks:
                 source=self.source,
                 harness=self.harness,
                 transport=transport,
+                authorize_configuration=authorize_configuration,
             )
             self._declared = self.dispatcher.capabilities
         self._unknown_kinds: set[str] = set()
