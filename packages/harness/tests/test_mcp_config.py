@@ -389,3 +389,16 @@ def test_a_session_without_mcp_config_imports_nothing_of_mcp(tmp_path: Path) -> 
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.strip() == "[]", done.stderr
+
+
+def test_the_readme_example_loads_and_says_what_the_wire_gets() -> None:
+    readme = Path(__file__).resolve().parents[1] / "README.md"
+    text = readme.read_text("utf-8")
+    block = text.split("## MCP servers", 1)[1].split("```json\n", 1)[1].split("```", 1)[0]
+    files, web = parse_mcp_config(
+        json.loads(block), file=str(readme), base=readme.parent, environ={"WEB_TOKEN": "t-1"}
+    )
+    assert (files.transport, web.transport) == ("stdio", "http")
+    assert web.headers == {"Authorization": "Bearer t-1"}
+    assert connection(web) == {"transport": "http", "url": "http://127.0.0.1:8000/mcp"}
+    assert connection(files)["args"] == list(files.args)  # nothing secret in it
