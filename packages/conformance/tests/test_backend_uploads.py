@@ -4,11 +4,13 @@ answer 202 or a receipt with another digest fail them."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ahp_conformance.backend.judge import Judge
@@ -62,3 +64,44 @@ def test_a_receiver_that_does_not_confirm_properly_fails(receiver: str, mode: st
     statuses = judged(f"{receiver}/fake/{mode}", None)
     assert statuses["upload.confirmed"] == "fail"
     assert statuses["upload.hash-mismatch"] == "fail"  # it never says 400
+
+
+def _lifecycle() -> list[dict[str, Any]]:
+    from ahp_conformance.fixtures import interop_dir
+
+    path = interop_dir() / "lifecycle-scenarios.json"
+    return list(json.loads(path.read_text("utf-8"))["scenarios"])
+
+
+def test_the_lifecycle_upload_steps_get_their_expected_statuses(receiver: str) -> None:
+    from ahp_conformance.backend.uploads import lifecycle_upload_checks
+
+    judge = Judge("http", 2.0, 0.0)
+    lifecycle_upload_checks(judge, f"{receiver}/content", TOKEN, _lifecycle())
+    statuses = {c.id: c.status for c in judge.checks}
+    assert {
+        "upload.scenario.intercept-content-upload-before-send",
+        "upload.scenario.upload-integrity-rejection",
+        "upload.scenario.immutable-upload-and-subscription-views",
+    } <= set(statuses)
+    assert set(statuses.values()) == {"pass"}, judge.checks
+    # a receiver that confirms everything fails the integrity scenario
+    judge = Judge("http", 2.0, 0.0)
+    lifecycle_upload_checks(judge, f"{receiver}/fake/auth", None, _lifecycle())
+    failed = {c.id for c in judge.checks if c.status == "fail"}
+    assert "upload.scenario.upload-integrity-rejection" in failed
+
+
+def test_the_backend_judge_cli_reports_uploads_by_requirement(receiver: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "ahp_conformance.cli", "backend", "--json", "--url",
+         f"{receiver}/", "--upload-endpoint", f"{receiver}/content",
+         "--upload-token-env", "JUDGE_UPLOAD_TOKEN"],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "JUDGE_UPLOAD_TOKEN": TOKEN},
+    )  # fmt: skip
+    report = json.loads(done.stdout)
+    uploads = [c for c in report["checks"] if c["id"].startswith("upload.")]
+    assert len(uploads) >= 8 and all(c["status"] == "pass" for c in uploads), uploads
+    assert report["requirements"]["AHP-CONTENT-002"]["status"] == "pass"
+    assert TOKEN not in done.stdout + done.stderr

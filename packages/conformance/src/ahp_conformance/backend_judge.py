@@ -92,7 +92,13 @@ from ahp_conformance.backend.per_event import per_event
 from ahp_conformance.backend.probes import GRANTS, Messages
 from ahp_conformance.backend.run import Run
 from ahp_conformance.backend.summary import summary
-from ahp_conformance.fixtures import draft_dir, load_catalogue
+from ahp_conformance.fixtures import (
+    FixturesMissing,
+    draft_dir,
+    interop_dir,
+    load_catalogue,
+    load_json,
+)
 from ahp_conformance.report import Report, add_output_arguments, emit
 
 __all__ = ["GRANTS", "Messages", "add_arguments", "main", "run"]
@@ -269,9 +275,15 @@ def run(args: argparse.Namespace) -> int:
                 http_rules(run_, link, token is not None or link.peer.token is not None)
             fixture_cases(run_)
         if args.upload_endpoint:
-            from ahp_conformance.backend.uploads import upload_checks
+            from ahp_conformance.backend.uploads import lifecycle_upload_checks, upload_checks
 
             upload_checks(judge, args.upload_endpoint, upload_token)
+            try:  # the contract's files beside the fixtures, when present
+                lifecycle = interop_dir(args.fixtures) / "lifecycle-scenarios.json"
+                scenarios = load_json(lifecycle).get("scenarios", [])
+            except FixturesMissing:
+                scenarios = []
+            lifecycle_upload_checks(judge, args.upload_endpoint, upload_token, scenarios)
         summary(run_, stdio=not args.url)
     finally:
         link.close()

@@ -14,6 +14,12 @@ sends, to that exact endpoint, over loopback HTTP or https:
   (``upload.framing``);
 - with a token: no ``Authorization`` gets ``401`` (``upload.auth``; ``n/a`` without).
 
+Then the upload steps of every lifecycle scenario of the contract
+(``lifecycle-scenarios.json``: ``intercept-content-upload-before-send``,
+``upload-integrity-rejection``, ``immutable-upload-and-subscription-views``, ...) are
+sent as the contract's client sends them and must get each scenario's
+``expected.uploadStatuses`` (``upload.scenario.ID``, :func:`lifecycle_upload_checks`).
+
 Requirement AHP-CONTENT-002 (only immutable non-text, non-JSON media use uploads, under
 the draft's upload rules). Without ``--upload-endpoint`` the group is ``not checked``.
 Bodies of answers are never echoed beyond the bounded evidence; the token never is.
@@ -29,7 +35,7 @@ from typing import Any
 from ahp_conformance.backend.judge import Judge
 from ahp_conformance.report import Evidence
 
-__all__ = ["upload_checks"]
+__all__ = ["lifecycle_upload_checks", "upload_checks"]
 
 REQUIREMENTS = ("AHP-CONTENT-002",)
 DATA = b"\x89AHP\x00judge upload\x00" + bytes(range(64))
@@ -155,3 +161,75 @@ def upload_checks(judge: Judge, endpoint: str, token: str | None) -> None:
         "" if status == 401 else f"answered {status}, not 401",
         None if status == 401 else Evidence.of(received=answer),
     )
+
+
+# -- the contract's lifecycle scenarios: their upload steps ----------------------------
+
+UNAUTHORIZED_TOKEN = "ahp-conformance-not-the-receivers-token"
+
+
+def _raw_status(url: str, data: bytes, headers: Mapping[str, str], timeout: float) -> int | None:
+    """POST ``data`` with ``headers`` as given (a declared ``Content-Length`` longer than
+    the body is sent as is, then the write side is closed); the answer's status."""
+    import http.client
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    conn: http.client.HTTPConnection
+    if parts.scheme == "https":
+        conn = http.client.HTTPSConnection(parts.hostname or "", parts.port, timeout=timeout)
+    else:
+        conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=timeout)
+    try:
+        conn.putrequest("POST", (parts.path or "/") + (f"?{parts.query}" if parts.query else ""))
+        for name, value in headers.items():
+            conn.putheader(name, value)
+        conn.endheaders()
+        conn.send(data)
+        if int(headers["Content-Length"]) != len(data) and conn.sock is not None:
+            conn.sock.shutdown(socket.SHUT_WR)
+        return conn.getresponse().status
+    except (OSError, http.client.HTTPException):
+        return None
+    finally:
+        conn.close()
+
+
+def lifecycle_upload_checks(
+    judge: Judge, endpoint: str, token: str | None, scenarios: list[dict[str, Any]]
+) -> None:
+    """Each lifecycle scenario's upload steps (``op: "upload"``), sent to ``endpoint`` as
+    the contract's client sends them (the declared ``size``/``sha256`` as framing, a
+    ``metadata`` step's own credential replaced by one the receiver cannot know), must get
+    the scenario's ``expected.uploadStatuses`` (``upload.scenario.ID``)."""
+    import base64
+
+    timeout = max(judge.timeout_s, 2.0)
+    for scenario in scenarios:
+        steps = [s for s in scenario.get("steps", ()) if s.get("op") == "upload"]
+        expected = scenario.get("expected", {}).get("uploadStatuses")
+        if not steps or not isinstance(expected, list):
+            continue
+        got: list[int | None] = []
+        for step in steps:
+            data = base64.b64decode(step["bodyBase64"])
+            headers = {
+                "Content-Type": "application/octet-stream",
+                "Content-Length": str(step.get("size", len(data))),
+                "AHP-Content-SHA256": str(step.get("sha256", hashlib.sha256(data).hexdigest())),
+            }
+            if "auth" in step.get("upload", {}):
+                headers["Authorization"] = f"Bearer {UNAUTHORIZED_TOKEN}"
+            elif token:
+                headers["Authorization"] = f"Bearer {token}"
+            got.append(_raw_status(endpoint, data, headers, timeout))
+        ok = got == expected
+        judge.check(
+            f"upload.scenario.{scenario.get('id')}",
+            f"the upload steps of lifecycle scenario {scenario.get('id')} get the statuses "
+            f"it expects ({', '.join(map(str, expected))})",
+            REQUIREMENTS,
+            "pass" if ok else "fail",
+            "" if ok else f"answered {', '.join(map(str, got))}",
+        )
