@@ -66,6 +66,12 @@ Short-circuit (AHP-COMP-001, AHP-DEC-002): two hooks, the first ``--fault deny``
 second recording; the second must receive no ``hooks/intercept`` for the event (an
 observe is allowed).
 
+OAuth (AHP-AUTH-001; with the extension and HTTP hooks): five registrations of an
+OAuth-protected backend with the ``oauth`` preset, against a real authorization server
+the judge starts (:mod:`ahp_conformance.harness.oauth_runs`: a token for the backend's
+URL reaches it; a refused client, an untrusted issuer and a backend naming another
+authorization server end in the failure policy with nothing, or nothing more, sent).
+
 The code: :mod:`ahp_conformance.harness.contract_runs` and
 :mod:`ahp_conformance.harness.registration_runs`. Progress lines go to stderr; the report
 is :func:`ahp_conformance.report.emit`'s.
@@ -83,6 +89,11 @@ from pathlib import Path
 from ahp_conformance import contract, scenarios
 from ahp_conformance.fixtures import interop_dir, load_catalogue
 from ahp_conformance.harness.contract_runs import run_contract
+from ahp_conformance.harness.oauth_runs import (
+    OAUTH_NEEDS_HTTP,
+    oauth_checks,
+    unsupported_oauth_checks,
+)
 from ahp_conformance.harness.registration_runs import (
     FAILURE_CLASSES,
     NO_EXTENSION,
@@ -210,9 +221,14 @@ def run(args: argparse.Namespace) -> int:
                 extension_checks(adapter, workdir, args.watchdog_s, classes, args.jobs, transports)
             )
             report.extend(upload_checks(adapter, workdir, args.watchdog_s))
+            if "http" in transports:
+                report.extend(oauth_checks(adapter, workdir, args.watchdog_s, args.jobs))
+            else:
+                report.extend(unsupported_oauth_checks(OAUTH_NEEDS_HTTP))
         else:
             report.extend(unsupported_extension_checks(classes))
             report.extend(unsupported_upload_checks(NO_EXTENSION))
+            report.extend(unsupported_oauth_checks(NO_EXTENSION))
     return emit(report, args)
 
 
