@@ -635,3 +635,32 @@ async def test_no_binding_without_registration_fails(
             await transport.aclose()
     assert failure.failure == FailureClass.AUTH_FAILED and exchange.attempts == 1
     assert "no client registration" in failure.detail
+
+
+async def test_a_token_is_fetched_again_when_it_is_due(
+    backend: Proc, auth_server: Proc, pki: dict[str, str]
+) -> None:
+    """Cached until its refresh time (``expires_in`` less a tenth, 5 to 60 s), then a new
+    token request before the next send; the send itself is not refused first."""
+    import time as clock
+
+    from ahp_protocol.client.oauth import TOKENS
+    from ahp_protocol.client.transports import open_transport
+
+    before = len(as_log(auth_server, pki))
+    transport = open_transport(hook(backend.url, f"{auth_server.url}/good"), environ=environ(pki))
+    try:
+        await call(transport)
+        cached = TOKENS.get(transport.oauth._key)
+        assert cached is not None and cached.refresh_at is not None
+        # the AS says expires_in 864000: refreshed 60 s (the margin's cap) before that
+        assert 864000 - 61 < cached.refresh_at - clock.monotonic() < 864000 - 59
+        await call(transport)
+        assert len(as_log(auth_server, pki)) - before == 1  # still cached
+        cached.refresh_at = clock.monotonic() - 1  # its time has come
+        answer, exchange = await call(transport)
+    finally:
+        await transport.aclose()
+    assert "result" in answer and exchange.attempts == 1  # fetched before sending
+    assert len(as_log(auth_server, pki)) - before == 2
+    assert TOKENS.get(transport.oauth._key) is not cached
