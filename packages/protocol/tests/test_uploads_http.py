@@ -231,3 +231,47 @@ async def test_backend_gets_only_the_ref_and_the_receiver_has_the_bytes(server: 
     assert not any(PNG.hex() in str(r) for r in records)
     resolved = httpx.get(f"{server.url}/resolved").json()
     assert resolved[uploaded["body"]["ref"]] == [len(PNG), attachment.sha256]
+
+
+async def test_a_retried_request_reuses_the_ref_and_the_upload_is_not_replayed(
+    server: Server,
+) -> None:
+    from ahp_protocol.testing import MemoryTransport, Misbehaving
+
+    registration = {
+        "protocolVersion": "draft",
+        "hooks": [
+            {
+                "id": "com.example.crashing",
+                "transport": {"type": "stdio", "command": "unused", "lifecycle": "persistent"},
+                "subscriptions": [
+                    {
+                        "mode": "intercept",
+                        "events": ["tool.after"],
+                        "timeoutMs": 5000,
+                        "failurePolicy": "fail-open",
+                        "content": {"default": "body"},
+                        "upload": {
+                            "endpoint": f"{server.url}/fake/auth",
+                            "timeoutMs": 2000,
+                            "maxBytes": 1024,
+                        },
+                    }
+                ],
+            }
+        ],
+    }
+    hits = httpx.post(f"{server.url}/fake/hits").json().get("auth", 0)
+    transport = MemoryTransport(Misbehaving("crash"))
+    async with Hooks(
+        registration, harness={"name": "t", "version": "1"},
+        capabilities={"tool.after": {"effects": []}}, transport=lambda hook: transport,
+    ) as hooks:  # fmt: skip
+        call = hooks.session(cwd="/tmp").tool_call("read_file", {"path": "a.png"}, kind="file_read")
+        result = await call.after("ok", "a.png", attachments=[Attachment(PNG, "image/png")])
+    sent = [m for m in transport.received if m.get("method") == "hooks/intercept"]
+    assert len(sent) == 2  # the crash was retried once: same ids, same content
+    assert sent[0] == sent[1]
+    assert sent[0]["params"]["event"]["items"][0]["parts"][1]["body"] == {"ref": "urn:uuid:auth"}
+    assert httpx.post(f"{server.url}/fake/hits").json()["auth"] == hits + 1  # one upload
+    assert result.diagnostics[0].failure == FailureClass.ABNORMAL_EXIT
