@@ -12,7 +12,7 @@ One uvicorn server on 127.0.0.1 (port 0; ``listening on http://HOST:PORT`` on st
   ``KIT_UPLOAD_TOKEN`` set, that bearer token is required);
 - ``/fake/MODE`` scripted receivers: ``202``, ``redirect`` (307 to ``/content``),
   ``bad-hash``/``bad-size`` (201 with a receipt that does not match), ``slow`` (answers
-  after 5 s), ``html`` (201 with a text body), ``auth`` (201 with a correct receipt,
+  after 1.5 s), ``html`` (201 with a text body), ``auth`` (201 with a correct receipt,
   keeping the ``Authorization`` it got: ``POST /fake/auth-seen`` lists them), each
   counting the requests it got (``POST /fake/hits``).
 """
@@ -125,7 +125,7 @@ def main() -> None:
         elif mode == "bad-size":
             await _json(send, 201, {"ref": "r", "size": len(data) + 1, "sha256": digest})
         elif mode == "slow":
-            await anyio.sleep(5)
+            await anyio.sleep(1.5)
             await _json(send, 201, {"ref": "r", "size": len(data), "sha256": digest})
         else:
             await send({"type": "http.response.start", "status": 201, "headers": []})
