@@ -11,9 +11,9 @@ appends every ``tools/call`` it receives to its record file before the tool runs
   (``event.tool.mcp.server.id``, ``event.tool.mcp.toolName``) each deny
   ``delete_file`` on both servers: the call is refused and never recorded by the
   server; the allowed ``echo`` runs and ``tool.after`` (seen by the audit backend)
-  carries its result as text; an input the tool's ``inputSchema`` refuses is never
-  sent to a backend or the server, and an input a backend rewrote is checked again
-  (the server gets the rewritten one, or nothing).
+  carries its result as text (an image as an attachment part); an input the tool's
+  ``inputSchema`` refuses is never sent to a backend or the server, and an input a
+  backend rewrote is checked again (the server gets the rewritten one, or nothing).
 - ``tool.before`` on the wire carries ``origin: "mcp"``, ``path: "mcp"`` and the
   exact ``tool.mcp`` identity, with the URL's userinfo and query, the secret argument,
   the header and the environment value stripped (and named in ``gaps``); no secret
@@ -218,6 +218,7 @@ STEPS = [
     {"tool": "mcp__web__delete_file", "input": {"path": "precious.txt"}},
     {"tool": "mcp__files__add", "input": {"a": 1, "b": "two"}},
     {"tool": "mcp__web__add", "input": {"a": 2, "b": 3}},
+    {"tool": "mcp__files__picture", "input": {}},
 ]
 
 
@@ -253,7 +254,8 @@ def test_the_guards_deny_mcp_calls_by_server_and_tool_and_the_server_never_sees_
     # the env value and the header (filled from ${E2E_MCP_TOKEN}) reached their server
     env, header = sha(SECRET_ENV), sha(f"key {SECRET_HEADER}")
     assert calls(files_record, secret=True) == [
-        {"tool": "echo", "arguments": {"text": "hello over stdio"}, "secret_sha256": env}
+        {"tool": "echo", "arguments": {"text": "hello over stdio"}, "secret_sha256": env},
+        {"tool": "picture", "arguments": {}, "secret_sha256": env},
     ]
     assert calls(web.record, secret=True)[web_before:] == [
         {"tool": "echo", "arguments": {"text": "hello over http"}, "secret_sha256": header},
@@ -264,7 +266,7 @@ def test_the_guards_deny_mcp_calls_by_server_and_tool_and_the_server_never_sees_
         assert line["outcome"] == "denied" and not line["executed"], run.explain()
         assert line["denied_by"] == GUARD and line["synthetic_denial"] is False
         assert line["reason"] == "Deleting through MCP is not allowed here."
-    for call_id in ("call_1", "call_3", "call_6"):
+    for call_id in ("call_1", "call_3", "call_6", "call_7"):
         assert run.call(call_id)["outcome"] == "ok" and run.call(call_id)["executed"]
     invalid = run.call("call_5")
     assert invalid["outcome"] == "error" and not invalid["executed"]
@@ -319,6 +321,13 @@ def test_the_guards_deny_mcp_calls_by_server_and_tool_and_the_server_never_sees_
     assert json.loads(afters["call_6"]["items"][0]["parts"][0]["text"]) == {"sum": 5}
     for call_id in ("call_2", "call_4"):
         assert afters[call_id]["outcome"] == "denied"
+    # an MCP image is an attachment part (its digest and size; no upload endpoint here)
+    text, attached = afters["call_7"]["items"][0]["parts"]
+    assert text["text"] == "[image content (image/png, 11 bytes): attached]"
+    png = b"\x89PNG\r\n\x1a\nahp"
+    assert attached["kind"] == "attachment" and attached["mediaType"] == "image/png"
+    assert (attached["size"], attached["sha256"]) == (len(png), hashlib.sha256(png).hexdigest())
+    assert "gap" in attached and "data" not in attached
 
     stored = json.dumps(e2e.audit_events())
     assert [s for s in SECRETS if s in stored] == []

@@ -5,6 +5,7 @@ the result as text (in memory)."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import sys
@@ -14,7 +15,13 @@ from typing import Any
 
 import pytest
 from ahp_harness.mcp_config import McpServerConfig
-from ahp_harness.mcp_tools import McpConnectError, McpInput, open_mcp, result_text
+from ahp_harness.mcp_tools import (
+    McpConnectError,
+    McpInput,
+    open_mcp,
+    result_content,
+    result_text,
+)
 from ahp_harness.models.openai import OpenAIDriver
 from ahp_harness.sandbox import Sandbox
 from ahp_harness.tools.base import ToolInputError
@@ -52,6 +59,7 @@ async def test_a_server_s_tools_are_harness_tools_checked_bounded_and_closed(
                 "mcp__rec__echo",
                 "mcp__rec__fail",
                 "mcp__rec__nap",
+                "mcp__rec__picture",
             ]
             assert mcp.notes == []
             echo = mcp.tools["mcp__rec__echo"]
@@ -98,6 +106,14 @@ async def test_a_server_s_tools_are_harness_tools_checked_bounded_and_closed(
                 (await add.run(add.parse_input({"a": 2, "b": 3}), sandbox)).output
             ) == {"sum": 5}
 
+            # an image is an attachment: its bytes and media type, a note in the text
+            picture = mcp.tools["mcp__rec__picture"]
+            image = await picture.run(picture.parse_input({}), sandbox)
+            assert image.outcome == "ok"
+            assert image.output == "[image content (image/png, 11 bytes): attached]"
+            (attached,) = image.attachments
+            assert (attached.data, attached.media_type) == (b"\x89PNG\r\n\x1a\nahp", "image/png")
+
             # an isError result is a failed run, with the tool's own words
             fail = mcp.tools["mcp__rec__fail"]
             failed = await fail.run(fail.parse_input({}), sandbox)
@@ -116,7 +132,7 @@ async def test_a_server_s_tools_are_harness_tools_checked_bounded_and_closed(
         assert time.monotonic() - closed_at < 12  # closing kills the napping server
     finally:
         sandbox.close()
-    assert calls(record) == ["echo", "add", "fail", "nap"]
+    assert calls(record) == ["echo", "add", "picture", "fail", "nap"]
     pid = json.loads(record.read_text("utf-8").splitlines()[0])["pid"]
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
@@ -187,3 +203,29 @@ async def test_an_error_in_the_body_is_raised_as_it_is(tmp_path: Path) -> None:
 )
 def test_a_result_becomes_text(result: dict[str, Any], text: str) -> None:
     assert result_text(result) == text
+
+
+def test_binary_content_is_attached_when_it_can_be_and_noted_when_not() -> None:
+    png = base64.b64encode(b"\x89PNG-bytes").decode()
+    result = {
+        "content": [
+            {"type": "image", "data": png, "mimeType": "image/png"},
+            {"type": "audio", "data": "not base64!", "mimeType": "audio/wav"},
+            {"type": "resource", "resource": {"uri": "x", "blob": png, "mimeType": "text/plain"}},
+            {"type": "resource", "resource": {"uri": "y", "blob": png}},
+            {
+                "type": "image",
+                "data": base64.b64encode(b"x" * 40).decode(),
+                "mimeType": "image/gif",
+            },
+        ]
+    }
+    text, attachments = result_content(result, max_attachment_bytes=20)
+    assert [(a.data, a.media_type) for a in attachments] == [(b"\x89PNG-bytes", "image/png")]
+    assert text.splitlines() == [
+        "[image content (image/png, 10 bytes): attached]",
+        "[audio content (audio/wav, about 8 bytes): not shown]",
+        "[resource content (text/plain, about 12 bytes): not shown]",  # text is never attached
+        "[resource content (unknown type, about 12 bytes): not shown]",
+        "[image content (image/gif, about 42 bytes): not shown]",  # larger than the cap
+    ]

@@ -10,8 +10,8 @@ binds ``127.0.0.1:0`` and prints ``listening on http://127.0.0.1:PORT/mcp`` on s
 once it accepts connections.
 
 Tools: ``echo(text)``, ``delete_file(path)`` (deletes nothing: it only says it did),
-``add(a, b)`` (structured output), ``fail()`` (an ``isError`` result), ``crash()`` (the
-process exits mid-call) and ``nap(seconds)``.
+``add(a, b)`` (structured output), ``picture()`` (an image), ``fail()`` (an ``isError``
+result), ``crash()`` (the process exits mid-call) and ``nap(seconds)``.
 """
 
 from __future__ import annotations
@@ -27,6 +27,9 @@ from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.utilities.types import Image
+
+PNG = b"\x89PNG\r\n\x1a\nahp"
 
 
 def main() -> None:
@@ -71,6 +74,12 @@ def main() -> None:
         """Add two integers."""
         record("add", {"a": a, "b": b})
         return {"sum": a + b}
+
+    @server.tool()
+    def picture() -> Image:
+        """A tiny PNG image (its bytes: the PNG signature and b"ahp")."""
+        record("picture", {})
+        return Image(data=PNG, format="png")
 
     @server.tool()
     def fail() -> str:

@@ -14,9 +14,13 @@ any event, and a run is one ``tools/call``.
 The result becomes text (``tool.after``'s canonical content): the text parts in order;
 ``structuredContent`` serialized as JSON when the result has no content blocks (MCP asks
 a server to put that serialization in a text part too, so it is not repeated); a text
-resource's text; images, audio and binary resources as a one-line note (kind, media type
-and size, never the bytes); at most :data:`MAX_RESULT_CHARS` characters (a note says when
-it was cut). ``isError`` is outcome ``error`` (``mcp_tool_error``).
+resource's text; images, audio and binary resources as attachments (the decoded bytes
+and their media type, at most :data:`~ahp_harness.manifest.MAX_UPLOAD_BYTES` each, with a
+one-line note in the text; ``tool.after`` carries their parts, uploaded where a
+subscription selects them), or, when one cannot be (too large, not base64, text or JSON
+declared), a one-line note only (kind, media type and size, never the bytes); the text
+is at most :data:`MAX_RESULT_CHARS` characters (a note says when it was cut).
+``isError`` is outcome ``error`` (``mcp_tool_error``).
 
 Bounds: connecting and listing take at most :data:`STARTUP_TIMEOUT_S` per server (in
 parallel); a call at most the server's ``timeout`` (outcome ``timeout``); a server that
@@ -30,6 +34,7 @@ OAuth to MCP servers, or the SSE transport.
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import sys
@@ -41,6 +46,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final
 import anyio
 from pydantic import BaseModel, RootModel
 
+from ahp_harness.manifest import MAX_UPLOAD_BYTES
 from ahp_harness.mcp_config import (
     McpServerConfig,
     connection,
@@ -50,6 +56,8 @@ from ahp_harness.mcp_config import (
 from ahp_harness.tools.base import Tool, ToolInputError, ToolResult, failure
 
 if TYPE_CHECKING:
+    from ahp_protocol.client.uploads import Attachment
+
     from ahp_harness.sandbox import Sandbox
 
 __all__ = ["STARTUP_TIMEOUT_S", "McpConnectError", "McpInput", "McpServers", "McpTool", "open_mcp"]
@@ -197,11 +205,12 @@ class _Server:
         if result is None:
             return _timed_out(sid, seconds)
         data = result.model_dump(by_alias=True, mode="json", exclude_none=True)
-        text = _capped(result_text(data))
+        content, attachments = result_content(data)
+        text = _capped(content)
         if data.get("isError"):
             note = text if len(text) <= _MAX_ERROR_CHARS else text[:_MAX_ERROR_CHARS] + " [...]"
             return failure("mcp_tool_error", f"the MCP tool reported an error: {note}", text)
-        return ToolResult(outcome="ok", output=text)
+        return ToolResult(outcome="ok", output=text, attachments=attachments)
 
 
 def _lost_connection(exc: BaseException) -> bool:
@@ -259,8 +268,25 @@ async def _list_tools(client: Any) -> list[dict[str, Any]]:
 
 
 def result_text(result: Mapping[str, Any]) -> str:
-    """A ``CallToolResult`` (wire JSON) as the text the model and ``tool.after`` get."""
+    """A ``CallToolResult`` (wire JSON) as text only (binary content as notes)."""
+    return result_content(result, max_attachment_bytes=0)[0]
+
+
+def result_content(
+    result: Mapping[str, Any], *, max_attachment_bytes: int = MAX_UPLOAD_BYTES
+) -> tuple[str, tuple[Attachment, ...]]:
+    """A ``CallToolResult`` (wire JSON) as the text the model and ``tool.after`` get, and
+    the attachments for its binary content (each at most ``max_attachment_bytes``)."""
     texts: list[str] = []
+    attachments: list[Attachment] = []
+
+    def binary(kind: str, mime: Any, data: Any) -> str:
+        attachment = _attachment(mime, data, max_attachment_bytes)
+        if attachment is None:
+            return _binary_note(kind, mime, data)
+        attachments.append(attachment)
+        return f"[{kind} content ({attachment.media_type}, {attachment.size} bytes): attached]"
+
     for block in result.get("content") or ():
         if not isinstance(block, Mapping):
             continue
@@ -268,15 +294,13 @@ def result_text(result: Mapping[str, Any]) -> str:
         if kind == "text" and isinstance(block.get("text"), str):
             texts.append(block["text"])
         elif kind in ("image", "audio"):
-            texts.append(_binary_note(str(kind), block.get("mimeType"), block.get("data")))
+            texts.append(binary(str(kind), block.get("mimeType"), block.get("data")))
         elif kind == "resource" and isinstance(block.get("resource"), Mapping):
             resource = block["resource"]
             if isinstance(resource.get("text"), str):
                 texts.append(resource["text"])
             else:
-                texts.append(
-                    _binary_note("resource", resource.get("mimeType"), resource.get("blob"))
-                )
+                texts.append(binary("resource", resource.get("mimeType"), resource.get("blob")))
         elif kind == "resource_link":
             label = block.get("name") if isinstance(block.get("name"), str) else "unnamed"
             texts.append(f"[resource link {label!s:.200}: not fetched]")
@@ -285,7 +309,28 @@ def result_text(result: Mapping[str, Any]) -> str:
     structured = result.get("structuredContent")
     if structured is not None and not texts:  # MCP asks for its serialization in a text part
         texts.append(json.dumps(structured, ensure_ascii=False, sort_keys=True))
-    return "\n".join(texts)
+    return "\n".join(texts), tuple(attachments)
+
+
+def _attachment(mime: Any, data: Any, max_bytes: int) -> Attachment | None:
+    """The attachment for base64 ``data`` of media type ``mime``, or ``None`` (not base64,
+    no usable media type, text or JSON, larger than ``max_bytes``)."""
+    from ahp_protocol.client.uploads import Attachment
+
+    if not isinstance(data, str) or not isinstance(mime, str) or len(mime) > 100:
+        return None
+    if len(data) * 3 // 4 > max_bytes + 2:
+        return None
+    try:
+        raw = base64.b64decode(data, validate=True)
+    except ValueError:
+        return None
+    if len(raw) > max_bytes:
+        return None
+    try:
+        return Attachment(raw, mime)
+    except ValueError:  # no media type, or text/JSON (those stay inline text)
+        return None
 
 
 def _binary_note(kind: str, mime: Any, data: Any) -> str:
