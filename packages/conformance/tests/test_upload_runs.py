@@ -44,3 +44,11 @@ def test_a_client_without_uploads_is_unsupported(tmp_path: Path) -> None:
     checks = upload_checks(adapter(RAW), tmp_path, 60.0)
     assert {c.status for c in checks} == {"unsupported"}
     assert {c.detail for c in checks} == {PASSED_THROUGH}
+
+
+def test_a_client_that_drops_the_upload_credentials_fails_them(tmp_path: Path) -> None:
+    client = (sys.executable, str(HERE / "harnesses" / "no_upload_auth.py"))
+    checks = {c.id: c for c in upload_checks(adapter(client), tmp_path, 60.0)}
+    assert checks["upload.credentials"].status == "fail"
+    assert checks["upload.credentials"].detail == "the upload did not carry its own bearer token"
+    assert checks["upload.confirmed"].status == "pass"  # this receiver confirms anyway

@@ -17,7 +17,10 @@ receiver           what the harness must do
                    ``Transfer-Encoding``/``Content-Encoding``); then the event the
                    backend gets carries that part as ``{selection: "body", body:
                    {ref}}`` with the receiver's ref and no ``size``/``sha256``
-                   (``upload.confirmed``, ``upload.framing``)
+                   (``upload.confirmed``, ``upload.framing``); the upload carries
+                   its own ``Authorization: Bearer`` (``upload.auth`` ``tokenEnv``
+                   :data:`TOKEN_ENV`, set for the run in the environment the client
+                   inherits), which the backend never sees (``upload.credentials``)
 ``201``, bad hash  the receipt does not match: no ref of it in the event, nor the
                    bytes (``upload.bad-receipt``)
 ``202``            not a confirmation: the same (``upload.not-confirmed``)
@@ -32,11 +35,14 @@ implement uploads: each check is ``unsupported`` (:data:`PASSED_THROUGH`).
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
+import os
+import secrets
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -57,6 +63,8 @@ PART_ID = "conformance-attachment"
 FIXTURE_REF = "conformance-blob"
 HOOK_ID = "org.ahp.fake.uploads"
 MAX_BODY = 1 << 20
+TOKEN_ENV = "AHPC_UPLOAD_TOKEN"
+"""The upload's own bearer ``tokenEnv``: set in the client's environment for the runs."""
 
 CHECKS = {
     "upload.confirmed": "a confirmed upload: the event carries only {ref}, the receiver's ref",
@@ -65,6 +73,8 @@ CHECKS = {
     "upload.bad-receipt": "a 201 whose receipt does not match the bytes confirms nothing: "
     "no ref of it and no bytes in the event",
     "upload.not-confirmed": "a 202 confirms nothing: no ref and no bytes in the event",
+    "upload.credentials": "the upload carries its own bearer token (upload.auth tokenEnv), "
+    "and that token is in nothing the backend receives",
 }
 
 
@@ -74,6 +84,7 @@ class Receiver:
     ``202``), recording every request it got (headers lowercased, body digest)."""
 
     mode: str
+    token: str = ""
     path: str = "/uploads/content"
     received: list[dict[str, Any]] = field(default_factory=list)
     refs: list[str] = field(default_factory=list)
@@ -95,6 +106,7 @@ class Receiver:
                 receiver.received.append(
                     {
                         "path": self.path,
+                        "authorized": headers.get("authorization") == [f"Bearer {receiver.token}"],
                         "headers": headers,
                         "size": len(body),
                         "sha256": hashlib.sha256(body).hexdigest(),
@@ -175,7 +187,8 @@ def run_upload(adapter: contract.Adapter, workdir: Path, mode: str, watchdog_s: 
     folder.mkdir()
     scenario = upload_scenario(name)
     record = folder / f"{HOOK_ID}.jsonl"
-    with Receiver(mode) as receiver:
+    token = secrets.token_urlsafe(24)
+    with Receiver(mode, token) as receiver, _client_env({TOKEN_ENV: token}):
         registration = {
             "protocolVersion": "draft",
             "hooks": [
@@ -198,6 +211,7 @@ def run_upload(adapter: contract.Adapter, workdir: Path, mode: str, watchdog_s: 
                                 "endpoint": receiver.endpoint,
                                 "timeoutMs": 5000,
                                 "maxBytes": MAX_BODY,
+                                "auth": {"type": "bearer", "tokenEnv": TOKEN_ENV},
                             },
                         }
                     ],
@@ -227,6 +241,31 @@ def run_upload(adapter: contract.Adapter, workdir: Path, mode: str, watchdog_s: 
     if run.report is not None:
         entry = next((r for r in run.report["results"] if r.get("id") == name), None)
     return UploadRun(entry, intercepts, receiver, run.error)
+
+
+@contextlib.contextmanager
+def _client_env(values: Mapping[str, str]) -> Iterator[None]:
+    """``values`` in this process's environment while a client adapter runs (it inherits
+    it); the old values come back after."""
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in old.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _credentials(outcome: UploadRun) -> Check:
+    posts = outcome.receiver.received
+    if not posts or not all(p["authorized"] for p in posts):
+        return _check("upload.credentials", False, "the upload did not carry its own bearer token")
+    if any(outcome.receiver.token in json.dumps(m) for m in outcome.intercepts):
+        return _check("upload.credentials", False, "the backend received the upload token")
+    return _check("upload.credentials", True, "")
 
 
 def _check(check_id: str, ok: bool, detail: str, evidence: Any = None) -> Check:
@@ -266,7 +305,7 @@ def _framing(outcome: UploadRun) -> Check:
         problems.append("the body is chunked or encoded")
     if (post["size"], post["sha256"]) != (len(DATA), DIGEST):
         problems.append("the body is not the raw bytes")
-    shown = {k: v for k, v in headers.items() if k != "authorization"}
+    shown = {k: v for k, v in headers.items() if k != "authorization"}  # never the token
     return _check("upload.framing", not problems, "; ".join(problems), shown)
 
 
@@ -329,7 +368,7 @@ def upload_checks(adapter: contract.Adapter, workdir: Path, watchdog_s: float) -
         return unsupported_upload_checks(PASSED_THROUGH)
     checks = []
     for outcome, judged in (
-        (ok, [_framing(ok), _confirmed(ok)]),
+        (ok, [_framing(ok), _confirmed(ok), _credentials(ok)]),
         (bad, [_not_confirmed("upload.bad-receipt", bad)]),
         (accepted, [_not_confirmed("upload.not-confirmed", accepted)]),
     ):
