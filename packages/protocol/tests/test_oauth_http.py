@@ -664,3 +664,127 @@ async def test_a_token_is_fetched_again_when_it_is_due(
     assert "result" in answer and exchange.attempts == 1  # fetched before sending
     assert len(as_log(auth_server, pki)) - before == 2
     assert TOKENS.get(transport.oauth._key) is not cached
+
+
+# -- authorization_code_pkce: a person, a loopback redirect ----------------------------
+
+
+def pkce_hook(url: str, issuer: str) -> Any:
+    from ahp_protocol.wire.registration import Hook
+
+    return Hook.model_validate(
+        {
+            "id": "com.example.pkce",
+            "transport": {"type": "http", "url": url},
+            "authentication": {
+                "type": "oauth",
+                "resource": url,
+                "issuer": issuer,
+                "clientId": "person-app",
+                "flow": "authorization_code_pkce",
+                "scopes": [SCOPE],
+            },
+        }
+    )
+
+
+class Person:
+    """Opens the authorization URL in a thread, as a browser would (the AS approves at
+    once and redirects to the loopback listener); first a stray callback with another
+    state, which the listener must ignore."""
+
+    def __init__(self, pki: dict[str, str]) -> None:
+        self.ca = ssl.create_default_context(cafile=pki["ca"])
+        self.urls: list[str] = []
+        self.answers: list[int] = []
+        self.threads: list[Any] = []
+
+    def __call__(self, url: str) -> None:
+        import threading
+
+        self.urls.append(url)
+        thread = threading.Thread(target=self._browse, args=(url,), daemon=True)
+        thread.start()
+        self.threads.append(thread)
+
+    def _browse(self, url: str) -> None:
+        from urllib.parse import parse_qs, urlsplit
+
+        redirect = parse_qs(urlsplit(url).query)["redirect_uri"][0]
+        with httpx.Client(timeout=DEADLINE) as plain:
+            self.answers.append(
+                plain.get(redirect, params={"code": "x", "state": "no"}).status_code
+            )
+        with httpx.Client(verify=self.ca, timeout=DEADLINE) as browser:
+            approved = browser.get(url)
+            assert approved.status_code == 302, approved.text
+            location = approved.headers["location"]
+        with httpx.Client(timeout=DEADLINE) as plain:
+            self.answers.append(plain.get(location).status_code)
+
+    def join(self) -> None:
+        for thread in self.threads:
+            thread.join(DEADLINE)
+
+
+async def test_pkce_signs_a_person_in_through_a_loopback_redirect(
+    backend: Proc, auth_server: Proc, pki: dict[str, str]
+) -> None:
+    from urllib.parse import parse_qs, urlsplit
+
+    from ahp_protocol.client.transports import open_transport
+
+    before = len(as_log(auth_server, pki))
+    person = Person(pki)
+    hook = pkce_hook(backend.url, f"{auth_server.url}/good")
+    transport = open_transport(hook, environ=environ(pki), interaction=person)
+    try:
+        answer, exchange = await call(transport, timeout=10.0)
+        again, _ = await call(transport)  # the token is cached: no second sign-in
+    finally:
+        await transport.aclose()
+        person.join()
+    assert "result" in answer and "result" in again and exchange.attempts == 1, answer
+    (url,) = person.urls
+    query = parse_qs(urlsplit(url).query)
+    redirect = urlsplit(query["redirect_uri"][0])
+    assert (redirect.scheme, redirect.hostname, redirect.path) == ("http", "127.0.0.1", "/callback")
+    assert query["code_challenge_method"] == ["S256"] and len(query["code_challenge"][0]) == 43
+    assert query["resource"] == [backend.url] and query["response_type"] == ["code"]
+    assert person.answers == [400, 200]  # the stray callback was refused, the real one taken
+    token = [e for e in as_log(auth_server, pki)[before:] if "grant_type" in e]
+    assert [(e["grant_type"], e["resource"], e["client_secret"]) for e in token] == [
+        ("authorization_code", backend.url, False)
+    ]
+
+
+async def test_pkce_needs_an_interactive_host(
+    backend: Proc, auth_server: Proc, pki: dict[str, str]
+) -> None:
+    from ahp_protocol.client import FailureClass
+    from ahp_protocol.client.transports import open_transport
+
+    transport = open_transport(pkce_hook(backend.url, f"{auth_server.url}/good"), environ={})
+    try:
+        failure, exchange = await call(transport)
+    finally:
+        await transport.aclose()
+    assert failure.failure == FailureClass.AUTH_FAILED and exchange.attempts == 0
+    assert "non-interactive" in failure.detail
+
+
+async def test_pkce_refuses_an_authorization_endpoint_it_may_not_send_a_person_to(
+    backend: Proc, auth_server: Proc, pki: dict[str, str]
+) -> None:
+    from ahp_protocol.client import FailureClass
+    from ahp_protocol.client.transports import open_transport
+
+    person = Person(pki)
+    hook = pkce_hook(backend.url, f"{auth_server.url}/plainauth")
+    transport = open_transport(hook, environ=environ(pki), interaction=person)
+    try:
+        failure, exchange = await call(transport)
+    finally:
+        await transport.aclose()
+    assert failure.failure == FailureClass.AUTH_FAILED and exchange.attempts == 0
+    assert "not an allowed destination" in failure.detail and person.urls == []

@@ -27,6 +27,7 @@ HS256 = "interop-hs256-signing-key-for-the-sdk-0123456789"
 CLIENTS = {
     "harness": {"secret": SECRET, "scopes": [SCOPE]},
     "narrow": {"secret": SECRET, "scopes": []},
+    "person-app": {"scopes": [SCOPE]},  # public: the authorization code grant with PKCE
 }
 
 

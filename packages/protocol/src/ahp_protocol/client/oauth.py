@@ -44,9 +44,16 @@ Client secrets: ``clientSecretRef`` is a reference, ``env:NAME`` (environment va
 Every problem is an ``OperationalFailure(AUTH_FAILED, <fixed phrase>)``; a token,
 secret, authorization code or server-supplied text appears in no failure, log or
 ``repr``. Never: falls back to another binding or to no authentication, retries on its
-own, follows a redirect, or asks for scopes the binding did not name. The interactive
-``authorization_code_pkce`` flow is not implemented: a session for it fails with
-``AUTH_FAILED`` (and the harness refuses such a registration at load time).
+own, follows a redirect, or asks for scopes the binding did not name.
+
+``authorization_code_pkce`` (a person signs in): given an ``interaction`` (a host that
+can show a person a URL), the session listens on a loopback port (``127.0.0.1``, the
+only redirect it ever names: ``http://127.0.0.1:PORT/callback``), shows the authorization
+URL (the metadata's ``authorization_endpoint``, which must pass the destination rule and
+offer ``S256``; PKCE S256, a fresh ``state``, ``resource`` and ``scope``), takes the one
+callback that carries its ``state`` (others get ``400``) and exchanges the code with its
+verifier. Without an ``interaction`` it fails (the harness refuses such a registration
+when it loads, draft §9 item 6). The wait for the person is inside the deadline too.
 """
 
 from __future__ import annotations
@@ -71,6 +78,7 @@ __all__ = [
     "CA_BUNDLE_ENV",
     "TOKENS",
     "DiscoverySession",
+    "Interaction",
     "OAuthSession",
     "SecretResolver",
     "TokenCache",
@@ -89,6 +97,8 @@ https backends and the OAuth servers they use (e.g. a test CA). Never disables c
 (The same name as ``transports.http.CA_BUNDLE_ENV``.)"""
 
 SecretResolver = Callable[[str], "str | Awaitable[str | None] | None"]
+Interaction = Callable[[str], "Awaitable[None] | None"]
+"""Shows a person an authorization URL to open (``authorization_code_pkce``)."""
 """Resolves a ``clientSecretRef``; ``None`` means unresolvable (nothing is sent)."""
 
 _MAX_METADATA_BYTES: Final = 64 * 1024
@@ -353,8 +363,12 @@ class OAuthSession:
         resolve_secret: SecretResolver | None = None,
         verify: ssl.SSLContext | bool | None = None,
         cache: TokenCache = TOKENS,
+        interaction: Interaction | None = None,
     ) -> None:
         self.auth = auth
+        self.interaction = interaction
+        """Shows a person the authorization URL (``authorization_code_pkce``); ``None``: a
+        non-interactive host, where that flow fails."""
         self._environ = environ
         self._resolve_secret = resolve_secret
         self._verify = verify
@@ -429,10 +443,9 @@ class OAuthSession:
         return value
 
     async def _acquire(self, http: httpx.AsyncClient, old: _Token | None) -> _Token:
-        if self.auth.flow != "client_credentials":
-            raise _fail(
-                "interactive OAuth (authorization_code_pkce) is not supported by this client"
-            )
+        interactive = self.auth.flow == "authorization_code_pkce"
+        if interactive and self.interaction is None:
+            raise _fail("interactive OAuth needs a person, and this host is non-interactive")
         secret = await self._secret()
         verify = verify_setting(self._environ) if self._verify is None else self._verify
         if self._metadata is None:
@@ -450,9 +463,17 @@ class OAuthSession:
                 )
                 if reply is not None:
                     return self._token(reply, old)
-            reply = await self._token_request(
-                client, endpoint, secret, "client_credentials", params
-            )
+            if interactive:
+                code, redirect_uri = await self._authorize(self._metadata, params)
+                extra = {**params, "code": code, "code_verifier": self._verifier}
+                reply = await self._token_request(
+                    client, endpoint, secret, "authorization_code", extra,
+                    redirect_uri=redirect_uri,
+                )  # fmt: skip
+            else:
+                reply = await self._token_request(
+                    client, endpoint, secret, "client_credentials", params
+                )
         if reply is None:
             raise _fail("the authorization server did not issue a token")
         return self._token(reply, None)
@@ -465,6 +486,7 @@ class OAuthSession:
         grant: str,
         params: dict[str, Any],
         refresh_token: str | None = None,
+        redirect_uri: str | None = None,
     ) -> dict[str, Any] | None:
         """One token request (Authlib encodes it and the client authentication); the
         JSON reply of a ``200``, else ``None``. Redirects and transport errors fail."""
@@ -479,7 +501,7 @@ class OAuthSession:
         extra = dict(params)
         if refresh_token is not None:
             extra["refresh_token"] = refresh_token
-        body = prepare_token_request(grant, **extra)
+        body = prepare_token_request(grant, redirect_uri=redirect_uri, **extra)
         method = "client_secret_basic" if secret else "none"
         headers = {
             "Content-Type": "application/x-www-form-urlencoded",
@@ -502,6 +524,54 @@ class OAuthSession:
             return None
         return reply if isinstance(reply, dict) else None
 
+    async def _authorize(
+        self, metadata: Mapping[str, Any], params: Mapping[str, Any]
+    ) -> tuple[str, str]:
+        """The authorization code grant with PKCE (RFC 7636, S256): a loopback redirect
+        listener on ``127.0.0.1`` (RFC 8252 §7.3, a port of the system's choosing), the
+        authorization URL shown to the person (:attr:`interaction`), the one callback with
+        this attempt's ``state`` taken; (code, redirect URI). Inside the caller's deadline."""
+        import inspect
+
+        import anyio
+        from authlib.common.security import generate_token  # type: ignore[import-untyped]
+        from authlib.oauth2.rfc6749.parameters import (
+            prepare_grant_uri,
+        )
+        from authlib.oauth2.rfc7636 import (  # type: ignore[import-untyped]
+            create_s256_code_challenge,
+        )
+
+        endpoint = metadata.get("authorization_endpoint")
+        if not isinstance(endpoint, str):
+            raise _fail("the authorization server has no authorization endpoint")
+        check_destination(endpoint)
+        if "S256" not in (metadata.get("code_challenge_methods_supported") or ()):
+            raise _fail("the authorization server does not support PKCE with S256")
+        self._verifier = generate_token(64)
+        state = generate_token(32)
+        listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+        async with listener:
+            port = listener.extra(anyio.abc.SocketAttribute.local_port)
+            redirect_uri = f"http://127.0.0.1:{port}/callback"
+            url = prepare_grant_uri(
+                endpoint,
+                self.auth.client_id,
+                "code",
+                redirect_uri=redirect_uri,
+                scope=params.get("scope"),
+                state=state,
+                code_challenge=create_s256_code_challenge(self._verifier),
+                code_challenge_method="S256",
+                resource=params["resource"],
+            )
+            assert self.interaction is not None
+            shown = self.interaction(url)
+            if inspect.isawaitable(shown):
+                await shown
+            code = await _callback(listener, state)
+        return code, redirect_uri
+
     @staticmethod
     def _token(reply: Mapping[str, Any], old: _Token | None) -> _Token:
         value = reply.get("access_token")
@@ -516,6 +586,55 @@ class OAuthSession:
         if not _is_token(refresh):
             refresh = old.refresh_token if old is not None else None
         return _Token(str(value), refresh_at, refresh if isinstance(refresh, str) else None)
+
+
+_DONE_PAGE: Final = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n"
+    b"Content-Length: 48\r\n\r\nSigned in: you can close this window now. (AHP)\n"
+)
+_NOT_THIS: Final = (
+    b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nConnection: close\r\n"
+    b"Content-Length: 25\r\n\r\nnot the expected callback"
+)
+
+
+async def _callback(listener: Any, state: str) -> str:
+    """The ``code`` of the first request to ``/callback`` carrying ``state``; any other
+    request gets ``400`` and is ignored; an ``error`` with that state fails."""
+    from urllib.parse import parse_qs
+
+    import anyio
+
+    found: list[str] = []
+    failed: list[str] = []
+
+    async def one(stream: Any) -> None:
+        async with stream:
+            head = b""
+            with anyio.move_on_after(10):
+                while b"\r\n\r\n" not in head and len(head) < 16384:
+                    chunk = await stream.receive(4096)
+                    if not chunk:
+                        break
+                    head += chunk
+            line = head.split(b"\r\n", 1)[0].decode("latin-1", "replace").split(" ")
+            target = urlsplit(line[1]) if len(line) == 3 and line[0] == "GET" else None
+            query = parse_qs(target.query) if target is not None else {}
+            if target is None or target.path != "/callback" or query.get("state") != [state]:
+                await stream.send(_NOT_THIS)
+                return
+            await stream.send(_DONE_PAGE)
+            if "code" in query:
+                found.append(query["code"][0])
+            else:
+                failed.append("refused")
+            tasks.cancel_scope.cancel()
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(listener.serve, one)
+    if found:
+        return found[0]
+    raise _fail("the person or the authorization server refused the authorization")
 
 
 _REGISTERED: dict[str, tuple[str, str | None]] = {}

@@ -17,7 +17,9 @@ path segment, each behaving in one way a test needs:
 
 - ``/good``: a correct issuer; ``aud`` is the RFC 8707 ``resource`` of the request; open
   dynamic client registration (RFC 7591, Authlib's ``ClientRegistrationEndpoint``) at
-  ``/good/register``;
+  ``/good/register``; the authorization code grant with PKCE (S256 required) for clients
+  without a secret, loopback redirects only, at ``/good/authorize``, where the "person"
+  approves every request at once (a ``302`` to the redirect URI with the code);
 - ``/liar``: its metadata names ``/good`` as the issuer (an untrusted issuer);
 - ``/slow``: its metadata answers after 3 s (a deadline covers discovery);
 - ``/redirect``: its token endpoint answers ``307`` to ``/good``'s (never followed);
@@ -25,6 +27,7 @@ path segment, each behaving in one way a test needs:
   otherwise);
 - ``/otheraud``: issues ``/good``'s tokens for ``https://elsewhere.invalid/`` whatever the
   ``resource``;
+- ``/plainauth``: its ``authorization_endpoint`` is plain http to a remote host;
 - ``/sdk``: the official SDK's interop shape: HS256 with ``hs256Key``, ``aud`` from the
   ``audience`` parameter (else ``resource``), a ``purpose: "oauth"`` claim.
 
@@ -55,6 +58,7 @@ from authlib.oauth2.rfc6749 import (  # type: ignore[import-untyped]
     OAuth2Request,
 )
 from authlib.oauth2.rfc6749.grants import (  # type: ignore[import-untyped]
+    AuthorizationCodeGrant,
     ClientCredentialsGrant,
 )
 from authlib.oauth2.rfc6749.requests import (  # type: ignore[import-untyped]
@@ -63,10 +67,11 @@ from authlib.oauth2.rfc6749.requests import (  # type: ignore[import-untyped]
 from authlib.oauth2.rfc7591 import (  # type: ignore[import-untyped]
     ClientRegistrationEndpoint,
 )
+from authlib.oauth2.rfc7636 import CodeChallenge  # type: ignore[import-untyped]
 from authlib.oauth2.rfc9068 import JWTBearerTokenGenerator  # type: ignore[import-untyped]
 from joserfc.jwk import OctKey, RSAKey
 
-TENANTS = ("good", "liar", "slow", "redirect", "expired", "otheraud", "sdk")
+TENANTS = ("good", "liar", "slow", "redirect", "expired", "otheraud", "sdk", "plainauth")
 SIGNING = RSAKey.generate_key(2048, parameters={"kid": "test-key", "use": "sig", "alg": "RS256"})
 CURRENT: contextvars.ContextVar[dict[str, str]] = contextvars.ContextVar("form")
 LOG: list[dict[str, Any]] = []
@@ -74,7 +79,10 @@ LOCK = threading.Lock()
 
 
 class Client(ClientMixin):  # type: ignore[misc]
-    def __init__(self, client_id: str, secret: str, scopes: list[str]) -> None:
+    """A configured client: confidential (client credentials) with a secret, public
+    (authorization code with PKCE, loopback redirects only) without one."""
+
+    def __init__(self, client_id: str, secret: str | None, scopes: list[str]) -> None:
         self.client_id, self.secret, self.scopes = client_id, secret, scopes
 
     def get_client_id(self) -> str:
@@ -88,36 +96,98 @@ class Client(ClientMixin):  # type: ignore[misc]
         return " ".join(s for s in asked if s in self.scopes)
 
     def check_redirect_uri(self, redirect_uri: str) -> bool:
-        return False
+        # RFC 8252 §7.3: a loopback redirect, any port
+        parts = urlsplit(redirect_uri)
+        return self.secret is None and parts.scheme == "http" and parts.hostname == "127.0.0.1"
 
     def check_client_secret(self, client_secret: str) -> bool:
         import hmac
 
+        if self.secret is None:
+            return False
         return hmac.compare_digest(client_secret.encode(), self.secret.encode())
 
     def check_endpoint_auth_method(self, method: str, endpoint: str) -> bool:
+        if self.secret is None:
+            return method == "none"
         return method in ("client_secret_basic", "client_secret_post")
 
     def check_response_type(self, response_type: str) -> bool:
-        return False
+        return self.secret is None and response_type == "code"
 
     def check_grant_type(self, grant_type: str) -> bool:
+        if self.secret is None:
+            return grant_type == "authorization_code"
         return grant_type == "client_credentials"
 
 
+class User:
+    def get_user_id(self) -> str:
+        return "person"
+
+
+class Code:
+    def __init__(self, code: str, client_id: str, redirect_uri: str, scope: str, data: Any) -> None:
+        self.code, self.client_id, self.redirect_uri, self.scope = (
+            code,
+            client_id,
+            redirect_uri,
+            scope,
+        )
+        self.code_challenge = data.get("code_challenge")
+        self.code_challenge_method = data.get("code_challenge_method")
+
+    def get_redirect_uri(self) -> str:
+        return self.redirect_uri
+
+    def get_scope(self) -> str:
+        return self.scope
+
+    def get_nonce(self) -> None:
+        return None
+
+    def get_auth_time(self) -> None:
+        return None
+
+
+CODES: dict[str, Code] = {}
+
+
+class PkceGrant(AuthorizationCodeGrant):  # type: ignore[misc]
+    TOKEN_ENDPOINT_AUTH_METHODS = ["none"]
+
+    def save_authorization_code(self, code: str, request: Any) -> None:
+        data = request.payload.data
+        CODES[code] = Code(
+            code, request.client.client_id, request.payload.redirect_uri, request.scope, data
+        )
+
+    def query_authorization_code(self, code: str, client: Any) -> Code | None:
+        found = CODES.get(code)
+        return found if found is not None and found.client_id == client.client_id else None
+
+    def delete_authorization_code(self, authorization_code: Code) -> None:
+        CODES.pop(authorization_code.code, None)
+
+    def authenticate_user(self, authorization_code: Code) -> User:
+        return User()
+
+
 class Request(OAuth2Request):  # type: ignore[misc]
-    def __init__(self, uri: str, headers: dict[str, str], form: dict[str, str]) -> None:
-        super().__init__("POST", uri, headers=headers)
+    def __init__(
+        self, uri: str, headers: dict[str, str], form: dict[str, str], method: str = "POST"
+    ) -> None:
+        super().__init__(method, uri, headers=headers)
         self.payload = BasicOAuth2Payload(form)
         self._form = form
 
     @property
     def form(self) -> dict[str, str]:
-        return self._form
+        return self._form if self.method == "POST" else {}
 
     @property
     def args(self) -> dict[str, str]:
-        return {}
+        return self._form if self.method == "GET" else {}
 
 
 class Tokens(JWTBearerTokenGenerator):  # type: ignore[misc]
@@ -185,6 +255,7 @@ class Server(AuthorizationServer):  # type: ignore[misc]
         super().__init__()
         self.clients = clients
         self.register_grant(ClientCredentialsGrant)
+        self.register_grant(PkceGrant, [CodeChallenge(required=True)])
         self.register_token_generator("default", Tokens(issuer, tenant, hs256))
 
     def query_client(self, client_id: str) -> Client | None:
@@ -269,7 +340,7 @@ def make_pki(folder: Path) -> dict[str, str]:
 def main() -> None:
     config = json.loads(Path(sys.argv[1]).read_text())
     clients = {
-        cid: Client(cid, c["secret"], list(c.get("scopes", ())))
+        cid: Client(cid, c.get("secret"), list(c.get("scopes", ())))
         for cid, c in config["clients"].items()
     }
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -293,15 +364,22 @@ def main() -> None:
 
     def metadata(tenant: str) -> dict[str, Any]:
         issuer = f"{base}/good" if tenant == "liar" else f"{base}/{tenant}"
-        extra = {"registration_endpoint": f"{base}/good/register"} if tenant == "good" else {}
+        extra: dict[str, Any] = {}
+        if tenant == "good":
+            extra = {
+                "registration_endpoint": f"{base}/good/register",
+                "authorization_endpoint": f"{base}/good/authorize",
+            }
+        elif tenant == "plainauth":  # an authorization endpoint no client may be sent to
+            extra = {"authorization_endpoint": "http://auth.example.invalid/authorize"}
         return {
             **extra,
             "issuer": issuer,
             "token_endpoint": f"{base}/{tenant}/token",
             "jwks_uri": f"{base}/{tenant}/jwks",
-            "grant_types_supported": ["client_credentials"],
+            "grant_types_supported": ["client_credentials", "authorization_code"],
             "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
-            "response_types_supported": [],
+            "response_types_supported": ["code"],
             "code_challenge_methods_supported": ["S256"],
         }
 
@@ -341,6 +419,15 @@ def main() -> None:
                         return self.reply(404, {"error": "not_found"})
                     return self.reply(200, metadata(tenant))
             parts = path.strip("/").split("/")
+            if parts == ["good", "authorize"]:  # the person approves at once
+                query = dict(parse_qsl(urlsplit(self.path).query))
+                with LOCK:
+                    LOG.append({"tenant": "good", "authorize": sorted(query)})
+                request = Request(f"{base}{self.path}", dict(self.headers.items()), query, "GET")
+                status, body, out = servers["good"].create_authorization_response(
+                    request, grant_user=User()
+                )
+                return self.reply(status, body if body else b"", out)
             if len(parts) == 2 and parts[0] in TENANTS and parts[1] == "jwks":
                 return self.reply(200, {"keys": [SIGNING.as_dict(private=False)]})
             self.reply(404, {"error": "not_found"})

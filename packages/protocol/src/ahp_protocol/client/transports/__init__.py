@@ -19,7 +19,7 @@ from ahp_protocol.client.transports.stdio import StdioTransport, child_environme
 from ahp_protocol.wire.jsonrpc import MAX_FRAME_BYTES
 
 if TYPE_CHECKING:
-    from ahp_protocol.client.oauth import SecretResolver
+    from ahp_protocol.client.oauth import Interaction, SecretResolver
     from ahp_protocol.client.transports.http import (
         AuthUnsupported,
         HeaderSource,
@@ -86,6 +86,7 @@ def open_transport(
     environ: Mapping[str, str] | None = None,
     max_frame_bytes: int = MAX_FRAME_BYTES,
     resolve_secret: SecretResolver | None = None,
+    interaction: Interaction | None = None,
 ) -> Transport:
     """The transport for ``hook``; nothing is spawned or connected until first use.
 
@@ -95,7 +96,9 @@ def open_transport(
     references) and ``AHP_CA_BUNDLE`` (the CAs trusted for https backends and their
     OAuth servers) come from it. An ``oauth`` binding gets an
     :class:`~ahp_protocol.client.oauth.OAuthSession` (tokens shared process-wide by
-    issuer, client, resource and scopes). A bearer ``tokenRef`` fails every send with
+    issuer, client, resource and scopes); ``interaction`` shows a person the authorization
+    URL of an ``authorization_code_pkce`` binding (without it that flow fails). A bearer
+    ``tokenRef`` fails every send with
     ``AUTH_FAILED``. A registration ``Authorization`` header replaces any binding.
     """
     import os
@@ -125,7 +128,9 @@ def open_transport(
     if isinstance(auth, reg.OAuthAuthentication):
         from ahp_protocol.client.oauth import OAuthSession
 
-        oauth = OAuthSession(auth, environ=env, resolve_secret=resolve_secret)
+        oauth = OAuthSession(
+            auth, environ=env, resolve_secret=resolve_secret, interaction=interaction
+        )
     elif auth is not None and bearer_env is None:
         unsupported = "token_ref"
     return HttpTransport(
