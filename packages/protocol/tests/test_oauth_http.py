@@ -788,3 +788,33 @@ async def test_pkce_refuses_an_authorization_endpoint_it_may_not_send_a_person_t
         await transport.aclose()
     assert failure.failure == FailureClass.AUTH_FAILED and exchange.attempts == 0
     assert "not an allowed destination" in failure.detail and person.urls == []
+
+
+async def test_pkce_through_the_dispatcher_only_with_an_interaction(
+    backend: Proc, auth_server: Proc, pki: dict[str, str]
+) -> None:
+    from ahp_protocol.client import Dispatcher, RegistrationError
+    from ahp_protocol.wire.registration import parse_registration
+
+    entry = pkce_hook(backend.url, f"{auth_server.url}/good").model_dump(
+        by_alias=True, exclude_none=True
+    )
+    entry["subscriptions"] = [
+        {"mode": "intercept", "events": ["tool.before"], "timeoutMs": 8000,
+         "failurePolicy": "fail-closed", "content": {"default": "body"}}
+    ]  # fmt: skip
+    reg = parse_registration({"protocolVersion": "draft", "hooks": [entry]})
+    caps = {"tool.before": {"effects": ["deny"]}}
+    with pytest.raises(RegistrationError) as refused:  # a non-interactive host: at load
+        Dispatcher(reg, capabilities=caps, environ=environ(pki))
+    assert "interactive" in str(refused.value)
+    person = Person(pki)
+    try:
+        async with Dispatcher(
+            reg, capabilities=caps, environ=environ(pki), interaction=person
+        ) as hooks:
+            result = await hooks.intercept(tool_before(command="rm -rf /"))
+    finally:
+        person.join()
+    assert result.permission == "deny" and not result.synthetic_denial  # the backend's deny
+    assert len(person.urls) == 1

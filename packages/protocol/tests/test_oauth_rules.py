@@ -181,3 +181,8 @@ def test_resource_server_configuration() -> None:
     ):
         with pytest.raises(ValueError):
             ResourceServer(**bad)
+
+
+def test_pkce_is_accepted_in_an_interactive_host() -> None:
+    check_registration(doc(flow="authorization_code_pkce"), {"SECRET": SECRET}, DECLARED,
+                       interactive=True)  # fmt: skip

@@ -101,12 +101,23 @@ def _hooks(registration: PathLike | None, *, interactive: bool) -> Hooks:
 
     try:
         return Hooks(
-            registration, harness=HARNESS, capabilities=capabilities(interactive=interactive)
+            registration,
+            harness=HARNESS,
+            capabilities=capabilities(interactive=interactive),
+            interaction=_show_sign_in if interactive else None,
         )
     except WireErrors as exc:
         raise ConfigError(f"{registration}: {exc.first}") from None
     except (WireError, RegistrationError, DeclarationError) as exc:
         raise ConfigError(f"{registration}: {exc}") from None
+
+
+def _show_sign_in(url: str) -> None:
+    """An interactive session's OAuth sign-in (``authorization_code_pkce``): the person
+    opens the URL; the browser comes back to the client's loopback listener."""
+    import sys
+
+    print(f"ahp-harness: sign in for an AHP backend: open {url}", file=sys.stderr, flush=True)
 
 
 @dataclass

@@ -115,10 +115,10 @@ def manifest(*, interactive: bool) -> dict[str, Any]:
     ]
     gaps += [
         {"path": "capabilities.flow.continue", "reason": "no continuation loop"},
-        {"path": "authentication.oauth.flow", "reason": "client_credentials only (no PKCE)"},
     ]
     if not interactive:
         gaps.append({"path": "capabilities.ask", "reason": "non-interactive: nobody can answer"})
+        gaps.append({"path": "authentication.oauth.flow", "reason": "non-interactive: no PKCE"})
     return {
         "events": events,
         "gaps": gaps,

@@ -78,7 +78,11 @@ def _have_httpx() -> bool:
 
 
 def check_registration(
-    registration: Registration, environ: Mapping[str, str], declared: Mapping[str, object]
+    registration: Registration,
+    environ: Mapping[str, str],
+    declared: Mapping[str, object],
+    *,
+    interactive: bool = False,
 ) -> None:
     """The harness-side registration rules (draft §9): credentials resolvable, events served."""
     for i, hook in enumerate(registration.hooks):
@@ -100,7 +104,7 @@ def check_registration(
                 "supported by this harness; use tokenEnv"
             )
         if getattr(auth, "type", None) == "oauth":
-            check_oauth(auth, f"hooks[{i}].authentication", environ)
+            check_oauth(auth, f"hooks[{i}].authentication", environ, interactive=interactive)
         headers = getattr(hook.transport, "headers", None) or {}
         for name, value in headers.items():
             env = getattr(value, "value_env", None)
@@ -118,12 +122,14 @@ def check_registration(
             check_subscription(sub, f"hooks[{i}].subscriptions[{j}]", declared)
 
 
-def check_oauth(auth: Any, where: str, environ: Mapping[str, str]) -> None:
-    """An ``oauth`` binding this harness can use: ``client_credentials`` (the interactive
-    ``authorization_code_pkce`` flow needs a person, which this harness cannot ask: draft
-    §9 item 6), a ``clientSecretRef`` of the form ``env:NAME`` with ``NAME`` set, and a
-    loadable ``AHP_CA_BUNDLE`` when one is named."""
-    if auth.flow != "client_credentials":
+def check_oauth(
+    auth: Any, where: str, environ: Mapping[str, str], *, interactive: bool = False
+) -> None:
+    """An ``oauth`` binding this harness can use: ``client_credentials``, or the
+    interactive ``authorization_code_pkce`` only in an interactive host (a person signs
+    in: draft §9 item 6), a ``clientSecretRef`` of the form ``env:NAME`` with ``NAME`` set,
+    and a loadable ``AHP_CA_BUNDLE`` when one is named."""
+    if auth.flow != "client_credentials" and not interactive:
         raise RegistrationError(
             f"{where}.flow: {auth.flow} is interactive (a person signs in) and this harness "
             'runs non-interactively; use "client_credentials"'

@@ -89,6 +89,10 @@ class Dispatcher:
     events that happened long ago, such as a policy replay; every rule that decides is
     unchanged.
 
+    ``interaction(url)`` shows a person an OAuth sign-in URL (an
+    ``authorization_code_pkce`` binding); without it the host is non-interactive and such
+    a registration is refused.
+
     ``authorize_configuration(hook, subscriptions)`` is the host's consent to what a
     backend registered without subscriptions answers to ``hooks/configuration``: without
     it, a discovered configuration with an ``upload`` is refused (the backend is skipped,
@@ -114,9 +118,11 @@ class Dispatcher:
         deliver_observations: bool = True,
         transport: Callable[[Hook], Transport] | None = None,
         authorize_configuration: Callable[[Hook, Sequence[Subscription]], bool] | None = None,
+        interaction: Callable[[str], Any] | None = None,
     ) -> None:
         self.registration = registration
         self.authorize_configuration = authorize_configuration
+        self.interaction = interaction
         self._open = transport
         self.deliver_observations = deliver_observations
         self.capabilities = check_declaration(capabilities)
@@ -137,7 +143,9 @@ class Dispatcher:
         self._started = False
         self._start_lock = anyio.Lock()
         self._closed = False
-        check_registration(registration, self.environ, self.capabilities)
+        check_registration(
+            registration, self.environ, self.capabilities, interactive=interaction is not None
+        )
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -216,7 +224,7 @@ class Dispatcher:
             else:
                 from ahp_protocol.client.transports import open_transport
 
-                transport = open_transport(hook, environ=self.environ)
+                transport = open_transport(hook, environ=self.environ, interaction=self.interaction)
             self._transports[hook.id] = transport
             tail = getattr(transport, "stderr_tail", None)
             if callable(tail):  # kept after aclose(): why a backend died is read afterwards

@@ -146,7 +146,9 @@ class Hooks:
     tests, :func:`ahp_protocol.testing.memory_transports` answers in memory.
     ``authorize_configuration(hook, subscriptions)``: the host's consent to a
     configuration a backend answers to ``hooks/configuration`` (needed for one with an
-    ``upload``; see :class:`~ahp_protocol.client.Dispatcher`).
+    ``upload``; see :class:`~ahp_protocol.client.Dispatcher`). ``interaction(url)``: how
+    this host shows a person an OAuth sign-in URL (``authorization_code_pkce``); without
+    it such a registration is refused (a non-interactive host).
 
     Raises at construction: ``WireErrors`` (the registration, with JSON paths),
     :class:`~ahp_protocol.client.DeclarationError` (``capabilities``),
@@ -166,6 +168,7 @@ class Hooks:
         base_dir: str | os.PathLike[str] | None = None,
         transport: Callable[[Hook], Transport] | None = None,
         authorize_configuration: Callable[[Hook, Sequence[Any]], bool] | None = None,
+        interaction: Callable[[str], Any] | None = None,
     ) -> None:
         self.harness = _identity(harness)
         self.source = source or f"urn:uuid:{uuid.uuid4()}"
@@ -182,6 +185,7 @@ class Hooks:
                 harness=self.harness,
                 transport=transport,
                 authorize_configuration=authorize_configuration,
+                interaction=interaction,
             )
             self._declared = self.dispatcher.capabilities
         self._unknown_kinds: set[str] = set()
