@@ -52,3 +52,9 @@ def test_a_client_that_drops_the_upload_credentials_fails_them(tmp_path: Path) -
     assert checks["upload.credentials"].status == "fail"
     assert checks["upload.credentials"].detail == "the upload did not carry its own bearer token"
     assert checks["upload.confirmed"].status == "pass"  # this receiver confirms anyway
+
+
+def test_the_kits_client_passes_them_over_http_hooks_too(tmp_path: Path) -> None:
+    checks = upload_checks(adapter(KIT_CLIENT), tmp_path, 60.0, ("http",))
+    assert {c.id for c in checks} == set(CHECKS)
+    assert {(c.status, c.binding) for c in checks} == {("pass", "http")}, checks

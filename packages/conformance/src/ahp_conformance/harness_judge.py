@@ -220,7 +220,7 @@ def run(args: argparse.Namespace) -> int:
             report.extend(
                 extension_checks(adapter, workdir, args.watchdog_s, classes, args.jobs, transports)
             )
-            report.extend(upload_checks(adapter, workdir, args.watchdog_s))
+            report.extend(upload_checks(adapter, workdir, args.watchdog_s, transports))
             if "http" in transports:
                 report.extend(oauth_checks(adapter, workdir, args.watchdog_s, args.jobs))
             else:

@@ -1,9 +1,10 @@
 """Content uploads, judged on a harness (AHP-CONTENT-001, AHP-CONTENT-002).
 
 Only for an adapter with the kit's ``registration`` extension (otherwise each check is
-``unsupported``). Each run writes a registration of one fake backend (persistent stdio)
-whose intercept subscription has ``upload`` pointing at this judge's own loopback
-receiver (:class:`Receiver`, one per run), and one scenario of this judge's own: a
+``unsupported``). Each run writes a registration of one fake backend (persistent stdio,
+or over HTTP started by this judge: per ``--transport``) whose intercept subscription
+has ``upload`` pointing at this judge's own loopback receiver (:class:`Receiver`, one
+per run), and one scenario of this judge's own: a
 ``tool.before`` whose ``items`` hold one attachment part (``application/octet-stream``)
 whose bytes are the scenario's ``uploads`` entry (contract form ``{ref, bodyBase64}``).
 What the receiver answers, and what must follow:
@@ -42,8 +43,8 @@ import os
 import secrets
 import threading
 import uuid
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -51,7 +52,12 @@ from typing import Any
 from ahp_conformance import contract, scenarios
 from ahp_conformance.fake_backend import read_record
 from ahp_conformance.harness import FAKE, progress
-from ahp_conformance.harness.registration_runs import ALLOWED, LONG_DEADLINE_MS, own_scenario
+from ahp_conformance.harness.registration_runs import (
+    ALLOWED,
+    LONG_DEADLINE_MS,
+    HttpFakes,
+    own_scenario,
+)
 from ahp_conformance.report import Check, Evidence, Status
 
 __all__ = ["Receiver", "unsupported_upload_checks", "upload_checks"]
@@ -169,6 +175,7 @@ class UploadRun:
     intercepts: list[dict[str, Any]]
     receiver: Receiver
     error: str | None = None
+    binding: str = "stdio"
 
     def part(self) -> Any:
         """The attachment part the backend got (``None`` if no event arrived)."""
@@ -180,26 +187,37 @@ class UploadRun:
         return next((p for p in items if isinstance(p, dict) and p.get("id") == PART_ID), None)
 
 
-def run_upload(adapter: contract.Adapter, workdir: Path, mode: str, watchdog_s: float) -> UploadRun:
-    """One run of the judge's scenario against a receiver in ``mode``."""
+def run_upload(
+    adapter: contract.Adapter, workdir: Path, mode: str, watchdog_s: float, binding: str = "stdio"
+) -> UploadRun:
+    """One run of the judge's scenario against a receiver in ``mode``, the fake backend
+    over ``binding`` (``stdio``: started by the client; ``http``: by this judge)."""
     name = f"upload-{mode}"
-    folder = workdir / name
+    folder = workdir / f"{name}-{binding}"
     folder.mkdir()
     scenario = upload_scenario(name)
     record = folder / f"{HOOK_ID}.jsonl"
     token = secrets.token_urlsafe(24)
+    fakes = HttpFakes(folder)
     with Receiver(mode, token) as receiver, _client_env({TOKEN_ENV: token}):
+        transport: dict[str, Any] = {
+            "type": "stdio",
+            "command": FAKE[0],
+            "args": [*FAKE[1:], "--record", str(record)],
+            "lifecycle": "persistent",
+        }
+        if binding == "http":
+            try:
+                transport = {"type": "http", "url": fakes.start(HOOK_ID, ["--record", str(record)])}
+            except contract.ContractError as exc:
+                fakes.close()
+                return UploadRun(None, [], receiver, str(exc), binding)
         registration = {
             "protocolVersion": "draft",
             "hooks": [
                 {
                     "id": HOOK_ID,
-                    "transport": {
-                        "type": "stdio",
-                        "command": FAKE[0],
-                        "args": [*FAKE[1:], "--record", str(record)],
-                        "lifecycle": "persistent",
-                    },
+                    "transport": transport,
                     "subscriptions": [
                         {
                             "events": ["tool.before"],
@@ -229,7 +247,9 @@ def run_upload(adapter: contract.Adapter, workdir: Path, mode: str, watchdog_s: 
         try:
             run = contract.run_client(adapter, config, folder, watchdog_s=watchdog_s)
         except contract.ContractError as exc:
-            return UploadRun(None, [], receiver, str(exc))
+            return UploadRun(None, [], receiver, str(exc), binding)
+        finally:
+            fakes.close()
     received = read_record(record) if record.exists() else []
     intercepts = [
         m
@@ -240,7 +260,7 @@ def run_upload(adapter: contract.Adapter, workdir: Path, mode: str, watchdog_s: 
     entry = None
     if run.report is not None:
         entry = next((r for r in run.report["results"] if r.get("id") == name), None)
-    return UploadRun(entry, intercepts, receiver, run.error)
+    return UploadRun(entry, intercepts, receiver, run.error, binding)
 
 
 @contextlib.contextmanager
@@ -358,14 +378,28 @@ def _passed_through(outcome: UploadRun) -> bool:
     return not outcome.receiver.received and outcome.part() == fixture
 
 
-def upload_checks(adapter: contract.Adapter, workdir: Path, watchdog_s: float) -> list[Check]:
-    """The three upload runs (stdio), judged (see the module docstring)."""
-    progress("upload runs: a confirmed upload, a bad receipt, a 202")
-    ok = run_upload(adapter, workdir, "ok", watchdog_s)
-    bad = run_upload(adapter, workdir, "bad-hash", watchdog_s)
-    accepted = run_upload(adapter, workdir, "202", watchdog_s)
+def upload_checks(
+    adapter: contract.Adapter,
+    workdir: Path,
+    watchdog_s: float,
+    bindings: Sequence[str] = ("stdio",),
+) -> list[Check]:
+    """The three upload runs per binding of the hook, judged (see the module docstring)."""
+    checks: list[Check] = []
+    for binding in bindings:
+        checks += _binding_checks(adapter, workdir, watchdog_s, binding)
+    return checks
+
+
+def _binding_checks(
+    adapter: contract.Adapter, workdir: Path, watchdog_s: float, binding: str
+) -> list[Check]:
+    progress(f"upload runs over {binding}: a confirmed upload, a bad receipt, a 202")
+    ok = run_upload(adapter, workdir, "ok", watchdog_s, binding)
+    bad = run_upload(adapter, workdir, "bad-hash", watchdog_s, binding)
+    accepted = run_upload(adapter, workdir, "202", watchdog_s, binding)
     if all(_passed_through(o) for o in (ok, bad, accepted)):
-        return unsupported_upload_checks(PASSED_THROUGH)
+        return [replace(c, binding=binding) for c in unsupported_upload_checks(PASSED_THROUGH)]
     checks = []
     for outcome, judged in (
         (ok, [_framing(ok), _confirmed(ok), _credentials(ok)]),
@@ -374,9 +408,8 @@ def upload_checks(adapter: contract.Adapter, workdir: Path, watchdog_s: float) -
     ):
         if outcome.error is not None and not outcome.intercepts:
             why = f"not run: the client adapter did not run ({outcome.error})"
-            checks += [Check(c.id, c.title, REQUIREMENTS, "fail", why) for c in judged]
-        else:
-            checks += judged
+            judged = [Check(c.id, c.title, REQUIREMENTS, "fail", why) for c in judged]
+        checks += [replace(c, binding=binding) for c in judged]
     return checks
 
 
