@@ -329,11 +329,13 @@ class SettledHooks:
     def observes(self, event_type: str) -> bool:
         return False
 
-    async def observe(self, event: Mapping[str, Any]) -> list[Any]:  # pragma: no cover
+    async def observe(
+        self, event: Mapping[str, Any], *, attachments: Any = ()
+    ) -> list[Any]:  # pragma: no cover
         return []
 
     async def intercept(
-        self, event: Mapping[str, Any], *, initial_permission: str = "none"
+        self, event: Mapping[str, Any], *, initial_permission: str = "none", attachments: Any = ()
     ) -> HookResult:
         self.intercepted.append(str(event["type"]))
         self.seeds.append(initial_permission)
