@@ -768,6 +768,19 @@ def _preload() -> None:
     import ahp_protocol.wire.state  # noqa: F401
 
 
+def route(app: Any, path: str, other: Any) -> Any:
+    """One ASGI app: HTTP requests for exactly ``path`` go to ``other``, everything else
+    (lifespan events included) to ``app``. How an upload receiver shares a backend's port."""
+
+    async def routed(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("type") == "http" and scope.get("path") == path:
+            await other(scope, receive, send)
+        else:
+            await app(scope, receive, send)
+
+    return routed
+
+
 def serve_http(
     backend: Backend,
     host: str,
@@ -790,7 +803,7 @@ def serve_http(
     ``bearer_token``) that every request's access token must satisfy.
 
     ``uploads``: an :class:`~ahp_protocol.server.uploads.UploadReceiver` served on the
-    same port at its ``path`` (:func:`~ahp_protocol.server.uploads.with_uploads`).
+    same port at its ``path`` (:func:`route`).
 
     It binds any address it is given: :func:`http_address` decides which may be given.
     :class:`ServeFailed` (one line, no traceback needed) when uvicorn is missing or the
@@ -808,9 +821,7 @@ def serve_http(
         oauth=oauth,
     )  # fmt: skip
     if uploads is not None:
-        from ahp_protocol.server.uploads import with_uploads
-
-        app = with_uploads(app, uploads)
+        app = route(app, uploads.path, uploads)
     config = server_config(app, header_timeout=header_timeout, max_connections=max_connections)
     sock = listen(host, port)
     try:

@@ -36,7 +36,7 @@ import uuid
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Final
 
-from ahp_protocol.server.asgi import BODY_TIMEOUT_S, RebindingGuard
+from ahp_protocol.server.asgi import BODY_TIMEOUT_S, RebindingGuard, route
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -231,11 +231,4 @@ async def _send(send: Send, status: int, body: bytes, headers: list[tuple[bytes,
 def with_uploads(app: Any, receiver: UploadReceiver) -> Any:
     """One ASGI app: requests for ``receiver.path`` go to ``receiver``, the rest to ``app``
     (lifespan events to ``app``)."""
-
-    async def routed(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope.get("type") == "http" and scope.get("path") == receiver.path:
-            await receiver(scope, receive, send)
-        else:
-            await app(scope, receive, send)
-
-    return routed
+    return route(app, receiver.path, receiver)
