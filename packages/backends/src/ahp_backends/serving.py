@@ -3,9 +3,10 @@
 Owns how the samples serve: the serving flags, declared once by the kit
 (:func:`ahp_protocol.cli_kit.add_serving_arguments`: stdio persistent by default,
 ``--once``, ``--http HOST:PORT``, ``--allow-remote``, ``--bearer-token-env VAR``,
-``--allow-host NAME``, ``--allow-origin ORIGIN``, ``--workers N``) turned into
-``Backend.run``'s arguments (:func:`http_argv`), and :class:`Replies`, the memory of
-answers by ``(source, event.id)`` that makes a duplicate delivery get the same answer.
+``--oauth-issuer URL --oauth-resource URL [--oauth-scope S]``, ``--allow-host NAME``,
+``--allow-origin ORIGIN``, ``--workers N``) turned into ``Backend.run``'s arguments
+(:func:`http_argv`), and :class:`Replies`, the memory of answers by ``(source,
+event.id)`` that makes a duplicate delivery get the same answer.
 Never decides anything about a tool call. The rules behind the HTTP flags (which
 addresses may be bound, how the token is read and checked, which ``Host`` and ``Origin``
 are answered) are the server kit's (``ahp_protocol.server.asgi``): the samples check
@@ -66,6 +67,14 @@ def http_argv(args: argparse.Namespace) -> list[str]:
     if args.bearer_token_env is not None:
         bearer_token_from_env(args.bearer_token_env)  # a clear error before anything starts
         argv += ["--bearer-token-env", args.bearer_token_env]
+    if args.oauth_issuer is not None:
+        from ahp_protocol.server.oauth import ResourceServer
+
+        # the kit's verdict on the URLs before anything starts
+        ResourceServer(resource=args.oauth_resource, issuer=args.oauth_issuer)
+        argv += ["--oauth-issuer", args.oauth_issuer, "--oauth-resource", args.oauth_resource]
+        for scope in args.oauth_scope:
+            argv += ["--oauth-scope", scope]
     RebindingGuard(hosts, origins)  # the kit's verdict on the names, before anything starts
     for name in hosts:
         argv += ["--allow-host", name]

@@ -8,6 +8,7 @@
   (:mod:`ahp_protocol._version`).
 - :func:`add_serving_arguments` and :func:`serving_problem`: THE serving flags
   (``--once``, ``--http HOST:PORT``, ``--allow-remote``, ``--bearer-token-env VAR``,
+  ``--oauth-issuer URL``/``--oauth-resource URL``/``--oauth-scope S``,
   ``--allow-host NAME``, ``--allow-origin ORIGIN``, ``--workers N``), declared once for
   ``Backend.run`` (:mod:`ahp_protocol.server.cli`) and the sample backends
   (``ahp_backends.serving``); ``ahp-adapter serve`` takes the two guard flags
@@ -160,6 +161,26 @@ def add_serving_arguments(
         help="with --http: answer only requests with 'Authorization: Bearer <token>', the "
         "token being the value of environment variable VAR (others get 401)",
     )
+    group.add_argument(
+        "--oauth-issuer",
+        metavar="URL",
+        help="with --http: answer only requests with an OAuth access token (a JWT) of this "
+        "issuer for --oauth-resource (others get 401 with the RFC 9728 challenge); the "
+        "issuer's CAs: AHP_CA_BUNDLE or the system's",
+    )
+    group.add_argument(
+        "--oauth-resource",
+        metavar="URL",
+        help="with --oauth-issuer: this backend's resource identifier, its URL as callers "
+        "use it (e.g. http://127.0.0.1:8765/ahp; give a fixed port)",
+    )
+    group.add_argument(
+        "--oauth-scope",
+        metavar="SCOPE",
+        action="append",
+        default=[],
+        help="with --oauth-issuer: a scope every token must carry (repeatable)",
+    )
     add_guard_arguments(group, prefix="with --http: ")
     group.add_argument(
         "--workers",
@@ -173,8 +194,17 @@ def add_serving_arguments(
 def serving_problem(args: argparse.Namespace) -> str | None:
     """Why the serving flags in ``args`` do not go together (a flag that needs ``--http``
     without it), or ``None``."""
+    oauth = getattr(args, "oauth_issuer", None)
+    if oauth is not None and args.bearer_token_env is not None:
+        return "give --bearer-token-env or --oauth-issuer, not both"
+    if (oauth is None) != (getattr(args, "oauth_resource", None) is None):
+        return "--oauth-issuer and --oauth-resource go together"
+    if getattr(args, "oauth_scope", None) and oauth is None:
+        return "--oauth-scope needs --oauth-issuer"
     if args.http:
         return None
+    if oauth is not None:
+        return "--oauth-issuer applies to --http only"
     if args.allow_remote:
         return "--allow-remote applies to --http only"
     if args.bearer_token_env is not None:

@@ -4,6 +4,9 @@ No arguments: stdio ``persistent`` (until EOF). ``--once``: stdio ``per_event`` 
 message, then exit). ``--http HOST:PORT``: HTTP via uvicorn, on a loopback address
 unless ``--allow-remote``; with ``--bearer-token-env VAR``, only callers sending the
 token in environment variable ``VAR`` as ``Authorization: Bearer`` are answered;
+with ``--oauth-issuer URL --oauth-resource URL [--oauth-scope S]``, only callers with
+that issuer's access tokens for that resource
+(:class:`~ahp_protocol.server.oauth.ResourceServer`);
 ``--allow-host NAME`` and ``--allow-origin ORIGIN`` (repeatable) add to the ``Host``
 and ``Origin`` values a loopback server answers (:class:`~ahp_protocol.server.asgi.RebindingGuard`).
 ``--workers N`` (with ``--http``, POSIX only) serves from N forked worker processes
@@ -72,13 +75,25 @@ def _parsed(backend: Backend, args: list[str]) -> tuple[bool, int]:
         host, port = http_address(str(ns.http), allow_remote=ns.allow_remote)
         env = ns.bearer_token_env
         bearer = None if env is None else bearer_token_from_env(env)
+        oauth = None
+        if ns.oauth_issuer is not None:
+            import os
+
+            from ahp_protocol.server.oauth import ResourceServer
+
+            oauth = ResourceServer(
+                resource=ns.oauth_resource,
+                issuer=ns.oauth_issuer,
+                scopes=ns.oauth_scope,
+                ca_bundle=os.environ.get("AHP_CA_BUNDLE"),
+            )
         RebindingGuard(ns.allow_host, ns.allow_origin)  # a clear error before binding
     except ValueError as exc:
         parser.error(str(exc))
     try:
         serve_http(
             backend, host, port, max_frame_bytes=limit, bearer_token=bearer, workers=workers,
-            allow_hosts=ns.allow_host, allow_origins=ns.allow_origin,
+            allow_hosts=ns.allow_host, allow_origins=ns.allow_origin, oauth=oauth,
         )  # fmt: skip
     except ServeFailed as exc:  # the address is taken or refused, or uvicorn is missing
         print(f"{backend.name}: error: {exc}", file=sys.stderr, flush=True)

@@ -80,10 +80,13 @@ class ResourceServer:
     ) -> None:
         from ahp_protocol.client.transports.http import check_endpoint_url
 
-        check_endpoint_url(resource)
-        check_endpoint_url(issuer)
         if urlsplit(issuer).scheme != "https":
-            raise ValueError("the OAuth issuer must use https")
+            raise ValueError(f"the OAuth issuer must use https, not {issuer!r}")
+        for what, url in (("resource", resource), ("issuer", issuer)):
+            try:
+                check_endpoint_url(url)
+            except ValueError as exc:
+                raise ValueError(f"the OAuth {what} {url!r}: {exc}") from None
         if urlsplit(resource).query or urlsplit(resource).fragment:
             raise ValueError("the resource identifier must not have a query or fragment")
         if leeway < 0 or jwks_ttl <= 0:
