@@ -220,6 +220,43 @@ def test_the_envelope_and_one_call_id_through_the_lifecycle(tmp_path: Path) -> N
     assert after["execution"] == {"status": "executed"} and after["durationMs"] == 1.5
 
 
+MCP_IDENTITY = {
+    "server": {"id": "files", "name": "Files"},
+    "toolName": "delete",
+    "provenance": "runtime",
+    "connection": {"transport": "stdio", "command": "files-mcp", "args": [], "cwd": "/w"},
+}
+
+
+def test_an_mcp_tools_identity_is_on_every_event_of_its_call() -> None:
+    """``tool_call(..., mcp=)`` is the one place ``tool.mcp`` is written: each event of the
+    call carries it (a copy: changing an event changes nothing else) and is valid."""
+    from ahp_protocol.wire.events import parse_event
+
+    hooks = Hooks(None, harness=HARNESS, capabilities={"tool.before": {"effects": ["deny"]}})
+    call = hooks.session(cwd="/w").tool_call(
+        "mcp__files__delete", {"path": "a"}, kind="mcp", origin="mcp", path="mcp", mcp=MCP_IDENTITY
+    )
+    events = [
+        call.event("tool.before"),
+        call.event("tool.permission.request", suggestions=[], sandboxBypass=False),
+        call.event(
+            "tool.after",
+            outcome="denied",
+            execution={"status": "skipped", "reason": "policy"},
+            items=[],
+        ),
+    ]
+    for event in events:
+        assert event["tool"]["origin"] == "mcp" and event["path"] == "mcp"
+        assert event["tool"]["mcp"] == MCP_IDENTITY
+        assert parse_event(event).tool.origin == "mcp"
+    events[0]["tool"]["mcp"]["toolName"] = "changed"
+    assert call.event("tool.before")["tool"]["mcp"] == MCP_IDENTITY
+    native = hooks.session(cwd="/w").tool_call("Bash", {"command": "ls"}, kind="shell")
+    assert "mcp" not in native.event("tool.before")["tool"]
+
+
 def test_an_invalid_event_is_raised_and_never_sent(tmp_path: Path) -> None:
     record = tmp_path / "r.jsonl"
     doc = recording(record, [intercept(["tool.before"]), observe(["turn.end"])])

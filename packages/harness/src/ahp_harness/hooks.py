@@ -7,7 +7,7 @@ declared below, which the copier implements over their own harness:
 
 - :class:`ToolTable` / :class:`Tool`: the tools by name (``kind``, ``parse``, ``run``;
   an MCP server's tool also has ``mcp``, its ``tool.mcp`` identity: its events carry it,
-  with ``origin`` and ``path`` ``mcp``, :class:`McpToolCall`);
+  with ``origin`` and ``path`` ``mcp``, through ``SessionHooks.tool_call(..., mcp=)``);
 - :class:`HostPolicy`: the host's own decision about a parsed call (sandbox, managed
   rules, user rules, the mode), *without* AHP, as a :class:`CallDecision`;
 - :class:`Approver`: answers the approval prompt (the user, or a fixed answer);
@@ -55,7 +55,6 @@ every time.
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -82,7 +81,6 @@ __all__ = [
     "FileChange",
     "Gate",
     "HostPolicy",
-    "McpToolCall",
     "Reporter",
     "Tool",
     "ToolInputError",
@@ -164,26 +162,13 @@ class Tool(Protocol):
     # ``None``) is native.
 
 
-@dataclass(eq=False, repr=False)
-class McpToolCall(ToolCall):
-    """A call of an MCP server's tool: every event's ``tool`` carries ``mcp``."""
-
-    mcp: Mapping[str, Any] = field(default_factory=dict)
-
-    def event(self, event_type: str, **fields: Any) -> dict[str, Any]:
-        event = super().event(event_type, **fields)
-        event["tool"]["mcp"] = copy.deepcopy(dict(self.mcp))
-        return event
-
-
 def tool_call(session: SessionHooks, tool: Tool, raw_input: Any, call_id: str) -> ToolCall:
     """The events of one call of ``tool``: native, or MCP when the tool has an ``mcp``."""
     mcp = getattr(tool, "mcp", None)
     if mcp is None:
         return session.tool_call(tool.name, raw_input, kind=tool.kind, call_id=call_id)
-    session.hooks.note_kind(tool.kind)
-    return McpToolCall(
-        session, call_id, tool.name, tool.kind, raw_input, "mcp", "mcp", mcp=dict(mcp)
+    return session.tool_call(
+        tool.name, raw_input, kind=tool.kind, call_id=call_id, origin="mcp", path="mcp", mcp=mcp
     )
 
 

@@ -22,6 +22,7 @@ own permissions and sandbox; this module knows no tool, rule or prompt.
 
 from __future__ import annotations
 
+import copy
 import os
 import uuid
 import warnings
@@ -408,11 +409,16 @@ class SessionHooks:
         call_id: str | None = None,
         origin: str = "native",
         path: str = "native",
+        mcp: Mapping[str, Any] | None = None,
     ) -> ToolCall:
         """One tool call's events, all with the same ``call.id``; ``kind`` is one of
-        :data:`ahp_protocol.wire.kinds.TOOL_KINDS` (any other is sent, with a warning)."""
+        :data:`ahp_protocol.wire.kinds.TOOL_KINDS` (any other is sent, with a warning).
+        An MCP server's tool: ``origin`` ``"mcp"``, the ``path`` it runs through, and
+        ``mcp`` its identity (``tool.mcp``: server, toolName, provenance, connection with
+        credentials already stripped), carried by every event of the call."""
         self.hooks.note_kind(kind)
-        return ToolCall(self, call_id or new_id("call"), name, kind, input, origin, path)
+        call_id = call_id or new_id("call")
+        return ToolCall(self, call_id, name, kind, input, origin, path, mcp=mcp)
 
 
 _SAME: Any = object()
@@ -434,6 +440,7 @@ class ToolCall:
     input: Any
     origin: str
     path: str
+    mcp: Mapping[str, Any] | None = None
     permission: Permission = "none"
     candidate: Candidate | None = None
     file_changed: HookResult | None = None
@@ -445,6 +452,8 @@ class ToolCall:
         tool: dict[str, Any] = {"name": self.name, "input": self.input, "origin": self.origin}
         if self.kind is not None:
             tool["kind"] = self.kind
+        if self.mcp is not None:
+            tool["mcp"] = copy.deepcopy(dict(self.mcp))
         call = {"id": self.id}
         return self.session.event(event_type, tool=tool, call=call, path=self.path, **fields)
 
