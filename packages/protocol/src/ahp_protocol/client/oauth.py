@@ -58,18 +58,23 @@ when it loads, draft §9 item 6). The wait for the person is inside the deadline
 
 from __future__ import annotations
 
-import json
-import re
 import ssl
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import httpx
 
+from ahp_protocol import oauth_metadata as _m
 from ahp_protocol.client._failures import FailureClass, OperationalFailure
+from ahp_protocol.endpoints import CA_BUNDLE_ENV
+from ahp_protocol.oauth_metadata import (
+    authorization_server_metadata_urls,
+    parse_bearer_challenge,
+    protected_resource_metadata_urls,
+)
 
 if TYPE_CHECKING:
     from ahp_protocol.wire.registration import OAuthAuthentication
@@ -91,17 +96,11 @@ __all__ = [
     "verify_setting",
 ]
 
-CA_BUNDLE_ENV: Final = "AHP_CA_BUNDLE"
-"""Host environment variable naming a PEM CA bundle that replaces the default CAs for
-https backends and the OAuth servers they use (e.g. a test CA). Never disables checks.
-(The same name as ``transports.http.CA_BUNDLE_ENV``.)"""
-
 SecretResolver = Callable[[str], "str | Awaitable[str | None] | None"]
 Interaction = Callable[[str], "Awaitable[None] | None"]
 """Shows a person an authorization URL to open (``authorization_code_pkce``)."""
 """Resolves a ``clientSecretRef``; ``None`` means unresolvable (nothing is sent)."""
 
-_MAX_METADATA_BYTES: Final = 64 * 1024
 _REFRESH_MARGIN_MIN_S: Final = 5.0
 _REFRESH_MARGIN_MAX_S: Final = 60.0
 
@@ -111,20 +110,6 @@ def _fail(detail: str) -> OperationalFailure:
 
 
 # --------------------------------------------------------------------------- rules
-
-
-def check_destination(url: str) -> str:
-    """``url`` if it may be contacted (https, or http to loopback; no userinfo), else
-    ``AUTH_FAILED``. The same rule as the transport's endpoint URLs."""
-    from ahp_protocol.client.transports.http import check_endpoint_url
-
-    try:
-        check_endpoint_url(url)
-    except ValueError:
-        raise _fail("a discovered OAuth URL is not an allowed destination") from None
-    if urlsplit(url).fragment:
-        raise _fail("a discovered OAuth URL is not an allowed destination")
-    return url
 
 
 def resolve_secret_ref(ref: str, environ: Mapping[str, str]) -> str | None:
@@ -137,174 +122,49 @@ def resolve_secret_ref(ref: str, environ: Mapping[str, str]) -> str | None:
 
 def verify_setting(environ: Mapping[str, str]) -> ssl.SSLContext | bool:
     """What httpx ``verify`` is for this host: the ``AHP_CA_BUNDLE`` CAs when set, else
-    the default (``True``); the transport's rule (``tls_verify``)."""
-    from ahp_protocol.client.transports.http import tls_verify
+    the default (``True``); ``AUTH_FAILED`` when it cannot be loaded
+    (:func:`ahp_protocol.endpoints.tls_verify`)."""
+    from ahp_protocol.endpoints import tls_verify
 
-    return tls_verify(environ.get(CA_BUNDLE_ENV))
-
-
-_TOKEN: Final = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
-_PARAM: Final = re.compile(rf'\s*({_TOKEN})\s*=\s*("(?:[^"\\]|\\.)*"|[^\s,]*)\s*', re.S)
-_SCHEME: Final = re.compile(rf"\s*({_TOKEN})(?:\s+(.*))?", re.S)
-
-
-def _split_commas(text: str) -> list[str]:
-    parts: list[str] = []
-    current: list[str] = []
-    quoted = escaped = False
-    for ch in text:
-        if escaped:
-            escaped = False
-        elif quoted and ch == "\\":
-            escaped = True
-        elif ch == '"':
-            quoted = not quoted
-        elif ch == "," and not quoted:
-            parts.append("".join(current))
-            current = []
-            continue
-        current.append(ch)
-    parts.append("".join(current))
-    return [p for p in parts if p.strip()]
+    try:
+        return tls_verify(environ.get(CA_BUNDLE_ENV))
+    except ValueError as exc:
+        raise _fail(str(exc)) from None
 
 
-def _unquote(value: str) -> str:
-    if len(value) >= 2 and value[0] == value[-1] == '"':
-        return re.sub(r"\\(.)", r"\1", value[1:-1])
-    return value
-
-
-def parse_bearer_challenge(header: str) -> dict[str, str] | None:
-    """The parameters of the first ``Bearer`` challenge in a ``WWW-Authenticate`` value
-    (names lower-cased, values unquoted), or ``None`` when there is none. Other schemes
-    before or after it, and their parameters, are skipped (RFC 9110 §11.6.1)."""
-    found: dict[str, str] | None = None
-    current: dict[str, str] | None = None
-    for part in _split_commas(header):
-        param = _PARAM.fullmatch(part)
-        if param is None:
-            scheme = _SCHEME.fullmatch(part)
-            if scheme is None:
-                current = None
-                continue
-            is_bearer = scheme.group(1).lower() == "bearer" and found is None
-            current = {} if is_bearer else None
-            if current is not None:
-                found = current
-            rest = scheme.group(2) or ""
-            param = _PARAM.fullmatch(rest) if rest else None
-            if param is None:
-                continue  # nothing, or a token68 (not Bearer's)
-        if current is not None:
-            current.setdefault(param.group(1).lower(), _unquote(param.group(2)))
-    return found
-
-
-def _origin_and_path(url: str) -> tuple[str, str, str]:
-    parts = urlsplit(url)
-    return parts.scheme, parts.netloc, parts.path.rstrip("/")
-
-
-def authorization_server_metadata_urls(issuer: str) -> list[str]:
-    """Where an issuer's metadata is looked for, in order (MCP 2025-11-25): RFC 8414
-    with the path inserted, then OpenID Connect with it inserted, then appended."""
-    scheme, netloc, path = _origin_and_path(issuer)
-
-    def at(p: str) -> str:
-        return urlunsplit((scheme, netloc, p, "", ""))
-
-    if not path:
-        return [
-            at("/.well-known/oauth-authorization-server"),
-            at("/.well-known/openid-configuration"),
-        ]
-    return [
-        at(f"/.well-known/oauth-authorization-server{path}"),
-        at(f"/.well-known/openid-configuration{path}"),
-        at(f"{path}/.well-known/openid-configuration"),
-    ]
-
-
-def protected_resource_metadata_urls(endpoint: str) -> list[str]:
-    """RFC 9728 well-known URLs for ``endpoint``: path-specific, then the root."""
-    scheme, netloc, path = _origin_and_path(endpoint)
-    root = urlunsplit((scheme, netloc, "/.well-known/oauth-protected-resource", "", ""))
-    if not path:
-        return [root]
-    return [
-        urlunsplit((scheme, netloc, f"/.well-known/oauth-protected-resource{path}", "", "")),
-        root,
-    ]
+def check_destination(url: str) -> str:
+    """``url`` if it may be contacted (https, or http to loopback; no userinfo), else
+    ``AUTH_FAILED`` (:func:`ahp_protocol.oauth_metadata.check_destination`)."""
+    try:
+        return _m.check_destination(url)
+    except _m.MetadataError as exc:
+        raise _fail(exc.detail) from None
 
 
 async def _get_json(http: httpx.AsyncClient, url: str) -> dict[str, Any] | None:
-    """GET a metadata document: the JSON object, ``None`` for 404/410 (try the next
-    place), else ``AUTH_FAILED`` (a redirect, another status, a bad or large body)."""
-    check_destination(url)
     try:
-        async with http.stream(
-            "GET", url, headers={"Accept": "application/json"}, follow_redirects=False
-        ) as response:
-            if 300 <= response.status_code < 400:
-                raise _fail("an OAuth metadata request was redirected (not followed)")
-            if response.status_code in (404, 410):
-                return None
-            if response.status_code != 200:
-                raise _fail("an OAuth metadata request failed")
-            body = bytearray()
-            async for chunk in response.aiter_bytes():
-                body += chunk
-                if len(body) > _MAX_METADATA_BYTES:
-                    raise _fail("an OAuth metadata document is too large")
-    except httpx.HTTPError:
-        raise _fail("an OAuth metadata server could not be reached over verified TLS") from None
-    try:
-        document = json.loads(bytes(body))
-    except (ValueError, UnicodeDecodeError):
-        raise _fail("an OAuth metadata document is not JSON") from None
-    if not isinstance(document, dict):
-        raise _fail("an OAuth metadata document is not a JSON object")
-    return document
+        return await _m.get_json(http, url)
+    except _m.MetadataError as exc:
+        raise _fail(exc.detail) from None
 
 
 async def discover_authorization_server(http: httpx.AsyncClient, issuer: str) -> dict[str, Any]:
     """The metadata of ``issuer`` (issuer equal, token endpoint allowed), or ``AUTH_FAILED``."""
-    check_destination(issuer)
-    if urlsplit(issuer).scheme != "https":
-        raise _fail("an OAuth issuer must use https")
-    for url in authorization_server_metadata_urls(issuer):
-        document = await _get_json(http, url)
-        if document is None:
-            continue
-        if document.get("issuer") != issuer:
-            raise _fail("the authorization server metadata names another issuer")
-        endpoint = document.get("token_endpoint")
-        if not isinstance(endpoint, str):
-            raise _fail("the authorization server metadata has no token endpoint")
-        check_destination(endpoint)
-        return document
-    raise _fail("no authorization server metadata found for the issuer")
+    try:
+        return await _m.discover_authorization_server(http, issuer)
+    except _m.MetadataError as exc:
+        raise _fail(exc.detail) from None
 
 
 async def discover_protected_resource(
     http: httpx.AsyncClient, endpoint: str, challenge: Mapping[str, str]
 ) -> dict[str, Any]:
-    """The endpoint's RFC 9728 metadata: the challenge's ``resource_metadata`` URL, else
-    the well-known URLs; ``AUTH_FAILED`` when there is none or it is not usable."""
-    given = challenge.get("resource_metadata")
-    urls = [given] if given else protected_resource_metadata_urls(endpoint)
-    for url in urls:
-        document = await _get_json(http, url)
-        if document is None:
-            continue
-        resource = document.get("resource")
-        servers = document.get("authorization_servers")
-        if not isinstance(resource, str) or not (
-            isinstance(servers, list) and all(isinstance(s, str) for s in servers)
-        ):
-            raise _fail("the protected resource metadata is malformed")
-        return document
-    raise _fail("the backend asks for OAuth but publishes no protected resource metadata")
+    """The endpoint's RFC 9728 metadata (see :mod:`ahp_protocol.oauth_metadata`), or
+    ``AUTH_FAILED``."""
+    try:
+        return await _m.discover_protected_resource(http, endpoint, challenge)
+    except _m.MetadataError as exc:
+        raise _fail(exc.detail) from None
 
 
 # --------------------------------------------------------------------------- tokens
@@ -516,7 +376,7 @@ class OAuthSession:
             raise _fail("the token endpoint could not be reached over verified TLS") from None
         if 300 <= response.status_code < 400:
             raise _fail("the token endpoint redirected (not followed)")
-        if response.status_code != 200 or len(response.content) > _MAX_METADATA_BYTES:
+        if response.status_code != 200 or len(response.content) > _m.MAX_METADATA_BYTES:
             return None  # error bodies may quote the request: never read into a failure
         try:
             reply = response.json()

@@ -19,8 +19,9 @@ Owns :class:`ResourceServer`, which :class:`~ahp_protocol.server.asgi.App` consu
   past and ``nbf``/``iat`` not in the future, each with ``leeway`` seconds (default 30);
   scopes come from ``scope`` (space-separated) or ``scp`` (a list).
 
-The JWKS is found through the issuer's metadata (RFC 8414 / OpenID discovery, the
-client's rule: ``issuer`` equal, every URL https or loopback http, no redirects), fetched
+The JWKS is found through the issuer's metadata (RFC 8414 / OpenID discovery, the rule
+the client uses too, :mod:`ahp_protocol.oauth_metadata`: ``issuer`` equal, every URL
+https or loopback http, no redirects), fetched
 on first use, kept ``jwks_ttl`` seconds (default 300) and fetched again early, at most
 once per 30 s, when a token names an unknown ``kid``. When the keys cannot be fetched
 the request gets ``503`` (the backend cannot decide, it does not refuse). TLS to the
@@ -78,7 +79,7 @@ class ResourceServer:
         leeway: int = 30,
         jwks_ttl: float = 300.0,
     ) -> None:
-        from ahp_protocol.client.transports.http import check_endpoint_url
+        from ahp_protocol.endpoints import check_endpoint_url
 
         if urlsplit(issuer).scheme != "https":
             raise ValueError(f"the OAuth issuer must use https, not {issuer!r}")
@@ -214,13 +215,13 @@ class ResourceServer:
         import httpx
         from joserfc.jwk import KeySet
 
-        from ahp_protocol.client._failures import OperationalFailure
-        from ahp_protocol.client.oauth import (
-            _get_json,
+        from ahp_protocol.endpoints import tls_verify
+        from ahp_protocol.oauth_metadata import (
+            MetadataError,
             check_destination,
             discover_authorization_server,
+            get_json,
         )
-        from ahp_protocol.client.transports.http import tls_verify
 
         try:
             async with httpx.AsyncClient(
@@ -233,11 +234,11 @@ class ResourceServer:
                 uri = metadata.get("jwks_uri")
                 if not isinstance(uri, str):
                     return None
-                document = await _get_json(http, check_destination(uri))
+                document = await get_json(http, check_destination(uri))
             if document is None:
                 return None
             keys = KeySet.import_key_set(document)  # type: ignore[arg-type]
-        except (OperationalFailure, ValueError, TypeError, KeyError):
+        except (MetadataError, ValueError, TypeError, KeyError):
             return None
         except Exception:  # joserfc errors for a malformed key set
             return None

@@ -43,7 +43,6 @@ module's ``ImportError`` says so, and stdio backends still work.
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import re
 import ssl
@@ -51,7 +50,6 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
-from urllib.parse import urlsplit
 
 try:
     import httpx
@@ -63,6 +61,8 @@ except ImportError as exc:  # a stdio-only install: say what to add, not just "n
 from ahp_protocol.client._failures import FailureClass, OperationalFailure
 from ahp_protocol.client.transports._framing import decode_answer, request_key
 from ahp_protocol.client.transports.exchange import Exchange
+from ahp_protocol.endpoints import CA_BUNDLE_ENV, check_endpoint_url
+from ahp_protocol.endpoints import tls_verify as _tls_verify
 from ahp_protocol.wire import jsonrpc
 from ahp_protocol.wire.names import HEADER_NAME, is_loopback_host
 
@@ -117,48 +117,13 @@ class HeaderValue:
         return f"HeaderValue({which}=...)"
 
 
-def check_endpoint_url(url: str) -> None:
-    """THE URL rule for an HTTP endpoint (and every OAuth URL the client discovers):
-    https, or http to a loopback host; a host; no userinfo. ``ValueError`` otherwise."""
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    if scheme not in ("http", "https"):
-        raise ValueError("an AHP HTTP endpoint URL must use https (or http to a loopback host)")
-    if parts.username is not None or parts.password is not None:
-        raise ValueError("an AHP HTTP endpoint URL must not carry credentials")
-    host = parts.hostname
-    if not host:
-        raise ValueError("an AHP HTTP endpoint URL needs a host")
-    _ = parts.port  # raises ValueError for a bad port
-    if scheme == "http" and not is_loopback_host(host):
-        raise ValueError(
-            f"plain http is allowed only to a loopback host, not {host!r}: "
-            "a remote AHP endpoint must use https"
-        )
-
-
-CA_BUNDLE_ENV: Final = "AHP_CA_BUNDLE"
-"""Host environment variable naming a PEM file of CA certificates that *replaces* the
-default trust store for https backends and the OAuth servers they use (a private or test
-CA). Verification is never disabled."""
-
-
-@functools.lru_cache(maxsize=8)
-def _ssl_context(cafile: str) -> ssl.SSLContext:
-    return ssl.create_default_context(cafile=cafile)
-
-
 def tls_verify(ca_bundle: str | None) -> ssl.SSLContext | bool:
-    """THE TLS trust rule: httpx ``verify`` for ``ca_bundle`` (a PEM path; ``None``: the
-    default store). A bundle that cannot be loaded is ``CONNECT_FAILED``."""
-    if not ca_bundle:
-        return True
+    """httpx ``verify`` for ``ca_bundle`` (:func:`ahp_protocol.endpoints.tls_verify`, THE
+    TLS trust rule); a bundle that cannot be loaded is ``CONNECT_FAILED``."""
     try:
-        return _ssl_context(ca_bundle)
-    except (OSError, ssl.SSLError):
-        raise OperationalFailure(
-            FailureClass.CONNECT_FAILED, f"the CA bundle named by {CA_BUNDLE_ENV} cannot be loaded"
-        ) from None
+        return _tls_verify(ca_bundle)
+    except ValueError as exc:
+        raise OperationalFailure(FailureClass.CONNECT_FAILED, str(exc)) from None
 
 
 def _header_bytes(value: str) -> bytes | None:
