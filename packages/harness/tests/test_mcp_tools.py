@@ -8,8 +8,11 @@ from __future__ import annotations
 import base64
 import json
 import os
+import signal
+import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +63,7 @@ async def test_a_server_s_tools_are_harness_tools_checked_bounded_and_closed(
                 "mcp__rec__fail",
                 "mcp__rec__nap",
                 "mcp__rec__picture",
+                "mcp__rec__refuse",
             ]
             assert mcp.notes == []
             echo = mcp.tools["mcp__rec__echo"]
@@ -121,6 +125,16 @@ async def test_a_server_s_tools_are_harness_tools_checked_bounded_and_closed(
             assert "the tool failed on purpose" in failed.output
             assert failed.error == f"the MCP tool reported an error: {failed.output}"
 
+            # a JSON-RPC error is mcp_error (its code, never its message); the server stays
+            # usable for the next call
+            refuse = mcp.tools["mcp__rec__refuse"]
+            refused = await refuse.run(refuse.parse_input({}), sandbox)
+            assert (refused.outcome, refused.error_class) == ("error", "mcp_error")
+            assert refused.error == "MCP server rec refused the call (JSON-RPC error -32042)"
+            assert "SECRET-IN-MESSAGE" not in f"{refused.error} {refused.output}"
+            again = await echo.run(echo.parse_input({"text": "again"}), sandbox)
+            assert (again.outcome, again.output) == ("ok", "echo: again")
+
             # a call is bounded by the server's timeout
             nap = mcp.tools["mcp__rec__nap"]
             started = time.monotonic()
@@ -132,10 +146,88 @@ async def test_a_server_s_tools_are_harness_tools_checked_bounded_and_closed(
         assert time.monotonic() - closed_at < 12  # closing kills the napping server
     finally:
         sandbox.close()
-    assert calls(record) == ["echo", "add", "picture", "fail", "nap"]
+    assert calls(record) == ["echo", "add", "picture", "fail", "refuse", "echo", "nap"]
     pid = json.loads(record.read_text("utf-8").splitlines()[0])["pid"]
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+@pytest.fixture
+def http_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """The recording server over streamable HTTP on ``127.0.0.1:0``: its URL and record."""
+    record, log = tmp_path / "web-calls.jsonl", tmp_path / "web.log"
+    argv = [sys.executable, str(SERVER), "--transport", "http", "--record", str(record)]
+    with log.open("wb") as err:
+        proc = subprocess.Popen(
+            [*argv, "--name", "web"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 30
+        while "listening on " not in log.read_text("utf-8", "replace"):
+            assert proc.poll() is None, log.read_text("utf-8", "replace")
+            assert time.monotonic() < deadline, "the HTTP MCP server printed no address"
+            time.sleep(0.02)
+        url = log.read_text("utf-8").split("listening on ", 1)[1].split()[0]
+        yield url, record
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+async def test_an_http_server_s_errors_timeouts_and_death_are_bounded_and_the_session_goes_on(
+    tmp_path: Path, http_server: tuple[str, Path]
+) -> None:
+    url, web_record = http_server
+    web = McpServerConfig(id="web", transport="http", url=url, timeout_ms=1000)
+    stdio_record = tmp_path / "calls.jsonl"
+    sandbox = Sandbox([tmp_path])
+    try:
+        async with open_mcp([web, server(stdio_record)], cwd=str(tmp_path)) as mcp:
+            echo, local = mcp.tools["mcp__web__echo"], mcp.tools["mcp__rec__echo"]
+
+            async def call(name: str, value: dict[str, Any]) -> tuple[Any, float]:
+                tool = mcp.tools[name]
+                started = time.monotonic()
+                result = await tool.run(tool.parse_input(value), sandbox)
+                return result, time.monotonic() - started
+
+            # a JSON-RPC error over HTTP: mcp_error, and the server answers the next call
+            refused, _ = await call("mcp__web__refuse", {})
+            assert (refused.outcome, refused.error_class) == ("error", "mcp_error")
+            assert refused.error == "MCP server web refused the call (JSON-RPC error -32042)"
+
+            # a call longer than the server's timeout ends at the bound; the next one runs
+            slow, took = await call("mcp__web__nap", {"seconds": 4})
+            assert (slow.outcome, slow.error_class) == ("timeout", "timeout")
+            assert slow.error == "MCP server web did not answer within 1s"
+            assert took < 3, took
+            after, _ = await call("mcp__web__echo", {"text": "after the nap"})
+            assert (after.outcome, after.output) == ("ok", "echo: after the nap")
+
+            # the server process dies mid-call: a clear error at once, then "not connected"
+            crashed, took = await call("mcp__web__crash", {})
+            assert (crashed.outcome, crashed.error_class) == ("error", "mcp_connection")
+            assert crashed.error is not None and crashed.error.startswith("MCP server web ")
+            assert took < 3, took
+            gone, took = await call("mcp__web__echo", {"text": "after the crash"})
+            assert gone.error == "MCP server web is not connected (the connection was lost)"
+            assert took < 1, took
+            assert echo.identity["connection"] == {"transport": "http", "url": url}
+
+            # the session goes on: the other server answers, and closing is bounded
+            still = await local.run(local.parse_input({"text": "still here"}), sandbox)
+            assert (still.outcome, still.output) == ("ok", "echo: still here")
+            closed_at = time.monotonic()
+        assert time.monotonic() - closed_at < 5
+    finally:
+        sandbox.close()
+    assert calls(web_record) == ["refuse", "nap", "echo", "crash"]
+    assert calls(stdio_record) == ["echo"]
 
 
 async def test_a_server_that_never_answers_is_a_bounded_start_up_error(tmp_path: Path) -> None:

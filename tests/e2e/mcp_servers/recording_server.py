@@ -11,7 +11,8 @@ once it accepts connections.
 
 Tools: ``echo(text)``, ``delete_file(path)`` (deletes nothing: it only says it did),
 ``add(a, b)`` (structured output), ``picture()`` (an image), ``fail()`` (an ``isError``
-result), ``crash()`` (the process exits mid-call) and ``nap(seconds)``.
+result), ``refuse()`` (a JSON-RPC error, code -32042), ``crash()`` (the process exits
+mid-call) and ``nap(seconds)``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.utilities.types import Image
+from mcp.shared.exceptions import MCPError
 
 PNG = b"\x89PNG\r\n\x1a\nahp"
 
@@ -86,6 +88,12 @@ def main() -> None:
         """Fail: the result is an error (isError)."""
         record("fail", {})
         raise ToolError("the tool failed on purpose")
+
+    @server.tool()
+    def refuse() -> str:
+        """Refuse the call with a JSON-RPC error (not an ``isError`` result)."""
+        record("refuse", {})
+        raise MCPError(code=-32042, message="refused on purpose SECRET-IN-MESSAGE")
 
     @server.tool()
     def crash() -> str:
