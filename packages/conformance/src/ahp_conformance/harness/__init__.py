@@ -9,7 +9,10 @@ is the command and says what is judged).
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
+from collections.abc import Iterator, Mapping
 
 FAKE = (sys.executable, "-P", "-m", "ahp_conformance.fake_backend")
 """The fake backend's command (:mod:`ahp_conformance.fake_backend`).
@@ -22,3 +25,19 @@ installation, wherever this Python finds it."""
 
 def progress(text: str) -> None:
     print(f"ahp-conformance harness: {text}", file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def client_env(values: Mapping[str, str]) -> Iterator[None]:
+    """``values`` in this process's environment while client adapters run (they inherit
+    it); the old values come back after."""
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in old.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

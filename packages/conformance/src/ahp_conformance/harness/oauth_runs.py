@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from ahp_conformance import contract, scenarios
-from ahp_conformance.harness import progress
+from ahp_conformance.harness import client_env, progress
 from ahp_conformance.harness.contract_runs import first_mismatch
 from ahp_conformance.harness.registration_runs import (
     ALLOWED,
@@ -267,22 +267,6 @@ def _one_run(
     return Check(cid, title, requirements, "pass", binding="http")
 
 
-@contextlib.contextmanager
-def _client_env(values: Mapping[str, str]) -> Iterator[None]:
-    """``values`` in this process's environment while the client adapters run (they
-    inherit it); the old values come back after."""
-    old = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, value in old.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
 def oauth_checks(
     adapter: contract.Adapter, workdir: Path, watchdog_s: float, jobs: int = 2
 ) -> list[Check]:
@@ -301,7 +285,7 @@ def oauth_checks(
                 for index, spec in enumerate(RUNS)
             }
             with (
-                _client_env({**secrets, "AHP_CA_BUNDLE": servers["ca"]}),
+                client_env({**secrets, "AHP_CA_BUNDLE": servers["ca"]}),
                 ThreadPoolExecutor(max_workers=max(1, jobs)) as pool,
             ):
                 return list(

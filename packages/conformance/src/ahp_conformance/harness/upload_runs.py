@@ -36,14 +36,12 @@ implement uploads: each check is ``unsupported`` (:data:`PASSED_THROUGH`).
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
 import json
-import os
 import secrets
 import threading
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -51,7 +49,7 @@ from typing import Any
 
 from ahp_conformance import contract, scenarios
 from ahp_conformance.fake_backend import read_record
-from ahp_conformance.harness import FAKE, progress
+from ahp_conformance.harness import FAKE, client_env, progress
 from ahp_conformance.harness.registration_runs import (
     ALLOWED,
     LONG_DEADLINE_MS,
@@ -199,7 +197,7 @@ def run_upload(
     record = folder / f"{HOOK_ID}.jsonl"
     token = secrets.token_urlsafe(24)
     fakes = HttpFakes(folder)
-    with Receiver(mode, token) as receiver, _client_env({TOKEN_ENV: token}):
+    with Receiver(mode, token) as receiver, client_env({TOKEN_ENV: token}):
         transport: dict[str, Any] = {
             "type": "stdio",
             "command": FAKE[0],
@@ -261,22 +259,6 @@ def run_upload(
     if run.report is not None:
         entry = next((r for r in run.report["results"] if r.get("id") == name), None)
     return UploadRun(entry, intercepts, receiver, run.error, binding)
-
-
-@contextlib.contextmanager
-def _client_env(values: Mapping[str, str]) -> Iterator[None]:
-    """``values`` in this process's environment while a client adapter runs (it inherits
-    it); the old values come back after."""
-    old = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, value in old.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def _credentials(outcome: UploadRun) -> Check:
