@@ -1111,9 +1111,9 @@ SDK_DENY = ("Recursive deletes are not allowed (sdk).", "com.example.sdk.rm_rf")
         ("persistent", False),
         ("per_event", False),
         ("http", False),
-        # Discovered subscriptions carry the SDK backend's own 2 s deadline: per_event (an
-        # SDK process per event) could miss it on a busy machine, so discovery is shown on
-        # the long-lived transports.
+        # Discovered subscriptions carry the SDK backend's own deadline (20 s, so a loaded
+        # machine cannot turn a healthy answer into a synthetic denial); discovery is shown
+        # on the long-lived transports.
         ("persistent", True),
         ("http", True),
     ],
@@ -1130,6 +1130,9 @@ async def test_our_client_drives_the_sdk_backend(
         hook = stdio_hook("com.example.sdk", SDK_BACKEND, lifecycle=kind, subs=subs, stdlib=False)
     async with dispatcher(hook, capabilities={"tool.before": {"effects": ["deny", "allow"]}}) as d:
         assert d.configuration_diagnostics == []
+        if discover:
+            (route,) = d.routes("tool.before", "intercept")
+            assert route.policy == "fail-closed" and route.timeout_s == 20.0  # as advertised
         denied = [await d.intercept(tool_event("rm -rf /tmp/build"))]
         fine = await d.intercept(tool_event("ls -la"))
         if kind != "per_event":  # a second match on the same process or connection
