@@ -53,7 +53,7 @@ async def test_a_binary_file_is_an_attachment(workspace: Path) -> None:
     assert attachment.data == PNG
     assert attachment.media_type == "image/png"
     assert attachment.sha256 == hashlib.sha256(PNG).hexdigest()
-    assert result.output == f"logo.png: binary file, image/png, {len(PNG)} bytes (attached)"
+    assert result.output == f"logo.png: binary, image/png, {len(PNG)} bytes (attached)"
     unknown = await read(workspace, "blob")
     assert unknown.attachments[0].media_type == "application/octet-stream"
     disguised = await read(workspace, "fake.json")  # binary bytes are never declared JSON

@@ -25,6 +25,7 @@ WRITE = TOOLS["write_file"]
 EDIT = TOOLS["edit_file"]
 SEARCH = TOOLS["search"]
 FETCH = TOOLS["fetch"]
+PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(32))
 
 
 @pytest.fixture
@@ -359,7 +360,13 @@ class _Handler(BaseHTTPRequestHandler):
         elif self.path == "/big":
             self._send(200, b"z" * 10_000)
         elif self.path == "/bin":
-            self._send(200, b"\x89PNG\x00\x00", "image/png")
+            self._send(200, PNG, "image/png")
+        elif self.path == "/pictures/logo.png":  # binary declared as text: never text
+            self._send(200, PNG, "text/plain; charset=utf-8")
+        elif self.path == "/blob":
+            self._send(200, PNG, "application/json")
+        elif self.path == "/gone.png":
+            self._send(410, PNG, "image/png")
         elif self.path == "/missing":
             self._send(404, b"not here")
         elif self.path == "/redirect":
@@ -413,8 +420,36 @@ async def test_fetch_http_error_and_binary(
     assert (missing.outcome, missing.error_class) == ("error", "http_status")
     assert missing.error == "HTTP 404 from 127.0.0.1"
     assert missing.output == "not here"
-    binary = await _fetch(f"{base}/bin", sandbox)
-    assert binary.error_class == "not_text"
+    gone = await _fetch(f"{base}/gone.png", sandbox)  # an error's binary body: a note
+    assert (gone.error_class, gone.attachments) == ("http_status", ())
+    assert gone.output == f"[binary body, {len(PNG)} bytes: not shown]"
+
+
+async def test_fetch_attaches_binary_media(
+    workspace: Path, http_server: tuple[str, type[_Handler]]
+) -> None:
+    # The rule read_file follows: whole bytes, a media type that is never text or JSON,
+    # at most Limits.read_cap_bytes (a larger or cut body is refused).
+    base, _ = http_server
+    box = Sandbox([workspace], fetch_hosts=lambda h: True)
+    image = await _fetch(f"{base}/bin", box)
+    assert image.outcome == "ok"
+    (attachment,) = image.attachments
+    assert (attachment.data, attachment.media_type) == (PNG, "image/png")
+    assert (
+        image.output
+        == f"the response from 127.0.0.1: binary, image/png, {len(PNG)} bytes (attached)"
+    )
+    named = await _fetch(f"{base}/pictures/logo.png", box)  # declared text: by the path
+    assert named.attachments[0].media_type == "image/png"
+    unknown = await _fetch(f"{base}/blob", box)  # declared JSON, no name to go by
+    assert unknown.attachments[0].media_type == "application/octet-stream"
+    small = Sandbox([workspace], limits=Limits(read_cap_bytes=10), fetch_hosts=lambda h: True)
+    big = await _fetch(f"{base}/bin", small)
+    assert (big.outcome, big.error_class, big.attachments) == ("error", "too_large", ())
+    cut = Sandbox([workspace], limits=Limits(fetch_cap_bytes=10), fetch_hosts=lambda h: True)
+    truncated = await _fetch(f"{base}/bin", cut)
+    assert (truncated.error_class, truncated.attachments) == ("too_large", ())
 
 
 async def test_fetch_never_follows_redirects(

@@ -15,6 +15,12 @@ HTTP error, sandbox refusal at run time): it returns a :class:`ToolResult` with
 fixed sentences plus paths, counts and codes; they never carry exception text or
 environment values. Cancellation is never swallowed.
 
+Binary media (:func:`is_binary`: a NUL byte in the first 8 KiB) is one rule for every
+tool that meets it (``read_file``, ``fetch``): :func:`attached` makes it an attachment,
+whole and at most the cap (``Limits.read_cap_bytes``, the manifest's
+``maxUploadBytes``), with a media type from :func:`media_type` that is never text or
+JSON (AHP-CONTENT-001); a larger or cut body is refused (``too_large``).
+
 Never does: permission decisions (:mod:`ahp_harness.permissions`) or anything AHP.
 """
 
@@ -44,7 +50,10 @@ __all__ = [
     "Tool",
     "ToolInputError",
     "ToolResult",
+    "attached",
     "failure",
+    "is_binary",
+    "media_type",
 ]
 
 M = TypeVar("M", bound=BaseModel)
@@ -112,6 +121,48 @@ def failure(
 ) -> ToolResult:
     """A failed :class:`ToolResult` (helper for the tools)."""
     return ToolResult(outcome=outcome, output=output, error=error, error_class=error_class)
+
+
+_SNIFF_BYTES = 8192
+
+
+def is_binary(data: bytes) -> bool:
+    """True if ``data`` looks binary: a NUL byte in its first 8 KiB."""
+    return b"\x00" in data[:_SNIFF_BYTES]
+
+
+def _textual(media: str) -> bool:
+    low = media.lower()
+    return low.startswith("text/") or low == "application/json" or low.endswith("+json")
+
+
+def media_type(name: str, declared: str | None = None) -> str:
+    """The media type of binary bytes: ``declared`` (an HTTP ``Content-Type``, parameters
+    dropped) when it is a usable type, else a guess from ``name`` (a file name or URL
+    path); ``application/octet-stream`` when unknown, textual or JSON (binary bytes are
+    never declared text)."""
+    if declared:
+        media = declared.split(";", 1)[0].strip()
+        if "/" in media and len(media) <= 100 and " " not in media and not _textual(media):
+            return media
+    import mimetypes
+
+    guessed, _ = mimetypes.guess_type(name, strict=False)
+    if not guessed or _textual(guessed):
+        return "application/octet-stream"
+    return guessed
+
+
+def attached(what: str, data: bytes, media: str, *, whole: bool, cap: int) -> ToolResult:
+    """Binary ``data`` (all of it, if ``whole``) from ``what`` as an attachment, or
+    ``too_large`` if it is cut or larger than ``cap`` bytes."""
+    if not whole or len(data) > cap:
+        return failure("too_large", f"{what} is binary and larger than {cap} bytes")
+    from ahp_protocol.client.uploads import Attachment
+
+    attachment = Attachment(data, media)
+    text = f"{what}: binary, {attachment.media_type}, {len(data)} bytes (attached)"
+    return ToolResult(outcome="ok", output=text, attachments=(attachment,))
 
 
 def _input_error(exc: ValidationError, model: type[BaseModel]) -> ToolInputError:

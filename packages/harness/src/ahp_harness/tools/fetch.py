@@ -10,9 +10,14 @@ happen. The client ignores proxy and ``.netrc`` settings from the environment.
 Bounds: ``Limits.fetch_timeout_s`` for each network step and as a wall clock for the
 whole call (outcome ``timeout``); the body is streamed and cut at
 ``Limits.fetch_cap_bytes`` (a ``[truncated]`` note says so); ``Accept-Encoding:
-identity`` is requested. Binary bodies (a NUL byte in the first 8 KiB) are refused;
-text is decoded with the declared charset (UTF-8 otherwise). An HTTP status of 400
-or more is outcome ``error`` (``http_status``) with the body as output.
+identity`` is requested. Text is decoded with the declared charset (UTF-8 otherwise).
+A binary body (a NUL byte in the first 8 KiB), such as an image, is an attachment by
+the rule ``read_file`` follows (:func:`~ahp_harness.tools.base.attached`): whole and
+at most ``Limits.read_cap_bytes``, its media type the declared ``Content-Type``
+unless that is text or JSON (then a guess from the URL path, else
+``application/octet-stream``); a larger one is refused (``too_large``). An HTTP
+status of 400 or more is outcome ``error`` (``http_status``) with the body as output
+(a binary body as a note, never attached).
 """
 
 from __future__ import annotations
@@ -23,8 +28,16 @@ from urllib.parse import urljoin, urlsplit
 import anyio
 from pydantic import BaseModel, Field, field_validator
 
-from ahp_harness.tools.base import INPUT_CONFIG, Text, Tool, ToolResult, failure
-from ahp_harness.tools.files import is_binary
+from ahp_harness.tools.base import (
+    INPUT_CONFIG,
+    Text,
+    Tool,
+    ToolResult,
+    attached,
+    failure,
+    is_binary,
+    media_type,
+)
 
 if TYPE_CHECKING:
     from ahp_harness.sandbox import Sandbox
@@ -78,7 +91,8 @@ class FetchTool(Tool):
     kind: ClassVar[str] = "fetch"
     input_model: ClassVar[type[BaseModel]] = FetchInput
     description: ClassVar[str] = (
-        "HTTP GET a URL on an allowed host; returns the response text (size-capped)."
+        "HTTP GET a URL on an allowed host; returns the response text (size-capped; "
+        "a binary response, such as an image, is attached)."
     )
 
     def main_argument(self, inp: BaseModel) -> str:
@@ -96,6 +110,7 @@ class FetchTool(Tool):
         timeout_note = f"fetch from {host} timed out after {limits.fetch_timeout_s:g}s"
         status = 0
         charset: str | None = None
+        declared: str | None = None
         body = bytearray()
         truncated = False
         try:
@@ -124,6 +139,7 @@ class FetchTool(Tool):
                             break
                         body += chunk
                     charset = response.charset_encoding
+                    declared = response.headers.get("content-type")
         except httpx.TimeoutException:
             return failure("timeout", timeout_note, outcome="timeout")
         except httpx.HTTPError as exc:
@@ -133,7 +149,12 @@ class FetchTool(Tool):
 
         data = bytes(body)
         if is_binary(data):
-            return failure("not_text", f"the response from {host} is binary; fetch returns text")
+            if status >= 400:
+                note = f"[binary body, {len(data)} bytes: not shown]"
+                return failure("http_status", f"HTTP {status} from {host}", note)
+            media = media_type(urlsplit(url).path, declared)
+            what = f"the response from {host}"
+            return attached(what, data, media, whole=not truncated, cap=limits.read_cap_bytes)
         text = _decode(data, charset)
         if truncated:
             text += f"\n[truncated: response is capped at {cap} bytes]"

@@ -4,7 +4,8 @@
   ``Limits.read_cap_bytes`` (a ``[truncated]`` note says so). A binary file (a NUL
   byte in the first 8 KiB) of at most that size is an attachment (its bytes, whole,
   with its media type from the file name, ``application/octet-stream`` when unknown
-  or textual): the output text names the file, media type and size, and
+  or textual; the rule is :func:`~ahp_harness.tools.base.attached`'s, shared with
+  ``fetch``): the output text names the file, media type and size, and
   ``tool.after`` carries the attachment part (AHP-CONTENT-001: text and JSON stay
   inline text); a larger binary file is refused.
 * ``write_file`` (kind ``file_write``, ``{"path", "content"}``): creates or replaces
@@ -43,7 +44,10 @@ from ahp_harness.tools.base import (
     Text,
     Tool,
     ToolResult,
+    attached,
     failure,
+    is_binary,
+    media_type,
 )
 
 if TYPE_CHECKING:
@@ -56,19 +60,11 @@ __all__ = [
     "ReadFileTool",
     "WriteFileInput",
     "WriteFileTool",
-    "is_binary",
-    "media_type",
     "read_upto",
 ]
 
-_SNIFF_BYTES = 8192
 _CHUNK = 1 << 20
 TRUNCATED = "\n[truncated]"
-
-
-def is_binary(data: bytes) -> bool:
-    """True if ``data`` looks binary: a NUL byte in its first 8 KiB."""
-    return b"\x00" in data[:_SNIFF_BYTES]
 
 
 def _snapshot(data: bytes | None, cap: int) -> str | None:
@@ -76,28 +72,6 @@ def _snapshot(data: bytes | None, cap: int) -> str | None:
         return None
     text = data[:cap].decode("utf-8", errors="replace")
     return text + TRUNCATED if len(data) > cap else text
-
-
-def media_type(path: str) -> str:
-    """The media type of a binary file by its name; ``application/octet-stream`` when
-    unknown, textual or JSON (binary bytes are never declared text)."""
-    import mimetypes
-
-    guessed, _ = mimetypes.guess_type(path, strict=False)
-    if not guessed:
-        return "application/octet-stream"
-    low = guessed.lower()
-    if low.startswith("text/") or low == "application/json" or low.endswith("+json"):
-        return "application/octet-stream"
-    return guessed
-
-
-def _attached(path: str, data: bytes) -> ToolResult:
-    from ahp_protocol.client.uploads import Attachment
-
-    attachment = Attachment(data, media_type(path))
-    text = f"{path}: binary file, {attachment.media_type}, {len(data)} bytes (attached)"
-    return ToolResult(outcome="ok", output=text, attachments=(attachment,))
 
 
 class _NotAFile(Exception):
@@ -186,9 +160,7 @@ class ReadFileTool(Tool):
             finally:
                 os.close(fd)
             if is_binary(data):
-                if size > len(data):
-                    return failure("too_large", f"{path} is a binary file larger than {cap} bytes")
-                return _attached(path, data)
+                return attached(path, data, media_type(path), whole=size <= len(data), cap=cap)
             text = data.decode("utf-8", errors="replace")
             if size > len(data):
                 text += f"\n[truncated: file is {size} bytes; read_file shows {cap}]"

@@ -41,8 +41,8 @@ import anyio
 from pydantic import BaseModel, Field, field_validator
 
 from ahp_harness.sandbox import open_entry
-from ahp_harness.tools.base import INPUT_CONFIG, Text, Tool, ToolResult, failure
-from ahp_harness.tools.files import is_binary, read_upto
+from ahp_harness.tools.base import INPUT_CONFIG, Text, Tool, ToolResult, failure, is_binary
+from ahp_harness.tools.files import read_upto
 
 if TYPE_CHECKING:
     from ahp_harness.sandbox import Sandbox
