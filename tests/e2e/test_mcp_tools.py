@@ -18,6 +18,9 @@ appends every ``tools/call`` it receives to its record file before the tool runs
   exact ``tool.mcp`` identity, with the URL's userinfo and query, the secret argument,
   the header and the environment value stripped (and named in ``gaps``); no secret
   appears anywhere (events, audit log, transcript, output).
+- A host rule that makes an MCP tool ``ask`` sends ``tool.permission.request`` with the
+  same ``origin: "mcp"`` and ``tool.mcp`` as the call's ``tool.before`` (server, tool
+  name, provenance, stripped connection) and no credential; ``--approve always`` answers.
 - With no AHP at all, the host's permission rule naming ``mcp__files__delete_file``
   refuses it; a server that dies mid-call is a clear error, the next call says the
   server is not connected, and no server process outlives the run (nor a SIGTERM in the
@@ -365,6 +368,98 @@ def test_a_modified_input_is_what_the_server_gets_and_is_checked_against_the_sch
     assert refused["outcome"] == "denied" and not refused["executed"]
     assert refused["reason"] == "modified input is invalid: $.text: must be of type string"
     assert calls(record) == [{"tool": "echo", "arguments": {"text": "rewritten by a backend"}}]
+
+
+# -- (e): the identity reaches the approval prompt's event too ---------------------------------
+
+
+ASK_MCP = """
+[[rules]]
+decision = "ask"
+tool = "mcp__files__echo"
+reason = "the host asks before the files server echoes"
+
+[[rules]]
+decision = "ask"
+tool = "mcp__web__echo"
+reason = "the host asks before the web server echoes"
+"""
+
+
+def test_an_mcp_call_the_host_asks_about_carries_its_identity_in_the_permission_request(
+    e2e: Any, web: HttpMcpServer
+) -> None:
+    """The host's ``ask`` rule sends ``tool.permission.request``: it names the same MCP
+    server and tool as the call's ``tool.before`` (stripped connection included), and no
+    credential of the configuration; ``--approve always`` answers, the call runs."""
+    files_record = e2e.path("files-calls.jsonl")
+    web_before = len(calls(web.record))
+    events = ("tool.before", "tool.permission.request", "tool.after")
+    registration = e2e.registration(
+        e2e.hook(
+            AUDIT,
+            e2e.audit(content="body"),
+            "persistent",
+            [e2e.observe(*events, content="body")],
+        )
+    )
+    steps = [
+        {"tool": "mcp__files__echo", "input": {"text": "asked over stdio"}},
+        {"tool": "mcp__web__echo", "input": {"text": "asked over http"}},
+    ]
+    run = e2e.run(
+        registration=registration,
+        steps=steps,
+        permissions=ASK_MCP,
+        approve="always",
+        args=["--mcp-config", str(mcp_config(e2e, web, files_record))],
+        env={"E2E_MCP_TOKEN": SECRET_HEADER},
+    ).ok()
+
+    # the host asked (its rule), the prompt was approved, each call reached its server once
+    for call_id in ("call_1", "call_2"):
+        line = run.call(call_id)
+        assert line["approval"] == "approved" and line["executed"], run.explain()
+        assert line["host_stage"] == "rule" and line["outcome"] == "ok"
+    assert calls(files_record) == [{"tool": "echo", "arguments": {"text": "asked over stdio"}}]
+    assert calls(web.record)[web_before:] == [
+        {"tool": "echo", "arguments": {"text": "asked over http"}}
+    ]
+
+    befores = {e["call"]["id"]: e for e in e2e.audit_events("tool.before")}
+    requests = {e["call"]["id"]: e for e in e2e.audit_events("tool.permission.request")}
+    assert sorted(requests) == ["call_1", "call_2"], run.explain()
+    expected = {
+        "call_1": {"id": "files", "name": "files-rec"},
+        "call_2": {"id": "web", "name": "web-rec"},
+    }
+    for call_id, server in expected.items():
+        request, before = requests[call_id], befores[call_id]
+        assert request["path"] == "mcp"
+        assert request["tool"]["origin"] == "mcp" and request["tool"]["kind"] == "mcp"
+        assert request["tool"]["name"] == before["tool"]["name"]
+        mcp = request["tool"].get("mcp")
+        assert mcp is not None, f"tool.permission.request of {call_id} has no tool.mcp"
+        assert mcp == before["tool"]["mcp"]  # the same identity, connection and gaps
+        assert mcp["server"] == server
+        assert (mcp["toolName"], mcp["provenance"]) == ("echo", "runtime")
+    # the stripped connections, as tool.before has them
+    assert requests["call_1"]["tool"]["mcp"]["connection"]["gaps"] == [
+        {"path": "args[6]", "reason": "removed: may be a credential"}
+    ]
+    assert requests["call_2"]["tool"]["mcp"]["connection"] == {
+        "transport": "http",
+        "url": web.url,
+        "gaps": [
+            {"path": "url.userinfo", "reason": "removed: may carry credentials"},
+            {"path": "url.query", "reason": "removed: may carry credentials"},
+        ],
+    }
+
+    # no credential of the configuration in any event, nor anywhere else
+    stored = json.dumps(e2e.audit_events())
+    assert [s for s in SECRETS if s in stored] == []
+    assert leaked(run, *SECRETS) == []
 
 
 # -- (c): the host's own rule, with no AHP at all; a server that dies mid-call ----------------
