@@ -470,3 +470,64 @@ def test_an_unusable_workspace_is_exit_2(kit: HarnessKit) -> None:
     )
     assert done.returncode == 2
     assert f"--workspace {missing}: not a directory" in done.stderr
+
+
+UPLOADER = """\
+from pathlib import Path
+
+from ahp_protocol.server import Backend
+
+backend = Backend(
+    "com.example.uploader",
+    configuration=[
+        {
+            "mode": "observe",
+            "events": ["session.start"],
+            "content": {"default": "body"},
+            "upload": {"endpoint": "http://127.0.0.1:9/c", "timeoutMs": 500, "maxBytes": 10},
+        }
+    ],
+)
+
+
+@backend.observe("session.start")
+def seen(event):
+    Path(MARKER).write_text(event["id"])
+
+
+backend.run()
+"""
+
+
+def test_a_discovered_upload_configuration_needs_trust_uploads(kit: HarnessKit) -> None:
+    # draft §2.4: a configuration the backend discovers that names an upload endpoint (where
+    # the host's content would go) needs the host's consent. Without --trust-uploads the
+    # backend is skipped and the warning says how to accept it; with it, it is used; an
+    # id that is not a backend of the registration is exit 2.
+    backend, marker = kit.root / "uploader.py", kit.root / "seen.txt"
+    backend.write_text(UPLOADER.replace("MARKER", repr(str(marker))), encoding="utf-8")
+    hook = {
+        "id": "com.example.uploader",
+        "transport": {
+            "type": "stdio",
+            "command": sys.executable,
+            "args": [str(backend)],
+            "lifecycle": "persistent",
+        },
+    }
+    registration = kit.registration_file([hook])
+    script = script_file(kit.root, [{"say": "hi"}])
+    refused = run_scripted(kit, registration, script)
+    assert refused.returncode == 0, refused.stderr
+    assert "configuration not authorized" in refused.stdout
+    assert "--trust-uploads com.example.uploader accepts it" in refused.stdout
+    assert not marker.exists()
+    trusted = run_scripted(kit, registration, script, "--trust-uploads", "com.example.uploader")
+    assert trusted.returncode == 0, trusted.stderr
+    assert "not authorized" not in trusted.stdout
+    assert marker.read_text()  # the session.start it observed: its id
+    unknown = run_scripted(kit, registration, script, "--trust-uploads", "com.example.other")
+    assert unknown.returncode == 2
+    assert f"--trust-uploads com.example.other: no backend com.example.other in {registration}" in (
+        unknown.stderr
+    )

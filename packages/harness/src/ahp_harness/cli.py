@@ -126,6 +126,7 @@ async def _run(args: argparse.Namespace) -> int:
                     transcript=args.transcript,
                     audit_log=args.audit_log,
                     mcp_config=args.mcp_config,
+                    trust_uploads=args.trust_uploads,
                 ) as harness:
                     if harness.dispatcher is None:
                         ui.note(
@@ -214,6 +215,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help='MCP servers ({"mcpServers": {...}} JSON): their tools are offered as '
         "mcp__<server>__<tool>, through the same gate",
+    )
+    run.add_argument(
+        "--trust-uploads",
+        action="append",
+        default=[],
+        metavar="BACKEND",
+        help="accept a configuration BACKEND discovers that uploads content to an endpoint "
+        "of its choosing (repeatable; default: such a configuration is refused)",
     )
     run.add_argument(
         "--model",

@@ -31,7 +31,7 @@ current folder. The host pieces keep their own contracts: :mod:`ahp_harness.perm
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +45,7 @@ from ahp_harness.session import UI, Session, SessionOutcome, SessionSummary, Tur
 
 if TYPE_CHECKING:
     from ahp_protocol.client import Dispatcher, Hooks
+    from ahp_protocol.wire.registration import Hook, Subscription
 
     from ahp_harness.hooks import Approver, CallRecord, Gate, Reporter
     from ahp_harness.mcp_config import McpServerConfig
@@ -88,10 +89,15 @@ class _Refuse:
         return False
 
 
-def _hooks(registration: PathLike | None, *, interactive: bool) -> Hooks:
+def _hooks(
+    registration: PathLike | None, *, interactive: bool, trust_uploads: Collection[str] = ()
+) -> Hooks:
     """The AHP side of the session: the registration's backends (``None``: none at all).
 
     A registration file's folder is its backends' home (:mod:`ahp_protocol.client.hooks`).
+    ``trust_uploads`` names the backends whose discovered configuration may upload content
+    to endpoints of their choosing (the host's consent, draft §2.4); each must be a backend
+    of the registration.
     """
     from ahp_protocol.client import DeclarationError, Hooks, RegistrationError
     from ahp_protocol.wire.errors import WireError, WireErrors
@@ -99,17 +105,35 @@ def _hooks(registration: PathLike | None, *, interactive: bool) -> Hooks:
     from ahp_harness.host import HARNESS
     from ahp_harness.manifest import capabilities
 
+    trusted = frozenset(trust_uploads)
     try:
-        return Hooks(
+        hooks = Hooks(
             registration,
             harness=HARNESS,
             capabilities=capabilities(interactive=interactive),
             interaction=_show_sign_in if interactive else None,
+            authorize_configuration=_upload_consent(trusted) if trusted else None,
         )
     except WireErrors as exc:
         raise ConfigError(f"{registration}: {exc.first}") from None
     except (WireError, RegistrationError, DeclarationError) as exc:
         raise ConfigError(f"{registration}: {exc}") from None
+    known = {hook.id for hook in hooks.dispatcher.registration.hooks} if hooks.dispatcher else set()
+    for name in sorted(trusted - known):
+        where = f"no backend {name} in {registration}" if registration else "no --registration"
+        raise ConfigError(f"{name}: {where}", option="trust-uploads")
+    return hooks
+
+
+def _upload_consent(trusted: frozenset[str]) -> Callable[[Hook, Sequence[Subscription]], bool]:
+    """The host's consent to a discovered configuration: one that uploads content only
+    from a backend the operator trusts for that (``--trust-uploads``); any other as the
+    client would accept it without a callback."""
+
+    def consent(hook: Hook, subscriptions: Sequence[Subscription]) -> bool:
+        return hook.id in trusted or all(sub.upload is None for sub in subscriptions)
+
+    return consent
 
 
 def _show_sign_in(url: str) -> None:
@@ -224,6 +248,7 @@ async def open_harness(
     transcript: PathLike | None = None,
     audit_log: PathLike | None = None,
     mcp_config: PathLike | None = None,
+    trust_uploads: Collection[str] = (),
 ) -> AsyncIterator[Harness]:
     """One session of the harness in ``workspace`` (see the module docstring).
 
@@ -237,7 +262,9 @@ async def open_harness(
     ``audit_log`` are JSON-lines files appended to (default: none kept); ``mcp_config``
     an ``mcpServers`` JSON file (:mod:`ahp_harness.mcp_config`): its servers are started
     and connected before ``session.start`` and closed after ``session.end``, and their
-    tools are offered beside the harness's own (default: none).
+    tools are offered beside the harness's own (default: none); ``trust_uploads`` the
+    backend ids whose discovered configuration may upload content to an endpoint it
+    chose (default: none; such a configuration is refused and its backend skipped).
     """
     from ahp_harness.sandbox import Sandbox
 
@@ -260,7 +287,7 @@ async def open_harness(
     shown = ui or UI()
     stack = AsyncExitStack()
     try:
-        hooks = _hooks(registration, interactive=interactive)
+        hooks = _hooks(registration, interactive=interactive, trust_uploads=trust_uploads)
         root_text = str(sandbox.roots[0])
         mcp_tools, mcp_notes = await _open_mcp(stack, mcp_config, mcp_servers, root_text)
         for note in mcp_notes:
@@ -287,7 +314,13 @@ async def open_harness(
         )
         await hooks.start()
         for d in hooks.configuration_diagnostics:
-            shown.note(f"warning: backend {d.backend}: {d.detail}")
+            hint = ""
+            if d.detail and "configuration not authorized" in d.detail:
+                hint = (
+                    " (its configuration uploads content to an endpoint it chose; "
+                    f"--trust-uploads {d.backend} accepts it)"
+                )
+            shown.note(f"warning: backend {d.backend}: {d.detail}{hint}")
         await session.start()
         outcome: SessionOutcome = "completed"
         try:
