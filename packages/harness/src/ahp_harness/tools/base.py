@@ -131,24 +131,21 @@ def is_binary(data: bytes) -> bool:
     return b"\x00" in data[:_SNIFF_BYTES]
 
 
-def _textual(media: str) -> bool:
-    low = media.lower()
-    return low.startswith("text/") or low == "application/json" or low.endswith("+json")
-
-
 def media_type(name: str, declared: str | None = None) -> str:
     """The media type of binary bytes: ``declared`` (an HTTP ``Content-Type``, parameters
     dropped) when it is a usable type, else a guess from ``name`` (a file name or URL
     path); ``application/octet-stream`` when unknown, textual or JSON (binary bytes are
     never declared text)."""
+    from ahp_protocol.client.uploads import is_inline_media
+
     if declared:
         media = declared.split(";", 1)[0].strip()
-        if "/" in media and len(media) <= 100 and " " not in media and not _textual(media):
+        if "/" in media and len(media) <= 100 and " " not in media and not is_inline_media(media):
             return media
     import mimetypes
 
     guessed, _ = mimetypes.guess_type(name, strict=False)
-    if not guessed or _textual(guessed):
+    if not guessed or is_inline_media(guessed):
         return "application/octet-stream"
     return guessed
 

@@ -62,6 +62,7 @@ __all__ = [
     "Attachment",
     "UploadFailure",
     "Uploads",
+    "is_inline_media",
     "upload",
 ]
 
@@ -72,6 +73,13 @@ NO_UPLOAD: Final = "no upload endpoint configured for this subscription"
 
 _SHA256: Final = re.compile(r"[0-9a-f]{64}")
 _TEXT_MEDIA: Final = re.compile(r"(text/.*|application/json|.*\+json)(;.*)?", re.IGNORECASE)
+
+
+def is_inline_media(media_type: str) -> bool:
+    """Whether ``media_type`` is text or JSON (``text/*``, ``application/json``,
+    ``*+json``, any parameters): such content is sent inline, never as an attachment
+    (AHP-CONTENT-001)."""
+    return _TEXT_MEDIA.fullmatch(media_type) is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +101,7 @@ class Attachment:
             raise TypeError("attachment data must be bytes")
         if not self.media_type or "/" not in self.media_type:
             raise ValueError("an attachment needs a media type such as image/png")
-        if _TEXT_MEDIA.fullmatch(self.media_type):
+        if is_inline_media(self.media_type):
             raise ValueError(
                 f"{self.media_type} is text or JSON: it is sent inline, never as an attachment"
             )
